@@ -1,0 +1,1046 @@
+//! Sampling plan: the order in which an epoch visits a dataset version's rows, and how that
+//! order is split across DDP ranks.
+//!
+//! Everything here is pure, `std`-only logic with a self-contained PRNG, so a given
+//! `(fragment_rows, dataset_id, seed, epoch, shuffle)` yields the same global order on every
+//! platform and with every future version of this crate. The algorithms below (`SplitMix64`,
+//! xoshiro256\*\*, Lemire's bounded sampling, Fisher–Yates, the stream numbers) are frozen:
+//! changing any of them changes every training order, so the golden-value tests pin them.
+//!
+//! Layering: the *global order* G depends only on the dataset and the shuffle settings; G is
+//! cut into *global batches* of `batch_size * world_size` rows, and rank `r` takes the `r`-th
+//! contiguous block of `batch_size` rows of each global batch. Because the global batch is the
+//! unit, a run can resume with another world size as long as the global batch size is kept.
+
+use std::fmt;
+
+// ------------------------------------------------------------------------------------------
+// PRNG
+// ------------------------------------------------------------------------------------------
+
+const GOLDEN_GAMMA: u64 = 0x9E37_79B9_7F4A_7C15;
+/// Domain separator for [`seed_for`] ("TSSAMPL1" read as a little-endian u64).
+const SEED_DOMAIN: u64 = u64::from_le_bytes(*b"TSSAMPL1");
+/// Stream of the [`ShuffleMode::Global`] permutation.
+const STREAM_GLOBAL: u64 = 0;
+/// Stream of the fragment permutation of [`ShuffleMode::Block`].
+const STREAM_FRAGMENTS: u64 = 1;
+/// Window `k` of [`ShuffleMode::Block`] is shuffled with stream `STREAM_WINDOW_BASE + k`.
+const STREAM_WINDOW_BASE: u64 = 2;
+
+/// The `SplitMix64` output function (a bijection on `u64`).
+const fn mix64(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// `SplitMix64` (Steele, Lea, Flood 2014): a 64-bit counter passed through the `mix64` finalizer.
+///
+/// Used only to expand one `u64` seed into generator state and to mix keys; it is tiny,
+/// passes `BigCrush` as a seeder, and its output sequence is fully specified by the seed.
+#[derive(Clone, Debug)]
+pub struct SplitMix64 {
+    state: u64,
+}
+
+impl SplitMix64 {
+    /// Creates the generator; the first output is `mix64(seed + GOLDEN_GAMMA)`.
+    #[must_use]
+    pub const fn new(seed: u64) -> Self {
+        Self { state: seed }
+    }
+
+    /// Advances the counter by the golden-ratio gamma and returns the mixed value.
+    pub fn next_u64(&mut self) -> u64 {
+        self.state = self.state.wrapping_add(GOLDEN_GAMMA);
+        mix64(self.state)
+    }
+}
+
+/// xoshiro256\*\* 1.0 (Blackman & Vigna 2018), the generator behind every shuffle here.
+///
+/// Chosen over PCG64 because it needs only 64-bit operations (no 128-bit multiply in the
+/// core step), is fast, has a 2^256 − 1 period and a public reference implementation to check
+/// against. The state is seeded with four consecutive [`SplitMix64`] outputs, as its authors
+/// recommend; those are images of four distinct counters under a bijection, so at most one is
+/// zero and the forbidden all-zero state cannot occur.
+#[derive(Clone, Debug)]
+pub struct Xoshiro256StarStar {
+    s: [u64; 4],
+}
+
+impl Xoshiro256StarStar {
+    /// Seeds the state from `SplitMix64::new(seed)`.
+    #[must_use]
+    pub fn new(seed: u64) -> Self {
+        let mut sm = SplitMix64::new(seed);
+        Self { s: [sm.next_u64(), sm.next_u64(), sm.next_u64(), sm.next_u64()] }
+    }
+
+    /// Returns the next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        let s = &mut self.s;
+        let result = s[1].wrapping_mul(5).rotate_left(7).wrapping_mul(9);
+        let t = s[1] << 17;
+        s[2] ^= s[0];
+        s[3] ^= s[1];
+        s[1] ^= s[2];
+        s[0] ^= s[3];
+        s[2] ^= t;
+        s[3] = s[3].rotate_left(45);
+        result
+    }
+
+    /// Returns a uniform value in `0..n` (0 when `n == 0`, consuming nothing).
+    ///
+    /// Lemire's multiply-and-reject method (2019): exact (no modulo bias) and usually one
+    /// draw; the rejection rule is part of the frozen algorithm.
+    pub fn below(&mut self, n: u64) -> u64 {
+        if n == 0 {
+            return 0;
+        }
+        let mut m = u128::from(self.next_u64()) * u128::from(n);
+        if (m as u64) < n {
+            let threshold = n.wrapping_neg() % n;
+            while (m as u64) < threshold {
+                m = u128::from(self.next_u64()) * u128::from(n);
+            }
+        }
+        (m >> 64) as u64
+    }
+
+    /// Fisher–Yates (Durstenfeld) shuffle: for `i` from `len-1` down to 1, swap `i` with
+    /// `below(i + 1)`. Every permutation is equally likely.
+    pub fn shuffle<T>(&mut self, items: &mut [T]) {
+        for i in (1..items.len()).rev() {
+            let j = self.below(i as u64 + 1) as usize;
+            items.swap(i, j);
+        }
+    }
+}
+
+/// Derives the seed of one random stream from the run key.
+///
+/// `stream` separates independent uses within one epoch (0 = global permutation, 1 = fragment
+/// permutation, 2 + k = block window k). Each word is folded in as
+/// `h = mix64((h + GOLDEN_GAMMA) ^ word)`, starting from a fixed domain constant; each step is
+/// a bijection of the word, so keys differing in one word never share a seed.
+#[must_use]
+pub fn seed_for(dataset_id: u64, seed: u64, epoch: u64, stream: u64) -> u64 {
+    [dataset_id, seed, epoch, stream]
+        .into_iter()
+        .fold(SEED_DOMAIN, |h, word| mix64(h.wrapping_add(GOLDEN_GAMMA) ^ word))
+}
+
+// ------------------------------------------------------------------------------------------
+// Errors and configuration
+// ------------------------------------------------------------------------------------------
+
+/// Errors from building, resuming or checkpointing a [`Plan`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SamplerError {
+    /// A [`PlanConfig`] field is unusable (zero, out of range, or overflowing).
+    InvalidConfig {
+        /// The offending field.
+        field: &'static str,
+        /// Why it was rejected.
+        reason: &'static str,
+    },
+    /// A [`LoaderState`] belongs to another run: `field` differs from the configuration.
+    StateMismatch {
+        /// The field that differs (`dataset_id`, `seed`, `settings_digest` or `epoch`).
+        field: &'static str,
+        /// The value the configuration implies.
+        expected: u64,
+        /// The value found in the state.
+        found: u64,
+    },
+    /// A [`LoaderState`] matches the run but its position is impossible.
+    InvalidState {
+        /// The offending field.
+        field: &'static str,
+        /// Why it was rejected.
+        reason: &'static str,
+    },
+    /// Serialized state bytes or JSON could not be decoded.
+    Decode {
+        /// What was wrong with the input.
+        reason: &'static str,
+    },
+}
+
+impl fmt::Display for SamplerError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::InvalidConfig { field, reason } => {
+                write!(f, "invalid sampler config: {field} {reason}")
+            }
+            Self::StateMismatch { field, expected, found } => {
+                write!(f, "loader state mismatch: {field} is {found}, expected {expected}")
+            }
+            Self::InvalidState { field, reason } => {
+                write!(f, "invalid loader state: {field} {reason}")
+            }
+            Self::Decode { reason } => write!(f, "cannot decode loader state: {reason}"),
+        }
+    }
+}
+
+impl std::error::Error for SamplerError {}
+
+/// How an epoch orders the rows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ShuffleMode {
+    /// Sequential: G = 0, 1, …, N−1 in every epoch.
+    None,
+    /// An exact uniform random permutation of all N rows (Fisher–Yates; 8·N bytes of memory).
+    /// Best mixing, but the reader touches fragments in random order.
+    Global,
+    /// Chunk-local block shuffle: permute the fragment order, take consecutive groups of
+    /// `window_fragments` fragments (in permuted order), and emit each group's rows in a random
+    /// permutation. Each fragment is read once per epoch and at most `window_fragments`
+    /// fragments need to be resident at a time (two windows when a batch straddles them).
+    Block {
+        /// Fragments per window; must be at least 1.
+        window_fragments: usize,
+    },
+}
+
+/// Everything a [`Plan`] depends on besides the epoch.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PlanConfig {
+    /// Row count of each fragment, in dataset order; fragment `i` holds the contiguous global
+    /// rows starting at the sum of the counts before it.
+    pub fragment_rows: Vec<u64>,
+    /// Dataset identity, mixed into every random stream.
+    pub dataset_id: u64,
+    /// User seed, mixed into every random stream.
+    pub seed: u64,
+    /// Order within an epoch.
+    pub shuffle: ShuffleMode,
+    /// Rows per batch per rank (≥ 1).
+    pub batch_size: usize,
+    /// Number of DDP ranks (≥ 1).
+    pub world_size: usize,
+    /// This rank, `0..world_size`.
+    pub rank: usize,
+    /// `true` drops the incomplete final global batch; `false` (the recommended default) pads
+    /// it with rows repeated from the start of G, so no row is ever skipped.
+    pub drop_last: bool,
+}
+
+/// Checks `config`, returning `(N, global batch size)`.
+fn validate(config: &PlanConfig) -> Result<(usize, usize), SamplerError> {
+    let bad = |field, reason| Err(SamplerError::InvalidConfig { field, reason });
+    if config.batch_size == 0 {
+        return bad("batch_size", "must be at least 1");
+    }
+    if config.world_size == 0 {
+        return bad("world_size", "must be at least 1");
+    }
+    if config.rank >= config.world_size {
+        return bad("rank", "must be less than world_size");
+    }
+    if config.shuffle == (ShuffleMode::Block { window_fragments: 0 }) {
+        return bad("shuffle", "window_fragments must be at least 1");
+    }
+    let Some(global_batch) = config.batch_size.checked_mul(config.world_size) else {
+        return bad("batch_size", "times world_size overflows");
+    };
+    let total = config.fragment_rows.iter().try_fold(0u64, |acc, &r| acc.checked_add(r));
+    let Some(rows) = total.and_then(|t| usize::try_from(t).ok()) else {
+        return bad("fragment_rows", "total row count does not fit in memory");
+    };
+    if rows.div_ceil(global_batch).checked_mul(global_batch).is_none() {
+        return bad("fragment_rows", "padded row count overflows");
+    }
+    Ok((rows, global_batch))
+}
+
+/// The epoch's fragment permutation for [`ShuffleMode::Block`].
+fn fragment_permutation(config: &PlanConfig, epoch: u64) -> Vec<usize> {
+    let mut perm: Vec<usize> = (0..config.fragment_rows.len()).collect();
+    Xoshiro256StarStar::new(seed_for(config.dataset_id, config.seed, epoch, STREAM_FRAGMENTS)).shuffle(&mut perm);
+    perm
+}
+
+/// Builds the un-padded global order G of `rows` rows (config already validated).
+fn global_order(config: &PlanConfig, epoch: u64, rows: usize) -> Vec<u64> {
+    let rng = |stream| Xoshiro256StarStar::new(seed_for(config.dataset_id, config.seed, epoch, stream));
+    let mut order: Vec<u64> = Vec::with_capacity(rows);
+    match config.shuffle {
+        ShuffleMode::None => order.extend(0..rows as u64),
+        ShuffleMode::Global => {
+            order.extend(0..rows as u64);
+            rng(STREAM_GLOBAL).shuffle(&mut order);
+        }
+        ShuffleMode::Block { window_fragments } => {
+            let mut starts = Vec::with_capacity(config.fragment_rows.len());
+            config.fragment_rows.iter().fold(0u64, |start, &r| {
+                starts.push(start);
+                start + r
+            });
+            let perm = fragment_permutation(config, epoch);
+            for (k, window) in perm.chunks(window_fragments).enumerate() {
+                let from = order.len();
+                for &f in window {
+                    order.extend(starts[f]..starts[f] + config.fragment_rows[f]);
+                }
+                rng(STREAM_WINDOW_BASE.wrapping_add(k as u64)).shuffle(&mut order[from..]);
+            }
+        }
+    }
+    order
+}
+
+/// Incremental FNV-1a 64 (offset basis 0xcbf29ce484222325, prime 0x100000001b3).
+struct Fnv1a(u64);
+
+impl Fnv1a {
+    fn new() -> Self {
+        Self(0xCBF2_9CE4_8422_2325)
+    }
+    fn write(&mut self, bytes: &[u8]) -> &mut Self {
+        for &b in bytes {
+            self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x0100_0000_01B3);
+        }
+        self
+    }
+    fn u64(&mut self, v: u64) -> &mut Self {
+        self.write(&v.to_le_bytes())
+    }
+}
+
+/// Digest of the settings that determine the global order and its batching.
+///
+/// FNV-1a 64 over the canonical little-endian encoding: the ASCII tag
+/// `tessera.sampler.order.v1`, the fragment count and each fragment's row count (u64), the
+/// shuffle tag (u8: 0 None, 1 Global, 2 Block followed by `window_fragments` as u64),
+/// `drop_last` (u8) and the global batch size `batch_size * world_size` (u64, saturating).
+/// World size and rank are deliberately absent beyond that product, so a checkpoint stays valid
+/// when a job is resumed on a different number of ranks with the same global batch.
+#[must_use]
+pub fn settings_digest(config: &PlanConfig) -> u64 {
+    let mut h = Fnv1a::new();
+    h.write(b"tessera.sampler.order.v1").u64(config.fragment_rows.len() as u64);
+    for &r in &config.fragment_rows {
+        h.u64(r);
+    }
+    match config.shuffle {
+        ShuffleMode::None => h.write(&[0]),
+        ShuffleMode::Global => h.write(&[1]),
+        ShuffleMode::Block { window_fragments } => h.write(&[2]).u64(window_fragments as u64),
+    };
+    let global_batch = (config.batch_size as u64).saturating_mul(config.world_size as u64);
+    h.write(&[u8::from(config.drop_last)]).u64(global_batch);
+    h.0
+}
+
+// ------------------------------------------------------------------------------------------
+// Plan
+// ------------------------------------------------------------------------------------------
+
+/// One rank's view of one epoch: the global order, its batching, and this rank's batches.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    config: PlanConfig,
+    epoch: u64,
+    /// G followed by padding (when `drop_last` is false).
+    order: Vec<u64>,
+    /// N, the length of G.
+    rows: usize,
+    /// Length of the order after dropping/padding: a multiple of `global_batch`.
+    end: usize,
+    /// First global position this plan serves (non-zero after a resume).
+    start: usize,
+    global_batch: usize,
+}
+
+impl Plan {
+    /// Plans `epoch` from its beginning.
+    ///
+    /// # Errors
+    /// [`SamplerError::InvalidConfig`] when a field of `config` is unusable.
+    pub fn new(config: PlanConfig, epoch: u64) -> Result<Self, SamplerError> {
+        let (rows, global_batch) = validate(&config)?;
+        let mut order = global_order(&config, epoch, rows);
+        let end = if config.drop_last {
+            rows / global_batch * global_batch
+        } else {
+            rows.div_ceil(global_batch) * global_batch // checked in `validate`
+        };
+        if end > rows {
+            order.reserve_exact(end - rows);
+            for i in rows..end {
+                order.push(order[i % rows]); // i - rows wraps onto G[0], G[1], …
+            }
+        }
+        Ok(Self { config, epoch, order, rows, end, start: 0, global_batch })
+    }
+
+    /// Plans the rest of `epoch` after `state.samples_consumed_global` global samples.
+    ///
+    /// The state must come from the same dataset, seed, epoch and order settings (see
+    /// [`settings_digest`]); `world_size`, `batch_size` and `rank` may differ as long as the
+    /// global batch size is unchanged, and the remaining global batches are split the new way.
+    /// The dataset *version* is not checked here: the loader opening the version does that.
+    ///
+    /// # Errors
+    /// [`SamplerError::InvalidConfig`] for a bad `config`; [`SamplerError::StateMismatch`] naming
+    /// the first differing field; [`SamplerError::InvalidState`] when the consumed count is not
+    /// a multiple of the global batch size or lies beyond the end of the epoch.
+    pub fn resume(config: PlanConfig, epoch: u64, state: &LoaderState) -> Result<Self, SamplerError> {
+        let checks = [
+            ("dataset_id", config.dataset_id, state.dataset_id),
+            ("seed", config.seed, state.seed),
+            ("settings_digest", settings_digest(&config), state.settings_digest),
+            ("epoch", epoch, state.epoch),
+        ];
+        for (field, expected, found) in checks {
+            if expected != found {
+                return Err(SamplerError::StateMismatch { field, expected, found });
+            }
+        }
+        let mut plan = Self::new(config, epoch)?;
+        let invalid = |reason| SamplerError::InvalidState { field: "samples_consumed_global", reason };
+        let consumed = usize::try_from(state.samples_consumed_global)
+            .ok()
+            .filter(|&c| c <= plan.end)
+            .ok_or(invalid("lies beyond the end of the epoch"))?;
+        if consumed % plan.global_batch != 0 {
+            return Err(invalid("is not a multiple of the global batch size"));
+        }
+        plan.start = consumed;
+        Ok(plan)
+    }
+
+    /// The configuration this plan was built from.
+    #[must_use]
+    pub fn config(&self) -> &PlanConfig {
+        &self.config
+    }
+
+    /// The epoch this plan covers.
+    #[must_use]
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    /// Rows per global batch: `batch_size * world_size`.
+    #[must_use]
+    pub fn global_batch_size(&self) -> usize {
+        self.global_batch
+    }
+
+    /// The whole epoch's global order G (N rows, un-padded, ignoring any resume point).
+    /// Depends only on the fragment rows, dataset id, seed, epoch and shuffle mode.
+    #[must_use]
+    pub fn global_order(&self) -> &[u64] {
+        &self.order[..self.rows]
+    }
+
+    /// G after tail handling: truncated to whole global batches (`drop_last`) or padded by
+    /// repeating G from its start. Global batch `b` is `effective_order()[b*gb..(b+1)*gb]`.
+    #[must_use]
+    pub fn effective_order(&self) -> &[u64] {
+        &self.order[..self.end]
+    }
+
+    /// Batches this rank still has to take in this plan; the same on every rank.
+    #[must_use]
+    pub fn batches_per_rank(&self) -> usize {
+        (self.end - self.start) / self.global_batch
+    }
+
+    /// This rank's `i`-th remaining batch (exactly `batch_size` rows), or `None` past the end.
+    #[must_use]
+    pub fn batch(&self, i: usize) -> Option<&[u64]> {
+        if i >= self.batches_per_rank() {
+            return None;
+        }
+        let at = self.start + i * self.global_batch + self.config.rank * self.config.batch_size;
+        self.order.get(at..at + self.config.batch_size)
+    }
+
+    /// Iterates over this rank's remaining batches in order.
+    #[must_use]
+    pub fn batches(&self) -> impl ExactSizeIterator<Item = &[u64]> + '_ {
+        (0..self.batches_per_rank()).map(|i| self.batch(i).unwrap_or_default())
+    }
+
+    /// Fragment indices in the order this rank first needs a row of them (over its remaining
+    /// batches, padding included); fragments it never needs are absent.
+    ///
+    /// The prefetcher reads fragments in exactly this order. In [`ShuffleMode::Block`] windows
+    /// are contiguous in G, so the schedule visits window after window and a reader following
+    /// it holds at most two windows' fragments; in [`ShuffleMode::None`] it is ascending; in
+    /// [`ShuffleMode::Global`] it is effectively random and soon covers every fragment.
+    #[must_use]
+    pub fn fragment_schedule(&self) -> Vec<usize> {
+        let mut ends = Vec::with_capacity(self.config.fragment_rows.len());
+        self.config.fragment_rows.iter().fold(0u64, |end, &r| {
+            ends.push(end + r);
+            end + r
+        });
+        let mut seen = vec![false; ends.len()];
+        let mut schedule = Vec::new();
+        for &row in self.batches().flatten() {
+            let f = ends.partition_point(|&e| e <= row);
+            if let Some(flag) = seen.get_mut(f) {
+                if !*flag {
+                    *flag = true;
+                    schedule.push(f);
+                }
+            }
+        }
+        schedule
+    }
+
+    /// The resume state after every rank has taken `batches_consumed` batches of this plan,
+    /// or `None` when that exceeds [`Plan::batches_per_rank`]. `version` is the dataset version
+    /// being read, recorded for the loader's own check.
+    #[must_use]
+    pub fn checkpoint(&self, batches_consumed: usize, version: u64) -> Option<LoaderState> {
+        (batches_consumed <= self.batches_per_rank()).then(|| LoaderState {
+            dataset_id: self.config.dataset_id,
+            version,
+            seed: self.config.seed,
+            epoch: self.epoch,
+            samples_consumed_global: (self.start + batches_consumed * self.global_batch) as u64,
+            settings_digest: settings_digest(&self.config),
+        })
+    }
+}
+
+// ------------------------------------------------------------------------------------------
+// Resume state
+// ------------------------------------------------------------------------------------------
+
+const STATE_MAGIC: [u8; 4] = *b"TSLS";
+const STATE_FORMAT_VERSION: u16 = 1;
+/// Length of [`LoaderState::to_bytes`]: magic, version, six u64 fields, FNV-1a 64 checksum.
+pub const STATE_BYTES_LEN: usize = 4 + 2 + 6 * 8 + 8;
+const STATE_JSON_FORMAT: &str = "TSLS/1";
+const STATE_FIELDS: [&str; 6] =
+    ["dataset_id", "version", "seed", "epoch", "samples_consumed_global", "settings_digest"];
+
+/// Where a run stands, enough to continue the exact same order after a restart.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LoaderState {
+    /// Dataset identity the order was derived from.
+    pub dataset_id: u64,
+    /// Dataset version being read (checked by the loader, not by [`Plan::resume`]).
+    pub version: u64,
+    /// User seed.
+    pub seed: u64,
+    /// Current epoch.
+    pub epoch: u64,
+    /// Samples of the epoch's (padded) global order consumed by all ranks together; a multiple
+    /// of the global batch size at batch boundaries.
+    pub samples_consumed_global: u64,
+    /// [`settings_digest`] of the configuration that produced the order.
+    pub settings_digest: u64,
+}
+
+impl LoaderState {
+    fn fields(&self) -> [u64; 6] {
+        [self.dataset_id, self.version, self.seed, self.epoch, self.samples_consumed_global, self.settings_digest]
+    }
+
+    fn from_fields(f: [u64; 6]) -> Self {
+        let [dataset_id, version, seed, epoch, samples_consumed_global, settings_digest] = f;
+        Self { dataset_id, version, seed, epoch, samples_consumed_global, settings_digest }
+    }
+
+    /// Fixed little-endian encoding of [`STATE_BYTES_LEN`] bytes: magic `TSLS`, format version
+    /// u16 = 1, the six fields as u64 in declaration order, then the FNV-1a 64 of all preceding
+    /// bytes (so a flipped bit is detected rather than silently resuming elsewhere).
+    #[must_use]
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(STATE_BYTES_LEN);
+        out.extend_from_slice(&STATE_MAGIC);
+        out.extend_from_slice(&STATE_FORMAT_VERSION.to_le_bytes());
+        for v in self.fields() {
+            out.extend_from_slice(&v.to_le_bytes());
+        }
+        let checksum = Fnv1a::new().write(&out).0;
+        out.extend_from_slice(&checksum.to_le_bytes());
+        out
+    }
+
+    /// Decodes [`LoaderState::to_bytes`] output, rejecting anything else.
+    ///
+    /// # Errors
+    /// [`SamplerError::Decode`] for a wrong magic, an unsupported version, a wrong length or a
+    /// checksum mismatch.
+    pub fn from_bytes(bytes: &[u8]) -> Result<Self, SamplerError> {
+        let fail = |reason| Err(SamplerError::Decode { reason });
+        let le = |b: &[u8]| b.iter().rev().fold(0u64, |acc, &x| acc << 8 | u64::from(x));
+        if bytes.len() < 6 {
+            return fail("truncated");
+        }
+        if bytes[..4] != STATE_MAGIC {
+            return fail("bad magic (not a TSLS loader state)");
+        }
+        if le(&bytes[4..6]) != u64::from(STATE_FORMAT_VERSION) {
+            return fail("unsupported format version");
+        }
+        if bytes.len() != STATE_BYTES_LEN {
+            return fail(if bytes.len() < STATE_BYTES_LEN { "truncated" } else { "trailing bytes" });
+        }
+        let (body, checksum) = bytes.split_at(STATE_BYTES_LEN - 8);
+        if Fnv1a::new().write(body).0 != le(checksum) {
+            return fail("checksum mismatch");
+        }
+        let mut fields = [0u64; 6];
+        for (slot, chunk) in fields.iter_mut().zip(body[6..].chunks_exact(8)) {
+            *slot = le(chunk);
+        }
+        Ok(Self::from_fields(fields))
+    }
+
+    /// A flat JSON object: `"format": "TSLS/1"` plus every field as a decimal *string* (u64
+    /// exceeds the 2^53 integers JSON consumers handle exactly), e.g. `{"format":"TSLS/1",
+    /// "dataset_id":"7",…}`. Written by hand: no serde dependency.
+    #[must_use]
+    pub fn to_json(&self) -> String {
+        use std::fmt::Write as _;
+        let mut out = format!("{{\"format\":\"{STATE_JSON_FORMAT}\"");
+        for (name, value) in STATE_FIELDS.iter().zip(self.fields()) {
+            let _ = write!(out, ",\"{name}\":\"{value}\""); // writing to a String cannot fail
+        }
+        out.push('}');
+        out
+    }
+
+    /// Parses [`LoaderState::to_json`] output, tolerantly: any whitespace, values as decimal
+    /// strings or bare integers, members in any order, unknown members ignored. Values must be
+    /// strings without escapes or numbers (no nesting); `format` and all six fields are required.
+    ///
+    /// # Errors
+    /// [`SamplerError::Decode`] for anything else, including duplicate or missing fields.
+    pub fn from_json(text: &str) -> Result<Self, SamplerError> {
+        fn unquote(s: &str) -> Option<&str> {
+            let inner = s.strip_prefix('"')?.strip_suffix('"')?;
+            (!inner.contains(['"', '\\'])).then_some(inner)
+        }
+        let fail = |reason| SamplerError::Decode { reason };
+        let body = text.trim().strip_prefix('{').and_then(|s| s.strip_suffix('}'));
+        let body = body.ok_or(fail("expected a JSON object"))?;
+        let mut fields = [None; 6];
+        let mut format_seen = false;
+        for member in body.split(',').map(str::trim).filter(|m| !m.is_empty()) {
+            let (key, value) = member.split_once(':').ok_or(fail("expected \"key\": value"))?;
+            let key = unquote(key.trim()).ok_or(fail("keys must be plain strings"))?;
+            let value = value.trim();
+            let value = unquote(value).unwrap_or(value);
+            if key == "format" {
+                if format_seen || value != STATE_JSON_FORMAT {
+                    return Err(fail("format must appear once and be \"TSLS/1\""));
+                }
+                format_seen = true;
+            } else if let Some(i) = STATE_FIELDS.iter().position(|&f| f == key) {
+                let parsed = value.parse::<u64>().map_err(|_| fail("field is not a u64"))?;
+                if fields[i].replace(parsed).is_some() {
+                    return Err(fail("duplicate field"));
+                }
+            }
+        }
+        if !format_seen {
+            return Err(fail("missing format"));
+        }
+        let mut out = [0u64; 6];
+        for (slot, value) in out.iter_mut().zip(fields) {
+            *slot = value.ok_or(fail("missing field"))?;
+        }
+        Ok(Self::from_fields(out))
+    }
+}
+
+// ------------------------------------------------------------------------------------------
+// Shuffle quality measures
+// ------------------------------------------------------------------------------------------
+
+/// How far rows move from their sorted position, as fractions of the order's length.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct DisplacementStats {
+    /// Mean over positions of `|position − sorted position| / len`.
+    pub mean_normalized: f64,
+    /// Maximum of `|position − sorted position| / len`.
+    pub max_normalized: f64,
+}
+
+/// Displacement of each element from where it would sit in sorted order (ties broken by
+/// position, so padding repeats are handled); for a permutation of `0..N` the sorted position
+/// of row `v` is `v`.
+///
+/// Expected values: sequential order gives 0 / 0. A uniform permutation (Global) has mean
+/// (N²−1)/(3N²) ≈ 1/3 and max close to 1. Block mode moves whole fragments, so with many
+/// fragments its mean is also ≈ 1/3; what it gives up is local mixing, which
+/// [`adjacent_pair_retention`] and per-batch fragment diversity show instead. Empty input gives
+/// zeros.
+#[must_use]
+#[allow(clippy::cast_precision_loss)] // statistics: lengths far below 2^52
+pub fn displacement_stats(order: &[u64]) -> DisplacementStats {
+    if order.is_empty() {
+        return DisplacementStats { mean_normalized: 0.0, max_normalized: 0.0 };
+    }
+    let mut by_value: Vec<usize> = (0..order.len()).collect();
+    by_value.sort_by_key(|&i| (order[i], i));
+    let (sum, max) = by_value.iter().enumerate().fold((0u64, 0usize), |(sum, max), (sorted, &pos)| {
+        let d = sorted.abs_diff(pos);
+        (sum + d as u64, max.max(d))
+    });
+    let n = order.len() as f64;
+    DisplacementStats { mean_normalized: sum as f64 / n / n, max_normalized: max as f64 / n }
+}
+
+/// Fraction of positions `i` with `order[i + 1] == order[i] + 1`, i.e. how much sequential
+/// structure survives (0.0 for fewer than two elements).
+///
+/// Expected values: 1.0 for sequential order (less one break per wrap of the padding);
+/// ≈ 1/N for Global; ≈ 1/W for Block with W rows per window (each window is a uniform
+/// permutation, which keeps about one successor pair).
+#[must_use]
+#[allow(clippy::cast_precision_loss)] // statistics: lengths far below 2^52
+pub fn adjacent_pair_retention(order: &[u64]) -> f64 {
+    if order.len() < 2 {
+        return 0.0;
+    }
+    let kept = order.windows(2).filter(|w| w[0].checked_add(1) == Some(w[1])).count();
+    kept as f64 / (order.len() - 1) as f64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+
+    const MODES: [ShuffleMode; 3] =
+        [ShuffleMode::None, ShuffleMode::Global, ShuffleMode::Block { window_fragments: 3 }];
+
+    /// Splits `n` rows into fragments of varied sizes, including empty ones.
+    fn fragments(n: u64) -> Vec<u64> {
+        let (mut left, mut out) = (n, Vec::new());
+        for size in [13, 5, 0, 29].into_iter().cycle() {
+            if left == 0 {
+                break;
+            }
+            out.push(size.min(left));
+            left -= size.min(left);
+        }
+        out
+    }
+
+    fn config(n: u64, shuffle: ShuffleMode, batch_size: usize, world_size: usize, drop_last: bool) -> PlanConfig {
+        let fragment_rows = fragments(n);
+        PlanConfig { fragment_rows, dataset_id: 7, seed: 42, shuffle, batch_size, world_size, rank: 0, drop_last }
+    }
+
+    fn plans(c: &PlanConfig, epoch: u64, state: Option<&LoaderState>) -> Vec<Plan> {
+        (0..c.world_size)
+            .map(|rank| {
+                let c = PlanConfig { rank, ..c.clone() };
+                match state {
+                    Some(s) => Plan::resume(c, epoch, s).unwrap(),
+                    None => Plan::new(c, epoch).unwrap(),
+                }
+            })
+            .collect()
+    }
+
+    /// The ranks' batches re-interleaved into global order (global batch by global batch).
+    fn interleave(plans: &[Plan]) -> Vec<u64> {
+        let count = plans[0].batches_per_rank();
+        assert!(plans.iter().all(|p| p.batches_per_rank() == count), "ranks disagree on batch count");
+        let mut out = Vec::new();
+        for i in 0..count {
+            for p in plans {
+                let b = p.batch(i).unwrap();
+                assert_eq!(b.len(), p.config().batch_size);
+                out.extend_from_slice(b);
+            }
+            assert!(plans.iter().all(|p| p.batch(count).is_none()));
+        }
+        out
+    }
+
+    #[test]
+    fn ranks_partition_the_epoch() {
+        for world in 1..=8 {
+            for bs in [1, 3, 8] {
+                for n in [0u64, 1, 7, 100, 1001] {
+                    for drop_last in [false, true] {
+                        for mode in MODES {
+                            let c = config(n, mode, bs, world, drop_last);
+                            let ps = plans(&c, 3, None);
+                            let g = ps[0].global_order().to_vec();
+                            assert!(ps.iter().all(|p| p.global_order() == g));
+                            let mut sorted = g.clone();
+                            sorted.sort_unstable();
+                            assert_eq!(sorted, (0..n).collect::<Vec<_>>(), "{mode:?} G is not a permutation");
+                            let gb = (bs * world) as u64;
+                            let expected: Vec<u64> = if drop_last {
+                                g[..(n / gb * gb) as usize].to_vec()
+                            } else {
+                                (0..n.div_ceil(gb) * gb).map(|i| g[(i % n) as usize]).collect()
+                            };
+                            let got = interleave(&ps);
+                            assert_eq!(got, expected, "n={n} bs={bs} world={world} drop={drop_last} {mode:?}");
+                            let real = &got[..got.len().min(n as usize)];
+                            assert_eq!(real.iter().collect::<HashSet<_>>().len(), real.len(), "overlap");
+                            assert_eq!(ps[0].effective_order(), &got[..]);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn order_depends_on_epoch_and_seed_but_not_on_world_size() {
+        for mode in [ShuffleMode::Global, ShuffleMode::Block { window_fragments: 2 }] {
+            for n in [10, 100, 1001] {
+                let g = |world, epoch, seed| {
+                    let c = PlanConfig { seed, rank: world - 1, ..config(n, mode, 3, world, false) };
+                    Plan::new(c, epoch).unwrap().global_order().to_vec()
+                };
+                let base = g(1, 5, 42);
+                for world in 2..=8 {
+                    assert_eq!(g(world, 5, 42), base);
+                }
+                assert_ne!(g(1, 6, 42), base, "{mode:?} n={n}");
+                assert_ne!(g(1, 5, 43), base, "{mode:?} n={n}");
+            }
+        }
+        let seq = Plan::new(config(50, ShuffleMode::None, 4, 2, true), 9).unwrap();
+        assert_eq!(seq.global_order(), (0..50).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn block_windows_are_contiguous_and_fragments_stay_in_their_window() {
+        let rows = vec![420, 420, 17, 0, 33, 100, 250, 5, 64];
+        let starts: Vec<u64> = rows.iter().scan(0, |s, &r| Some(std::mem::replace(s, *s + r))).collect();
+        for window_fragments in [1, 2, 3, 4, 9, 20] {
+            let shuffle = ShuffleMode::Block { window_fragments };
+            let c = PlanConfig { fragment_rows: rows.clone(), shuffle, ..config(0, shuffle, 4, 2, false) };
+            let plan = Plan::new(c.clone(), 1).unwrap();
+            let g = plan.global_order();
+            let mut pos = 0;
+            for window in fragment_permutation(&c, 1).chunks(window_fragments) {
+                let len: u64 = window.iter().map(|&f| rows[f]).sum();
+                let segment = &g[pos..pos + len as usize];
+                let mut got = segment.to_vec();
+                got.sort_unstable();
+                let mut want: Vec<u64> = window.iter().flat_map(|&f| starts[f]..starts[f] + rows[f]).collect();
+                want.sort_unstable();
+                assert_eq!(got, want, "window rows not contiguous in G");
+                if len > 50 {
+                    assert!(adjacent_pair_retention(segment) < 0.1, "window not shuffled");
+                }
+                pos += len as usize;
+            }
+            assert_eq!(pos, g.len());
+            // One rank reading everything sees windows in order and each non-empty fragment once.
+            let solo = Plan::new(PlanConfig { world_size: 1, ..c.clone() }, 1).unwrap();
+            let schedule = solo.fragment_schedule();
+            let window_of =
+                |f: usize| fragment_permutation(&c, 1).iter().position(|&x| x == f).unwrap() / window_fragments;
+            assert!(schedule.windows(2).all(|w| window_of(w[0]) <= window_of(w[1])));
+            let mut sorted = schedule.clone();
+            sorted.sort_unstable();
+            assert_eq!(sorted, vec![0, 1, 2, 4, 5, 6, 7, 8]);
+        }
+        let seq = Plan::new(config(100, ShuffleMode::None, 10, 1, false), 0).unwrap();
+        assert_eq!(seq.fragment_schedule(), (0..fragments(100).len()).filter(|&f| f % 4 != 2).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn resume_at_every_boundary_reproduces_the_remainder() {
+        for mode in MODES {
+            for drop_last in [false, true] {
+                let c = config(100, mode, 3, 2, drop_last);
+                let full = plans(&c, 2, None);
+                for k in 0..=full[0].batches_per_rank() {
+                    let state = full[1].checkpoint(k, 11).unwrap();
+                    assert_eq!(state.samples_consumed_global, 6 * k as u64);
+                    let state = LoaderState::from_bytes(&state.to_bytes()).unwrap();
+                    let resumed = plans(&c, 2, Some(&state));
+                    for (a, b) in full.iter().zip(&resumed) {
+                        assert_eq!(a.batches().skip(k).collect::<Vec<_>>(), b.batches().collect::<Vec<_>>());
+                    }
+                }
+                assert!(full[0].checkpoint(full[0].batches_per_rank() + 1, 11).is_none());
+            }
+        }
+    }
+
+    #[test]
+    fn resume_with_another_world_size_keeps_the_global_order() {
+        for ((w0, b0), (w1, b1)) in [((1, 8), (2, 4)), ((4, 2), (2, 4)), ((2, 4), (8, 1))] {
+            for mode in MODES {
+                for drop_last in [false, true] {
+                    let before = config(1001, mode, b0, w0, drop_last);
+                    let after = config(1001, mode, b1, w1, drop_last);
+                    let full = interleave(&plans(&before, 4, None));
+                    let first = Plan::new(before.clone(), 4).unwrap();
+                    for k in [0, 1, 17, first.batches_per_rank() - 1, first.batches_per_rank()] {
+                        let state = first.checkpoint(k, 1).unwrap();
+                        let rest = interleave(&plans(&after, 4, Some(&state)));
+                        assert_eq!(rest, full[k * 8..], "{w0}x{b0} -> {w1}x{b1} at {k} {mode:?}");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn resume_rejects_foreign_or_impossible_states() {
+        let c = config(100, ShuffleMode::Global, 4, 2, false);
+        let state = Plan::new(c.clone(), 3).unwrap().checkpoint(2, 1).unwrap();
+        let field = |c: PlanConfig, epoch| match Plan::resume(c, epoch, &state) {
+            Err(SamplerError::StateMismatch { field, .. }) => field,
+            other => panic!("expected a mismatch, got {other:?}"),
+        };
+        assert_eq!(field(PlanConfig { dataset_id: 8, ..c.clone() }, 3), "dataset_id");
+        assert_eq!(field(PlanConfig { seed: 1, ..c.clone() }, 3), "seed");
+        assert_eq!(field(PlanConfig { drop_last: true, ..c.clone() }, 3), "settings_digest");
+        assert_eq!(field(PlanConfig { batch_size: 8, ..c.clone() }, 3), "settings_digest");
+        assert_eq!(field(PlanConfig { shuffle: ShuffleMode::None, ..c.clone() }, 3), "settings_digest");
+        assert_eq!(field(PlanConfig { fragment_rows: fragments(101), ..c.clone() }, 3), "settings_digest");
+        assert_eq!(field(c.clone(), 4), "epoch");
+        let err = Plan::resume(c.clone(), 3, &LoaderState { dataset_id: 9, ..state.clone() }).unwrap_err();
+        assert_eq!(err, SamplerError::StateMismatch { field: "dataset_id", expected: 7, found: 9 });
+        assert!(err.to_string().contains("dataset_id"));
+        for consumed in [3, 1000, u64::MAX] {
+            let bad = LoaderState { samples_consumed_global: consumed, ..state.clone() };
+            assert!(matches!(Plan::resume(c.clone(), 3, &bad), Err(SamplerError::InvalidState { .. })));
+        }
+        // Same global batch, other split: accepted.
+        assert!(Plan::resume(PlanConfig { batch_size: 2, world_size: 4, rank: 3, ..c }, 3, &state).is_ok());
+    }
+
+    #[test]
+    fn invalid_configs_are_rejected() {
+        let c = config(10, ShuffleMode::None, 2, 2, false);
+        for (bad, name) in [
+            (PlanConfig { batch_size: 0, ..c.clone() }, "batch_size"),
+            (PlanConfig { world_size: 0, rank: 0, ..c.clone() }, "world_size"),
+            (PlanConfig { rank: 2, ..c.clone() }, "rank"),
+            (PlanConfig { shuffle: ShuffleMode::Block { window_fragments: 0 }, ..c.clone() }, "shuffle"),
+            (PlanConfig { batch_size: usize::MAX, ..c.clone() }, "batch_size"),
+            (PlanConfig { fragment_rows: vec![u64::MAX, 1], ..c.clone() }, "fragment_rows"),
+        ] {
+            assert!(matches!(Plan::new(bad, 0), Err(SamplerError::InvalidConfig { field, .. }) if field == name));
+        }
+    }
+
+    #[test]
+    fn state_bytes_and_json_round_trip_and_reject_garbage() {
+        let state = LoaderState {
+            dataset_id: u64::MAX,
+            version: 3,
+            seed: 0x0123_4567_89AB_CDEF,
+            epoch: 12,
+            samples_consumed_global: 4096,
+            settings_digest: settings_digest(&config(10, ShuffleMode::Global, 2, 2, false)),
+        };
+        let bytes = state.to_bytes();
+        assert_eq!(bytes.len(), STATE_BYTES_LEN);
+        assert_eq!(&bytes[..6], b"TSLS\x01\x00");
+        assert_eq!(LoaderState::from_bytes(&bytes), Ok(state.clone()));
+        for len in 0..bytes.len() {
+            assert!(LoaderState::from_bytes(&bytes[..len]).is_err(), "truncated to {len}");
+        }
+        for bit in 0..bytes.len() * 8 {
+            let mut garbled = bytes.clone();
+            garbled[bit / 8] ^= 1 << (bit % 8);
+            assert!(LoaderState::from_bytes(&garbled).is_err(), "bit {bit} flip accepted");
+        }
+        let mut long = bytes.clone();
+        long.push(0);
+        assert_eq!(LoaderState::from_bytes(&long), Err(SamplerError::Decode { reason: "trailing bytes" }));
+
+        let json = state.to_json();
+        assert_eq!(LoaderState::from_json(&json), Ok(state.clone()));
+        let loose = " { \"epoch\" : 12 , \"format\":\"TSLS/1\", \"dataset_id\": \"18446744073709551615\",\n \
+             \"note\": \"hi\", \"version\":3, \"seed\":\"81985529216486895\", \"samples_consumed_global\":4096, \
+             \"settings_digest\":\""
+            .to_string()
+            + &state.settings_digest.to_string()
+            + "\", }";
+        assert_eq!(LoaderState::from_json(&loose), Ok(state));
+        let bad_inputs = [
+            String::new(),
+            "[]".into(),
+            json.replace("TSLS/1", "TSLS/2"),
+            json.replace("\"epoch\"", "\"epoch\":\"1\",\"epoch\""),
+            json.replace(",\"seed\"", ",\"ignored\""),
+            json.replace("\"12\"", "\"-1\""),
+            json.replace("\"12\"", "\"1e3\""),
+            json.replace("\"version\":\"3\"", "\"version\":\"18446744073709551616\""),
+            json[..json.len() - 1].to_string(),
+        ];
+        for bad in bad_inputs {
+            assert!(matches!(LoaderState::from_json(&bad), Err(SamplerError::Decode { .. })), "{bad}");
+        }
+    }
+
+    #[test]
+    #[allow(clippy::cast_precision_loss)]
+    fn shuffle_quality_measures() {
+        let global = Plan::new(config(10_000, ShuffleMode::Global, 32, 1, false), 0).unwrap();
+        assert!(adjacent_pair_retention(global.global_order()) < 0.01);
+        let d = displacement_stats(global.global_order());
+        assert!((d.mean_normalized - 1.0 / 3.0).abs() < 0.02 && d.max_normalized > 0.9, "{d:?}");
+
+        let seq = Plan::new(config(10_000, ShuffleMode::None, 3, 1, false), 0).unwrap();
+        assert!((adjacent_pair_retention(seq.global_order()) - 1.0).abs() < f64::EPSILON);
+        assert_eq!(
+            displacement_stats(seq.global_order()),
+            DisplacementStats { mean_normalized: 0.0, max_normalized: 0.0 }
+        );
+        let padded = seq.effective_order(); // 10_002 rows: one break where the padding wraps to 0
+        let expected = (padded.len() - 2) as f64 / (padded.len() - 1) as f64;
+        assert!((adjacent_pair_retention(padded) - expected).abs() < 1e-12);
+
+        let mut block = config(10_000, ShuffleMode::Block { window_fragments: 8 }, 32, 1, false);
+        block.fragment_rows = vec![100; 100];
+        let block = Plan::new(block, 0).unwrap();
+        assert!(adjacent_pair_retention(block.global_order()) < 0.01);
+        assert!(displacement_stats(block.global_order()).mean_normalized > 0.2);
+        assert!(adjacent_pair_retention(&[]) == 0.0 && adjacent_pair_retention(&[5]) == 0.0);
+    }
+
+    #[test]
+    fn prng_and_derivation_are_pinned() {
+        let mut sm = SplitMix64::new(0);
+        assert_eq!(
+            [sm.next_u64(), sm.next_u64(), sm.next_u64()],
+            [0xE220_A839_7B1D_CDAF, 0x6E78_9E6A_A1B9_65F4, 0x06C4_5D18_8009_454F]
+        );
+        let mut x = Xoshiro256StarStar { s: [1, 2, 3, 4] };
+        assert_eq!(
+            [x.next_u64(), x.next_u64(), x.next_u64(), x.next_u64()],
+            [11520, 0, 1_509_978_240, 1_215_971_899_390_074_240]
+        );
+        assert_eq!(seed_for(1, 2, 3, 4), 0xF47E_DE8D_FE08_43E7);
+        let g = Plan::new(config(10, ShuffleMode::Global, 1, 1, false), 0).unwrap();
+        assert_eq!(g.global_order(), [1, 4, 7, 9, 8, 0, 3, 2, 6, 5]);
+        let block = PlanConfig {
+            fragment_rows: vec![3, 2, 0, 4, 6],
+            ..config(0, ShuffleMode::Block { window_fragments: 2 }, 1, 1, false)
+        };
+        assert_eq!(fragment_permutation(&block, 0), [4, 1, 3, 0, 2]);
+        assert_eq!(Plan::new(block, 0).unwrap().global_order(), [14, 12, 9, 13, 10, 4, 3, 11, 2, 8, 0, 1, 6, 5, 7]);
+        let mut rng = Xoshiro256StarStar::new(9);
+        let mut counts = [0u32; 3];
+        for _ in 0..30_000 {
+            counts[rng.below(3) as usize] += 1;
+        }
+        assert!(counts.iter().all(|&c| (9_500..10_500).contains(&c)), "{counts:?}");
+        assert_eq!(rng.below(0), 0);
+    }
+}

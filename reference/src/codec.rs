@@ -1,0 +1,129 @@
+//! The chunk codec: compresses and decompresses one block (SPEC.md §"Codecs").
+//!
+//! Decompression never allocates or writes more than the block's declared raw length, which
+//! the caller has already checked against [`Limits`](crate::Limits) and the ratio bound.
+
+use crate::error::{Error, Result};
+use crate::limits::hard;
+use crate::schema::{Codec, Compression};
+
+/// Compresses `raw` for a block. `Compression::None` returns the bytes unchanged.
+///
+/// # Errors
+/// `usage` if the zstd encoder fails (an out-of-range level; the schema check rejects those).
+pub fn compress(compression: Compression, raw: &[u8]) -> Result<Vec<u8>> {
+    match compression {
+        Compression::None => Ok(raw.to_vec()),
+        Compression::Lz4 => Ok(lz4_flex::block::compress(raw)),
+        Compression::Zstd { level } => {
+            zstd::bulk::compress(raw, level).map_err(|e| Error::usage(format!("zstd compression failed: {e}")))
+        }
+    }
+}
+
+/// Checks a block's declared sizes before anything is allocated `[DF-30]` `[LIM-07]` `[LIM-08]`.
+///
+/// # Errors
+/// `invalid` if an uncompressed block's lengths differ; `limit` for a raw length above
+/// `max_raw` or a ratio above 65536.
+pub fn check_sizes(codec: Codec, stored_len: u64, raw_len: u64, max_raw: u64, what: &dyn Fn() -> String) -> Result<()> {
+    Error::check_limit(|| format!("{}: raw length", what()), max_raw, raw_len)?;
+    match codec {
+        Codec::None if stored_len != raw_len => Err(Error::invalid(
+            what(),
+            format!("uncompressed block has stored_len {stored_len} != raw_len {raw_len} [DF-31]"),
+        )),
+        Codec::None => Ok(()),
+        Codec::Lz4 | Codec::Zstd => {
+            let bound = stored_len.saturating_mul(hard::MAX_COMPRESSION_RATIO);
+            Error::check_limit(|| format!("{}: raw length for {stored_len} stored bytes", what()), bound, raw_len)
+        }
+    }
+}
+
+/// Decompresses `stored` into `out`, which must be exactly the declared raw length.
+/// The codec must produce exactly `out.len()` bytes `[DF-32]`.
+///
+/// # Errors
+/// `malformed` if the stream is corrupt or its decoded size differs from `out.len()`.
+pub fn decompress_into(codec: Codec, stored: &[u8], out: &mut [u8], what: &dyn Fn() -> String) -> Result<()> {
+    let n = match codec {
+        Codec::None => {
+            if stored.len() != out.len() {
+                return Err(Error::malformed(what(), "stored and raw lengths differ"));
+            }
+            out.copy_from_slice(stored);
+            return Ok(());
+        }
+        Codec::Lz4 => lz4_flex::block::decompress_into(stored, out)
+            .map_err(|e| Error::malformed(what(), format!("lz4 block does not decode: {e}")))?,
+        Codec::Zstd => zstd_into(stored, out, what)?,
+    };
+    if n != out.len() {
+        return Err(Error::malformed(what(), format!("decoded {n} bytes, block declares {}", out.len())));
+    }
+    Ok(())
+}
+
+/// Decodes one zstd frame into `out`, refusing any output beyond `out.len()`.
+fn zstd_into(stored: &[u8], out: &mut [u8], what: &dyn Fn() -> String) -> Result<usize> {
+    let mut d = zstd::bulk::Decompressor::new().map_err(|e| Error::malformed(what(), format!("zstd: {e}")))?;
+    let n = d
+        .decompress_to_buffer(stored, out)
+        .map_err(|e| Error::malformed(what(), format!("zstd frame does not decode: {e}")))?;
+    // One frame exactly: a second frame or trailing garbage would be silently ignored otherwise.
+    match zstd::zstd_safe::find_frame_compressed_size(stored) {
+        Ok(len) if len == stored.len() => Ok(n),
+        _ => Err(Error::malformed(what(), "block is not exactly one zstd frame [DF-33]")),
+    }
+}
+
+/// Decompresses into a new buffer of the declared raw length (checked by the caller).
+///
+/// # Errors
+/// As [`decompress_into`].
+pub fn decompress(codec: Codec, stored: &[u8], raw_len: usize, what: &dyn Fn() -> String) -> Result<Vec<u8>> {
+    let mut out = vec![0u8; raw_len];
+    decompress_into(codec, stored, &mut out, what)?;
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::ErrorClass;
+
+    fn w() -> String {
+        "t".into()
+    }
+
+    #[test]
+    fn round_trips_every_codec() {
+        let raw: Vec<u8> = (0..10_000u32).map(|i| (i % 251) as u8).collect();
+        for c in [Compression::None, Compression::Lz4, Compression::Zstd { level: 3 }] {
+            let stored = compress(c, &raw).unwrap();
+            assert_eq!(decompress(c.codec(), &stored, raw.len(), &w).unwrap(), raw);
+            // A wrong declared length is always caught.
+            let e = decompress(c.codec(), &stored, raw.len() - 1, &w).unwrap_err();
+            assert_eq!(e.class(), ErrorClass::Malformed);
+            let e = decompress(c.codec(), &stored, raw.len() + 1, &w).unwrap_err();
+            assert_eq!(e.class(), ErrorClass::Malformed);
+        }
+    }
+
+    #[test]
+    fn bombs_are_refused_before_allocation() {
+        assert_eq!(check_sizes(Codec::Zstd, 10, 1 << 40, 1 << 28, &w).unwrap_err().class(), ErrorClass::Limit);
+        assert_eq!(check_sizes(Codec::Lz4, 1, 65537, 1 << 28, &w).unwrap_err().class(), ErrorClass::Limit);
+        assert!(check_sizes(Codec::Lz4, 1, 65536, 1 << 28, &w).is_ok());
+        assert_eq!(check_sizes(Codec::None, 3, 4, 1 << 28, &w).unwrap_err().class(), ErrorClass::Invalid);
+    }
+
+    #[test]
+    fn trailing_zstd_frames_are_malformed() {
+        let mut stored = compress(Compression::Zstd { level: 1 }, b"abc").unwrap();
+        let again = stored.clone();
+        stored.extend_from_slice(&again);
+        assert!(decompress(Codec::Zstd, &stored, 3, &w).is_err());
+    }
+}

@@ -1,0 +1,471 @@
+//! Writing: creating datasets, appending rows, and the commit protocol
+//! (SPEC.md §"Commit protocol").
+//!
+//! A commit uploads its data files and one index segment (content-addressed, so re-uploads
+//! are harmless), then creates the next version's manifest with create-if-absent. If another
+//! writer took that version first, an append is rebased onto the new latest version and tried
+//! again; anything else is a [`Error::Conflict`].
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+
+use crate::batch::Batch;
+use crate::column::ColumnData;
+use crate::datafile::DataFileWriter;
+use crate::dataset::{At, Dataset, latest_version, load_manifest};
+use crate::envelope::{self, ObjectKind};
+use crate::error::{Error, Result};
+use crate::limits::Limits;
+use crate::manifest::{
+    ColumnStats, DataFileRef, Fragment, KNOWN_WRITER_FLAGS, Manifest, Segment, SegmentRef, VersionRef,
+};
+use crate::paths::{self, MAIN};
+use crate::schema::{Column, Schema};
+use crate::stats;
+use crate::store::{Created, Store};
+
+/// Default target size of one data file: 64 MiB. Large enough that a sequential GET from
+/// object storage runs at bandwidth rather than latency (tens of ms to first byte, then
+/// 100+ MB/s per stream), small enough that a block shuffle window of a few files fits in a
+/// loader's memory budget.
+pub const DEFAULT_TARGET_FILE_BYTES: u64 = 64 << 20;
+
+/// How many times an append is rebased onto a newer version before giving up.
+const MAX_REBASES: usize = 16;
+
+/// Options for writers.
+#[derive(Clone, Debug)]
+pub struct WriteOptions {
+    /// Raw bytes per data file the writer aims at (a file holds at least one row).
+    pub target_file_bytes: u64,
+    /// Raw bytes per page.
+    pub page_bytes: u64,
+    /// Column groups: each inner list of column names is stored in its own data files;
+    /// columns not named form one last group.
+    pub column_groups: Vec<Vec<String>>,
+    /// Fixed commit time (for byte-stable output); the clock when `None`.
+    pub timestamp_ms: Option<u64>,
+    /// Fixed writer nonce (for byte-stable output); random when `None`.
+    pub writer_id: Option<[u8; 16]>,
+    /// Reader limits for the datasets the writer reopens.
+    pub limits: Limits,
+}
+
+impl Default for WriteOptions {
+    fn default() -> Self {
+        Self {
+            target_file_bytes: DEFAULT_TARGET_FILE_BYTES,
+            page_bytes: crate::datafile::DEFAULT_PAGE_BYTES,
+            column_groups: Vec::new(),
+            timestamp_ms: None,
+            writer_id: None,
+            limits: Limits::default(),
+        }
+    }
+}
+
+impl WriteOptions {
+    fn timestamp(&self) -> u64 {
+        self.timestamp_ms.unwrap_or_else(|| SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64))
+    }
+
+    fn writer_id(&self) -> [u8; 16] {
+        self.writer_id.unwrap_or_else(random_id)
+    }
+}
+
+/// A random 16-byte nonce from the clock, the process id, a counter and the std hasher's keys.
+fn random_id() -> [u8; 16] {
+    use sha2::Digest;
+    use std::hash::{BuildHasher, RandomState};
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let mut h = sha2::Sha256::new();
+    h.update(SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos()).to_le_bytes());
+    h.update(std::process::id().to_le_bytes());
+    h.update(COUNTER.fetch_add(1, Ordering::Relaxed).to_le_bytes());
+    h.update(RandomState::new().hash_one(0u8).to_le_bytes());
+    let d = h.finalize();
+    let mut out = [0u8; 16];
+    out.copy_from_slice(&d[..16]);
+    out
+}
+
+impl Dataset {
+    /// Creates a dataset: version 1 of `main`, with the schema and no rows.
+    ///
+    /// # Errors
+    /// `conflict` if a dataset exists at the location; `unsupported` if the store cannot
+    /// commit; `invalid`/`limit` for a bad schema.
+    ///
+    /// # Example
+    /// ```
+    /// use tessera::{Column, Dataset, DType, Dim, Schema, WriteOptions};
+    /// let dir = tempfile::tempdir()?;
+    /// let schema = Schema::new([Column::new("label", DType::I64, &[])])?;
+    /// let ds = Dataset::create(dir.path().to_str().unwrap(), schema, &WriteOptions::default())?;
+    /// assert_eq!((ds.version(), ds.row_count()), (1, 0));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn create(location: &str, schema: Schema, options: &WriteOptions) -> Result<Self> {
+        let store = Store::open(location)?;
+        Self::create_in(&store, schema, options)
+    }
+
+    /// Creates a dataset in an opened store (see [`Dataset::create`]).
+    ///
+    /// # Errors
+    /// As [`Dataset::create`].
+    pub fn create_in(store: &Store, schema: Schema, options: &WriteOptions) -> Result<Self> {
+        schema.validate()?;
+        let next_column_id = schema.columns.iter().map(|c| c.id + 1).max().unwrap_or(0);
+        let manifest = Manifest {
+            reader_flags: 0,
+            writer_flags: 0,
+            branch: MAIN.to_string(),
+            version: 1,
+            parent: None,
+            base: None,
+            timestamp_ms: options.timestamp(),
+            message: "create".to_string(),
+            writer_id: options.writer_id(),
+            schema,
+            next_column_id,
+            next_fragment_id: 0,
+            row_count: 0,
+            segments: Vec::new(),
+            stats: Vec::new(),
+            metadata: Vec::new(),
+        };
+        match publish(store, &manifest)? {
+            Published::Ours(crc) => Self::from_manifest(store.clone(), manifest, crc, options.limits.clone()),
+            Published::Theirs => Err(Error::Conflict { what: format!("a dataset exists at {}", store.url()) }),
+        }
+    }
+
+    /// Starts a writer that appends to this version's branch.
+    #[must_use]
+    pub fn writer(&self, options: WriteOptions) -> DatasetWriter {
+        DatasetWriter { base: self.clone(), options, pending: Vec::new(), buffer: None, buffered_bytes: 0 }
+    }
+
+    /// Appends one batch and commits it: a shorthand for [`Dataset::writer`], `append`, `commit`.
+    ///
+    /// # Errors
+    /// As [`DatasetWriter::append`] and [`DatasetWriter::commit`].
+    pub fn append(&self, batch: &Batch, message: &str, options: WriteOptions) -> Result<Self> {
+        let mut w = self.writer(options);
+        w.append(batch)?;
+        w.commit(message)
+    }
+}
+
+/// Buffers rows, writes data files as they fill, and commits them as one new version.
+#[derive(Debug)]
+pub struct DatasetWriter {
+    base: Dataset,
+    options: WriteOptions,
+    pending: Vec<PendingFragment>,
+    buffer: Option<Vec<ColumnData>>,
+    buffered_bytes: u64,
+}
+
+#[derive(Debug)]
+struct PendingFragment {
+    row_count: u64,
+    files: Vec<DataFileRef>,
+    stats: Vec<ColumnStats>,
+}
+
+impl DatasetWriter {
+    /// Appends rows. The batch must have exactly the schema's columns (any order).
+    ///
+    /// # Errors
+    /// `usage` if columns are missing, extra, or of the wrong type; storage errors when a data
+    /// file is flushed.
+    pub fn append(&mut self, batch: &Batch) -> Result<()> {
+        let schema = self.base.schema().clone();
+        if batch.columns().len() != schema.columns.len() {
+            return Err(Error::usage(format!("batch has {} columns, schema has {}", batch.columns().len(), schema.columns.len())));
+        }
+        let mut cols = Vec::with_capacity(schema.columns.len());
+        for c in &schema.columns {
+            let d = batch.get(&c.name).ok_or_else(|| Error::usage(format!("batch lacks column {:?}", c.name)))?;
+            let d = if c.nullable && d.validity().is_none() { d.clone().into_nullable() } else { d.clone() };
+            d.check_against(c)?;
+            cols.push(d);
+        }
+        let rows = batch.num_rows();
+        let per_row: Vec<&[u64]> = cols.iter().map(ColumnData::offsets).collect();
+        let mut start = 0;
+        while start < rows {
+            // Take as many rows as fit in the current file.
+            let mut end = start;
+            let mut bytes = self.buffered_bytes;
+            while end < rows {
+                let row: u64 = per_row.iter().map(|o| o[end + 1] - o[end]).sum();
+                if bytes > 0 && bytes + row > self.options.target_file_bytes {
+                    break;
+                }
+                bytes += row;
+                end += 1;
+            }
+            let buf = self.buffer.get_or_insert_with(|| schema.columns.iter().map(ColumnData::for_column).collect());
+            for (b, d) in buf.iter_mut().zip(&cols) {
+                b.extend_from(d, start..end)?;
+            }
+            self.buffered_bytes = bytes;
+            start = end;
+            if end < rows || self.buffered_bytes >= self.options.target_file_bytes {
+                self.flush()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes the buffered rows as one fragment (one data file per column group).
+    fn flush(&mut self) -> Result<()> {
+        let Some(buf) = self.buffer.take() else { return Ok(()) };
+        self.buffered_bytes = 0;
+        let rows = buf.first().map_or(0, ColumnData::len);
+        if rows == 0 {
+            return Ok(());
+        }
+        let schema = self.base.schema();
+        let writer = DataFileWriter::with_page_bytes(self.options.page_bytes);
+        let mut files = Vec::new();
+        for group in column_groups(schema, &self.options.column_groups)? {
+            let cols: Vec<&Column> = group.iter().map(|&i| &schema.columns[i]).collect();
+            let data: Vec<&ColumnData> = group.iter().map(|&i| &buf[i]).collect();
+            let enc = writer.encode(&cols, &data)?;
+            let key = paths::content_key(paths::DATA_DIR, "tsd", &enc.bytes);
+            let size = enc.bytes.len() as u64;
+            self.base.store().put_if_absent(&key, Bytes::from(enc.bytes))?;
+            let mut column_ids: Vec<u32> = cols.iter().map(|c| c.id).collect();
+            column_ids.sort_unstable();
+            files.push(DataFileRef { path: key, size, footer_crc32: enc.footer_crc32, column_ids });
+        }
+        let stats = schema.columns.iter().zip(&buf).map(|(c, d)| stats::compute(c, d)).collect();
+        self.pending.push(PendingFragment { row_count: rows as u64, files, stats });
+        Ok(())
+    }
+
+    /// Commits everything appended as the next version of the branch and returns it.
+    ///
+    /// # Errors
+    /// `conflict` if the branch moved in a way an append cannot be rebased over (schema
+    /// changed, unknown writer flags) or after too many retries; storage errors.
+    pub fn commit(mut self, message: &str) -> Result<Dataset> {
+        self.flush()?;
+        let store = self.base.store().clone();
+        let mut base = self.base.manifest().clone();
+        for _ in 0..MAX_REBASES {
+            let unknown = base.writer_flags & !KNOWN_WRITER_FLAGS;
+            if unknown != 0 {
+                return Err(Error::unsupported(&base.branch, format!("unknown writer-required flags {unknown:#x} [FLG-03]")));
+            }
+            let manifest = self.build(&store, &base, message)?;
+            match publish(&store, &manifest)? {
+                Published::Ours(crc) => return Dataset::from_manifest(store, manifest, crc, self.options.limits.clone()),
+                Published::Theirs => {
+                    let latest = latest_version(&store, &base.branch)?;
+                    let (newer, _) = load_manifest(&store, &base.branch, latest, &self.options.limits)?;
+                    if newer.schema != base.schema {
+                        return Err(Error::Conflict {
+                            what: format!("{}@{} changed the schema since {}", newer.branch, newer.version, base.version),
+                        });
+                    }
+                    base = newer;
+                }
+            }
+        }
+        Err(Error::Conflict { what: format!("gave up after {MAX_REBASES} lost commit races on {}", base.branch) })
+    }
+
+    /// The manifest of the next version on top of `base`, writing the new index segment.
+    fn build(&self, store: &Store, base: &Manifest, message: &str) -> Result<Manifest> {
+        let mut segments = base.segments.clone();
+        let mut next_fragment_id = base.next_fragment_id;
+        let mut all_stats: Vec<&[ColumnStats]> = vec![&base.stats];
+        let mut fragments = Vec::with_capacity(self.pending.len());
+        for p in &self.pending {
+            fragments.push(Fragment { id: next_fragment_id, row_count: p.row_count, files: p.files.clone(), stats: p.stats.clone() });
+            next_fragment_id += 1;
+        }
+        for p in &self.pending {
+            all_stats.push(&p.stats);
+        }
+        let added: u64 = fragments.iter().map(|f| f.row_count).sum();
+        if !fragments.is_empty() {
+            let count = fragments.len() as u64;
+            let bytes = envelope::seal(ObjectKind::Segment, &Segment { fragments })?;
+            let key = paths::content_key(paths::INDEX_DIR, "tsi", &bytes);
+            let sref = SegmentRef { path: key.clone(), size: bytes.len() as u64, crc32: crc32fast::hash(&bytes), fragment_count: count, row_count: added };
+            store.put_if_absent(&key, Bytes::from(bytes))?;
+            segments.push(sref);
+        }
+        Ok(Manifest {
+            reader_flags: base.reader_flags,
+            writer_flags: base.writer_flags,
+            branch: base.branch.clone(),
+            version: base.version + 1,
+            parent: Some(base.version_ref()),
+            base: None,
+            timestamp_ms: self.options.timestamp(),
+            message: message.to_string(),
+            writer_id: self.options.writer_id(),
+            schema: base.schema.clone(),
+            next_column_id: base.next_column_id,
+            next_fragment_id,
+            row_count: base.row_count + added,
+            segments,
+            stats: stats::merge_all(all_stats),
+            metadata: base.metadata.clone(),
+        })
+    }
+}
+
+/// Indices of schema columns per data file group.
+fn column_groups(schema: &Schema, groups: &[Vec<String>]) -> Result<Vec<Vec<usize>>> {
+    let mut out = Vec::new();
+    let mut used = vec![false; schema.columns.len()];
+    for g in groups {
+        let mut idx = Vec::new();
+        for name in g {
+            let i = schema.columns.iter().position(|c| &c.name == name).ok_or_else(|| Error::usage(format!("column group names unknown column {name:?}")))?;
+            if std::mem::replace(&mut used[i], true) {
+                return Err(Error::usage(format!("column {name:?} is in two column groups")));
+            }
+            idx.push(i);
+        }
+        if !idx.is_empty() {
+            out.push(idx);
+        }
+    }
+    let rest: Vec<usize> = (0..schema.columns.len()).filter(|&i| !used[i]).collect();
+    if !rest.is_empty() {
+        out.push(rest);
+    }
+    Ok(out)
+}
+
+/// Whose manifest sits at the key after a create-if-absent.
+pub(crate) enum Published {
+    /// Ours, with the CRC of the object.
+    Ours(u32),
+    /// Another writer's.
+    Theirs,
+}
+
+/// Creates a manifest object with create-if-absent `[VER-03]`; on `AlreadyExists` reads the
+/// object back and compares writer ids, so a retried request that had landed counts as ours
+/// `[VER-05]`.
+pub(crate) fn publish(store: &Store, manifest: &Manifest) -> Result<Published> {
+    let bytes = envelope::seal(ObjectKind::Manifest, manifest)?;
+    let crc = crc32fast::hash(&bytes);
+    let key = paths::manifest_key(&manifest.branch, manifest.version);
+    match store.put_if_absent(&key, Bytes::from(bytes))? {
+        Created::New => Ok(Published::Ours(crc)),
+        Created::Existed => {
+            let other = store.get(&key)?;
+            let theirs: Manifest = envelope::open(ObjectKind::Manifest, &other, crate::limits::hard::MAX_MANIFEST_BODY, &key)?;
+            if theirs.writer_id == manifest.writer_id && crc32fast::hash(&other) == crc {
+                Ok(Published::Ours(crc))
+            } else {
+                Ok(Published::Theirs)
+            }
+        }
+    }
+}
+
+impl Dataset {
+    /// Creates a branch at this version `[REF-04]`: its first manifest is this version's, with
+    /// the new branch name and `base` pointing here. Commits on the branch continue from here.
+    ///
+    /// # Errors
+    /// `usage` for a bad name; `conflict` if the branch exists.
+    pub fn create_branch(&self, name: &str, options: &WriteOptions) -> Result<Dataset> {
+        paths::validate_ref_name(name)?;
+        if !self.store().list(&format!("{}/{name}", paths::BRANCHES_DIR))?.is_empty() {
+            return Err(Error::Conflict { what: format!("branch {name:?} exists") });
+        }
+        let mut m = self.manifest().clone();
+        m.base = Some(m.version_ref());
+        m.branch = name.to_string();
+        m.writer_id = options.writer_id();
+        m.timestamp_ms = options.timestamp();
+        m.message = format!("branch {name} from {}@{}", self.branch(), self.version());
+        match publish(self.store(), &m)? {
+            Published::Ours(crc) => Dataset::from_manifest(self.store().clone(), m, crc, self.limits().clone()),
+            Published::Theirs => Err(Error::Conflict { what: format!("branch {name:?} exists") }),
+        }
+    }
+
+    /// Tags this version `[REF-01]`. Tags are immutable: an existing name is a conflict.
+    ///
+    /// # Errors
+    /// `usage` for a bad name; `conflict` if the tag exists.
+    pub fn create_tag(&self, name: &str, message: &str, options: &WriteOptions) -> Result<()> {
+        paths::validate_ref_name(name)?;
+        let tag = crate::manifest::Tag {
+            name: name.to_string(),
+            target: VersionRef { branch: self.branch().to_string(), version: self.version() },
+            manifest_crc32: self.manifest_crc32(),
+            timestamp_ms: options.timestamp(),
+            message: message.to_string(),
+        };
+        let bytes = envelope::seal(ObjectKind::Tag, &tag)?;
+        match self.store().put_if_absent(&paths::tag_key(name), Bytes::from(bytes))? {
+            Created::New => Ok(()),
+            Created::Existed => Err(Error::Conflict { what: format!("tag {name:?} exists") }),
+        }
+    }
+
+    /// The tag names of the dataset, sorted.
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub fn tags(&self) -> Result<Vec<String>> {
+        let mut v: Vec<String> = self.store().list(paths::TAGS_DIR)?.into_iter().filter_map(|(n, _)| n.strip_suffix(".tst").map(str::to_string)).collect();
+        v.sort();
+        Ok(v)
+    }
+
+    /// The branch names of the dataset, sorted.
+    ///
+    /// # Errors
+    /// Storage errors.
+    pub fn branches(&self) -> Result<Vec<String>> {
+        let mut v = self.store().list_dirs(paths::BRANCHES_DIR)?;
+        v.sort();
+        Ok(v)
+    }
+
+    /// The manifests of this version's history, newest first, following `parent` links
+    /// (across branch bases).
+    ///
+    /// # Errors
+    /// Any error reading a manifest.
+    pub fn log(&self) -> Result<Vec<Manifest>> {
+        let mut out = vec![self.manifest().clone()];
+        while let Some(p) = out.last().and_then(|m| m.parent.clone()) {
+            let (m, _) = load_manifest(self.store(), &p.branch, p.version, self.limits())?;
+            out.push(m);
+        }
+        Ok(out)
+    }
+
+    /// Opens the version a tag names, checking the manifest CRC the tag recorded `[REF-03]`.
+    ///
+    /// # Errors
+    /// `not_found` for an unknown tag, `invalid` if the manifest differs from the tagged one.
+    pub fn open_tag(store: &Store, name: &str, limits: Limits) -> Result<Dataset> {
+        let tag = crate::dataset::read_tag(store, name, &limits)?;
+        let ds = Dataset::open_at(store, &At::BranchVersion(tag.target.branch.clone(), tag.target.version), limits)?;
+        if ds.manifest_crc32() != tag.manifest_crc32 {
+            return Err(Error::invalid(paths::tag_key(name), "tagged manifest's CRC differs from the tag record [REF-03]"));
+        }
+        Ok(ds)
+    }
+}

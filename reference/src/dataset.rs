@@ -1,0 +1,471 @@
+//! Opening a dataset version and reading from it (SPEC.md §"Versioning", §"Reader validation").
+
+use std::collections::HashMap;
+use std::ops::Range;
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use object_store::{GetOptions, GetRange};
+
+use crate::batch::Batch;
+use crate::column::ColumnData;
+use crate::datafile::{self, DataFile};
+use crate::envelope::{self, ObjectKind};
+use crate::error::{Error, Result};
+use crate::limits::{Limits, hard};
+use crate::manifest::{DataFileRef, Fragment, Manifest, Segment, Tag, VersionRef};
+use crate::paths::{self, MAIN};
+use crate::schema::{Column, Schema};
+use crate::store::{Store, block_on};
+
+/// Which version to open.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum At {
+    /// The latest version of `main`.
+    Latest,
+    /// A version of `main`.
+    Version(u64),
+    /// The latest version of a branch.
+    Branch(String),
+    /// A version of a branch.
+    BranchVersion(String, u64),
+    /// The version a tag names.
+    Tag(String),
+}
+
+/// A fragment of the open version with its first global row.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FragmentInfo {
+    /// The fragment as the index segment lists it.
+    pub fragment: Fragment,
+    /// Global index of its first row.
+    pub first_row: u64,
+}
+
+impl FragmentInfo {
+    /// The fragment's global row range.
+    #[must_use]
+    pub fn rows(&self) -> Range<u64> {
+        self.first_row..self.first_row + self.fragment.row_count
+    }
+}
+
+/// One version of a dataset, opened and validated: its manifest and index segments are
+/// loaded; data files are opened on first use.
+#[derive(Clone, Debug)]
+pub struct Dataset {
+    store: Store,
+    manifest: Arc<Manifest>,
+    manifest_crc32: u32,
+    fragments: Arc<Vec<FragmentInfo>>,
+    limits: Limits,
+    files: Arc<Mutex<HashMap<String, Arc<DataFile>>>>,
+}
+
+/// What [`Dataset::verify`] checked.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct VerifyReport {
+    /// Data files read in full.
+    pub files: u64,
+    /// Bytes of data files read.
+    pub bytes: u64,
+    /// Blocks whose CRC was checked.
+    pub blocks: u64,
+    /// Rows decoded.
+    pub rows: u64,
+}
+
+/// Maps "object not found" for an object a manifest references to the `invalid` class `[LAY-08]`.
+fn referenced(e: Error, key: &str) -> Error {
+    match e {
+        Error::NotFound { .. } => Error::invalid(key, "referenced object does not exist [LAY-08]"),
+        other => other,
+    }
+}
+
+impl Dataset {
+    /// Opens the latest version of `main` at a path or URL.
+    ///
+    /// # Errors
+    /// `not_found` if there is no dataset; any validation error of the manifest or segments.
+    pub fn open(location: &str) -> Result<Self> {
+        Self::open_at(&Store::open(location)?, &At::Latest, Limits::default())
+    }
+
+    /// Opens a chosen version.
+    ///
+    /// # Errors
+    /// As [`Dataset::open`]; `not_found` if the version, branch or tag does not exist.
+    pub fn open_at(store: &Store, at: &At, limits: Limits) -> Result<Self> {
+        let (branch, version) = resolve(store, at, &limits)?;
+        let (manifest, crc) = load_manifest(store, &branch, version, &limits)?;
+        Self::from_manifest(store.clone(), manifest, crc, limits)
+    }
+
+    /// Opens another version of the same dataset.
+    ///
+    /// # Errors
+    /// As [`Dataset::open_at`].
+    pub fn checkout(&self, at: &At) -> Result<Self> {
+        Self::open_at(&self.store, at, self.limits.clone())
+    }
+
+    pub(crate) fn from_manifest(store: Store, manifest: Manifest, manifest_crc32: u32, limits: Limits) -> Result<Self> {
+        let mut fragments = Vec::new();
+        let mut first_row = 0u64;
+        let mut min_id = 0u64;
+        for sref in &manifest.segments {
+            let bytes = store.get(&sref.path).map_err(|e| referenced(e, &sref.path))?;
+            if bytes.len() as u64 != sref.size || crc32fast::hash(&bytes) != sref.crc32 {
+                return Err(Error::invalid(&sref.path, "segment size or CRC differs from the manifest's reference [MAN-06]"));
+            }
+            let seg: Segment = envelope::open(ObjectKind::Segment, &bytes, limits.clamped().max_segment_body, &sref.path)?;
+            min_id = seg.validate(sref, &manifest.schema, manifest.next_fragment_id, min_id, &sref.path)?;
+            for fragment in seg.fragments {
+                let rows = fragment.row_count;
+                fragments.push(FragmentInfo { fragment, first_row });
+                first_row += rows;
+            }
+        }
+        Ok(Self {
+            store,
+            manifest: Arc::new(manifest),
+            manifest_crc32,
+            fragments: Arc::new(fragments),
+            limits,
+            files: Arc::new(Mutex::new(HashMap::new())),
+        })
+    }
+
+    /// The store.
+    #[must_use]
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// The manifest of this version.
+    #[must_use]
+    pub fn manifest(&self) -> &Manifest {
+        &self.manifest
+    }
+
+    /// CRC-32 of the manifest object (what tags record).
+    #[must_use]
+    pub fn manifest_crc32(&self) -> u32 {
+        self.manifest_crc32
+    }
+
+    /// The schema.
+    #[must_use]
+    pub fn schema(&self) -> &Schema {
+        &self.manifest.schema
+    }
+
+    /// Number of rows.
+    #[must_use]
+    pub fn row_count(&self) -> u64 {
+        self.manifest.row_count
+    }
+
+    /// The version number.
+    #[must_use]
+    pub fn version(&self) -> u64 {
+        self.manifest.version
+    }
+
+    /// The branch.
+    #[must_use]
+    pub fn branch(&self) -> &str {
+        &self.manifest.branch
+    }
+
+    /// The fragments in row order.
+    #[must_use]
+    pub fn fragments(&self) -> &[FragmentInfo] {
+        &self.fragments
+    }
+
+    /// The reader's limits.
+    #[must_use]
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    /// Resolves a projection (all columns when `None`) to schema columns, in the order asked.
+    ///
+    /// # Errors
+    /// `usage` for an unknown column name.
+    pub fn project(&self, columns: Option<&[&str]>) -> Result<Vec<&Column>> {
+        match columns {
+            None => Ok(self.schema().columns.iter().collect()),
+            Some(names) => names
+                .iter()
+                .map(|n| self.schema().column(n).ok_or_else(|| Error::usage(format!("no column named {n:?}"))))
+                .collect(),
+        }
+    }
+
+    /// Opens (or returns the cached) data file of a fragment, validating header, trailer and
+    /// footer `[VAL-10]`..`[VAL-19]`.
+    ///
+    /// # Errors
+    /// The first failed check.
+    pub fn data_file(&self, fragment: &Fragment, file: &DataFileRef) -> Result<Arc<DataFile>> {
+        if let Some(f) = self.files.lock().map_err(|_| Error::usage("cache poisoned"))?.get(&file.path) {
+            return Ok(f.clone());
+        }
+        paths::validate_relative(&file.path, &file.path)?;
+        let columns = self.file_columns(file)?;
+        let (header, suffix, suffix_start) = block_on(fetch_tail(&self.store, file, &self.limits))?;
+        let f = open_file(file, fragment.row_count, &columns, &self.limits, &header, &suffix, suffix_start, |r| {
+            self.store.get_ranges(&file.path, &[r]).map(|mut v| v.pop().unwrap_or_default())
+        })?;
+        let f = Arc::new(f);
+        self.files.lock().map_err(|_| Error::usage("cache poisoned"))?.insert(file.path.clone(), f.clone());
+        Ok(f)
+    }
+
+    /// The schema columns a data file holds, ascending by id.
+    ///
+    /// # Errors
+    /// `invalid` if the file references a column id the schema lacks.
+    pub fn file_columns(&self, file: &DataFileRef) -> Result<Vec<&Column>> {
+        file.column_ids
+            .iter()
+            .map(|id| self.schema().column_by_id(*id).ok_or_else(|| Error::invalid(&file.path, format!("unknown column id {id}"))))
+            .collect()
+    }
+
+    /// Reads rows `rows` of the projected columns into one batch, verifying every checksum.
+    ///
+    /// # Errors
+    /// `usage` for rows out of range or unknown columns; any validation error of the files.
+    pub fn read_rows(&self, rows: Range<u64>, columns: Option<&[&str]>) -> Result<Batch> {
+        if rows.start > rows.end || rows.end > self.row_count() {
+            return Err(Error::usage(format!("rows {rows:?} outside 0..{}", self.row_count())));
+        }
+        let cols = self.project(columns)?;
+        let mut out: Vec<ColumnData> = cols.iter().map(|c| ColumnData::for_column(c)).collect();
+        let first = self.fragments.partition_point(|f| f.rows().end <= rows.start);
+        for info in self.fragments[first..].iter().take_while(|f| f.first_row < rows.end) {
+            let local = rows.start.max(info.first_row) - info.first_row..rows.end.min(info.rows().end) - info.first_row;
+            for file in &info.fragment.files {
+                let wanted: Vec<usize> = (0..cols.len()).filter(|&i| file.column_ids.contains(&cols[i].id)).collect();
+                if wanted.is_empty() {
+                    continue;
+                }
+                let df = self.data_file(&info.fragment, file)?;
+                let mut ranges = Vec::new();
+                let mut spans = Vec::new();
+                for &i in &wanted {
+                    let chunk = df.chunk(cols[i].id).ok_or_else(|| Error::invalid(&file.path, "column missing from footer"))?;
+                    let (blocks, _) = df.blocks_for(chunk, &local);
+                    spans.push((i, ranges.len(), blocks.len()));
+                    ranges.extend(blocks.iter().map(datafile::Block::range));
+                }
+                let bytes = self.store.get_ranges(&file.path, &ranges).map_err(|e| referenced(e, &file.path))?;
+                for (i, at, n) in spans {
+                    let stored: Vec<&[u8]> = bytes[at..at + n].iter().map(Bytes::as_ref).collect();
+                    let data = df.decode(cols[i], local.clone(), &stored)?;
+                    let len = data.len();
+                    out[i].extend_from(&data, 0..len)?;
+                }
+            }
+        }
+        let mut batch = Batch::new();
+        for (c, d) in cols.iter().zip(out) {
+            batch.push(c.name.clone(), d)?;
+        }
+        Ok(batch)
+    }
+
+    /// Reads one row of the projected columns.
+    ///
+    /// # Errors
+    /// As [`Dataset::read_rows`].
+    pub fn read_row(&self, row: u64, columns: Option<&[&str]>) -> Result<Batch> {
+        self.read_rows(row..row.saturating_add(1), columns)
+    }
+
+    /// Reads every byte of every data file of this version and checks all checksums, sizes,
+    /// padding and decoded values `[VAL-21]`.
+    ///
+    /// # Errors
+    /// The first fault found.
+    pub fn verify(&self) -> Result<VerifyReport> {
+        let mut report = VerifyReport::default();
+        for info in self.fragments.iter() {
+            for file in &info.fragment.files {
+                let bytes = self.store.get(&file.path).map_err(|e| referenced(e, &file.path))?;
+                if bytes.len() as u64 != file.size {
+                    return Err(Error::invalid(&file.path, format!("file is {} bytes, manifest says {} [SEG-05]", bytes.len(), file.size)));
+                }
+                let columns = self.file_columns(file)?;
+                let size = bytes.len() as u64;
+                let df = open_file(file, info.fragment.row_count, &columns, &self.limits, &bytes, &bytes, 0, |r| {
+                    Ok(bytes.slice(r.start as usize..r.end as usize))
+                })?;
+                df.check_padding(&bytes)?;
+                for c in &columns {
+                    let chunk = df.chunk(c.id).ok_or_else(|| Error::invalid(&file.path, "column missing"))?;
+                    let all = 0..info.fragment.row_count;
+                    let (blocks, _) = df.blocks_for(chunk, &all);
+                    let stored: Vec<&[u8]> = blocks.iter().map(|b| &bytes[b.offset as usize..(b.offset + b.stored_len) as usize]).collect();
+                    df.decode(c, all, &stored)?;
+                    report.blocks += blocks.len() as u64;
+                }
+                report.files += 1;
+                report.bytes += size;
+            }
+            report.rows += info.fragment.row_count;
+        }
+        Ok(report)
+    }
+}
+
+/// Fetches the header (first 32 bytes) and a suffix of a data file in one request where the
+/// file is small, checking the object's size against the reference `[VAL-09]`.
+async fn fetch_tail(store: &Store, file: &DataFileRef, limits: &Limits) -> Result<(Bytes, Bytes, u64)> {
+    const SUFFIX: u64 = 64 << 10;
+    let path = store.path(&file.path);
+    let want = SUFFIX.min(file.size);
+    let opts = GetOptions { range: Some(GetRange::Suffix(want)), ..GetOptions::default() };
+    let r = store.object_store().get_opts(&path, opts).await.map_err(|e| match e {
+        object_store::Error::NotFound { .. } => Error::invalid(&file.path, "referenced data file does not exist [LAY-08]"),
+        e => Error::Io { path: file.path.clone(), source: e },
+    })?;
+    let actual = r.meta.size;
+    let start = r.range.start;
+    let suffix = r.bytes().await.map_err(|e| Error::Io { path: file.path.clone(), source: e })?;
+    let _ = limits;
+    if actual != file.size {
+        return Err(Error::invalid(&file.path, format!("file is {actual} bytes, manifest says {} [SEG-05]", file.size)));
+    }
+    let header = if start == 0 {
+        suffix.slice(..suffix.len().min(datafile::HEADER_LEN as usize))
+    } else {
+        let mut v = store.get_ranges_async(&file.path, &[0..datafile::HEADER_LEN]).await?;
+        v.pop().unwrap_or_default()
+    };
+    Ok((header, suffix, start))
+}
+
+/// Validates a data file from its header and a suffix that starts at `suffix_start`; `fetch`
+/// reads the footer when the suffix does not hold all of it.
+#[allow(clippy::too_many_arguments)]
+fn open_file(
+    file: &DataFileRef,
+    rows: u64,
+    columns: &[&Column],
+    limits: &Limits,
+    header: &[u8],
+    suffix: &[u8],
+    suffix_start: u64,
+    fetch: impl FnOnce(Range<u64>) -> Result<Bytes>,
+) -> Result<DataFile> {
+    let what = file.path.as_str();
+    datafile::check_header(header, what)?;
+    let size = file.size;
+    let t = datafile::TRAILER_LEN as usize;
+    if suffix.len() < t {
+        return Err(Error::malformed(what, "file shorter than its trailer [DF-02]"));
+    }
+    let tail = datafile::parse_tail(&suffix[suffix.len() - t..], size, limits, what)?;
+    let footer_end = size - datafile::TRAILER_LEN;
+    let footer: Bytes;
+    let footer_bytes: &[u8] = if tail.footer_offset >= suffix_start {
+        let a = (tail.footer_offset - suffix_start) as usize;
+        &suffix[a..a + tail.footer_len as usize]
+    } else {
+        footer = fetch(tail.footer_offset..footer_end)?;
+        &footer
+    };
+    DataFile::open(what, tail, footer_bytes, file.footer_crc32, rows, columns, limits)
+}
+
+/// Finds (branch, version) for a request: one LIST for "latest" `[VER-04]`; a tag is read and
+/// checked `[REF-03]`.
+fn resolve(store: &Store, at: &At, limits: &Limits) -> Result<(String, u64)> {
+    match at {
+        At::Latest => Ok((MAIN.to_string(), latest_version(store, MAIN)?)),
+        At::Version(v) => Ok((MAIN.to_string(), *v)),
+        At::Branch(b) => {
+            paths::validate_ref_name(b)?;
+            Ok((b.clone(), latest_version(store, b)?))
+        }
+        At::BranchVersion(b, v) => {
+            paths::validate_ref_name(b)?;
+            Ok((b.clone(), *v))
+        }
+        At::Tag(t) => {
+            let tag = read_tag(store, t, limits)?;
+            Ok((tag.target.branch, tag.target.version))
+        }
+    }
+}
+
+/// Reads and validates a tag record.
+pub(crate) fn read_tag(store: &Store, name: &str, _limits: &Limits) -> Result<Tag> {
+    paths::validate_ref_name(name)?;
+    let key = paths::tag_key(name);
+    let bytes = store.get(&key)?;
+    let tag: Tag = envelope::open(ObjectKind::Tag, &bytes, hard::MAX_TAG_BODY, &key)?;
+    if tag.name != name {
+        return Err(Error::invalid(&key, format!("tag record names {:?} [REF-02]", tag.name)));
+    }
+    paths::validate_ref_name(&tag.target.branch).map_err(|_| Error::invalid(&key, "bad branch name in tag"))?;
+    Ok(tag)
+}
+
+/// The newest version of a branch by one LIST `[VER-04]`.
+///
+/// # Errors
+/// `not_found` if the branch has no manifests.
+pub fn latest_version(store: &Store, branch: &str) -> Result<u64> {
+    let dir = format!("{}/{branch}", paths::BRANCHES_DIR);
+    store
+        .list(&dir)?
+        .iter()
+        .filter_map(|(n, _)| paths::parse_manifest_name(n))
+        .max()
+        .ok_or_else(|| Error::NotFound { what: format!("branch {branch:?} in {}", store.url()) })
+}
+
+/// Reads, checks and decodes a manifest, following a branch's base for versions from before
+/// the branch existed `[VER-08]`. Returns the manifest and the CRC of its object.
+pub(crate) fn load_manifest(store: &Store, branch: &str, version: u64, limits: &Limits) -> Result<(Manifest, u32)> {
+    let mut branch = branch.to_string();
+    for _ in 0..64 {
+        let key = paths::manifest_key(&branch, version);
+        match store.get(&key) {
+            Ok(bytes) => {
+                let m: Manifest = envelope::open(ObjectKind::Manifest, &bytes, limits.clamped().max_manifest_body, &key)?;
+                m.validate(&branch, version, &key)?;
+                return Ok((m, crc32fast::hash(&bytes)));
+            }
+            Err(Error::NotFound { .. }) => match branch_base(store, &branch, limits)? {
+                Some(base) if version <= base.version && base.branch != branch => branch = base.branch,
+                _ => return Err(Error::NotFound { what: format!("version {version} of branch {branch:?}") }),
+            },
+            Err(e) => return Err(e),
+        }
+    }
+    Err(Error::invalid(branch, "branch bases form a chain longer than 64 [REF-06]"))
+}
+
+/// The base of a branch: the `base` of its earliest manifest.
+fn branch_base(store: &Store, branch: &str, limits: &Limits) -> Result<Option<VersionRef>> {
+    let dir = format!("{}/{branch}", paths::BRANCHES_DIR);
+    let Some(first) = store.list(&dir)?.iter().filter_map(|(n, _)| paths::parse_manifest_name(n)).min() else {
+        return Ok(None);
+    };
+    let key = paths::manifest_key(branch, first);
+    let bytes = store.get(&key)?;
+    let m: Manifest = envelope::open(ObjectKind::Manifest, &bytes, limits.clamped().max_manifest_body, &key)?;
+    Ok(m.base)
+}
+
+/// Reads a VersionRef's manifest object bytes' CRC (for tags).
+pub(crate) fn manifest_object_crc(store: &Store, r: &VersionRef, limits: &Limits) -> Result<u32> {
+    load_manifest(store, &r.branch, r.version, limits).map(|(_, c)| c)
+}

@@ -1,0 +1,219 @@
+//! The metadata envelope and the pinned bincode configuration (SPEC.md §"Metadata envelope",
+//! §"Binary encoding").
+//!
+//! Manifests, index segments and tag records are serde structs encoded with bincode 2 in
+//! little-endian, fixed-width-integer mode, framed as
+//! `magic(8) | major u16 | minor u16 | reserved u32 | body_len u64 | body | crc32 u32`.
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::error::{Error, Result};
+
+/// Format major version this implementation reads and writes `[GEN-03]`.
+pub const MAJOR: u16 = 1;
+/// Format minor version this implementation writes.
+pub const MINOR: u16 = 0;
+/// Bytes before the body.
+pub const HEADER_LEN: usize = 24;
+/// Bytes after the body (the CRC).
+pub const TRAILER_LEN: usize = 4;
+
+/// The kinds of enveloped object, each with its magic number.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ObjectKind {
+    /// A version manifest (`.tsm`).
+    Manifest,
+    /// An index segment (`.tsi`).
+    Segment,
+    /// A tag record (`.tst`).
+    Tag,
+}
+
+impl ObjectKind {
+    /// The eight magic bytes.
+    #[must_use]
+    pub fn magic(self) -> [u8; 8] {
+        let c = match self {
+            Self::Manifest => b'M',
+            Self::Segment => b'I',
+            Self::Tag => b'T',
+        };
+        [0x89, b'T', b'S', c, b'\r', b'\n', 0x1a, b'\n']
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Self::Manifest => "manifest",
+            Self::Segment => "index segment",
+            Self::Tag => "tag record",
+        }
+    }
+}
+
+/// The pinned bincode configuration `[ENC-01]`.
+fn config() -> impl bincode::config::Config {
+    bincode::config::standard().with_little_endian().with_fixed_int_encoding()
+}
+
+/// Encodes a value with the pinned configuration (no framing).
+///
+/// # Errors
+/// Only if serde reports an error, which the crate's own types never do.
+pub fn encode_body<T: Serialize>(value: &T) -> Result<Vec<u8>> {
+    bincode::serde::encode_to_vec(value, config()).map_err(|e| Error::usage(format!("encoding failed: {e}")))
+}
+
+/// Decodes a complete body; trailing bytes are an error `[ENC-03]`.
+///
+/// # Errors
+/// `malformed` when the bytes do not decode as `T` or are not consumed exactly.
+pub fn decode_body<T: DeserializeOwned>(bytes: &[u8], what: &str) -> Result<T> {
+    let limit = bincode::config::standard().with_little_endian().with_fixed_int_encoding();
+    let (value, used): (T, usize) = bincode::serde::decode_from_slice(bytes, limit)
+        .map_err(|e| Error::malformed(what, format!("body does not decode: {e}")))?;
+    if used != bytes.len() {
+        return Err(Error::malformed(what, format!("{} trailing bytes after the body [ENC-03]", bytes.len() - used)));
+    }
+    Ok(value)
+}
+
+/// Frames a value as an enveloped object.
+///
+/// # Errors
+/// See [`encode_body`].
+pub fn seal<T: Serialize>(kind: ObjectKind, value: &T) -> Result<Vec<u8>> {
+    let body = encode_body(value)?;
+    let mut out = Vec::with_capacity(HEADER_LEN + body.len() + TRAILER_LEN);
+    out.extend_from_slice(&kind.magic());
+    out.extend_from_slice(&MAJOR.to_le_bytes());
+    out.extend_from_slice(&MINOR.to_le_bytes());
+    out.extend_from_slice(&0u32.to_le_bytes());
+    out.extend_from_slice(&(body.len() as u64).to_le_bytes());
+    out.extend_from_slice(&body);
+    let crc = crc32fast::hash(&out);
+    out.extend_from_slice(&crc.to_le_bytes());
+    Ok(out)
+}
+
+/// Validates the envelope in the order SPEC.md gives `[VAL-01]` and decodes the body.
+///
+/// # Errors
+/// `malformed` (size, magic, reserved, length, CRC, body), `unsupported` (major), `limit`
+/// (body length above `max_body`).
+pub fn open<T: DeserializeOwned>(kind: ObjectKind, bytes: &[u8], max_body: u64, what: &str) -> Result<T> {
+    let what = format!("{what} ({})", kind.name());
+    if bytes.len() < HEADER_LEN + TRAILER_LEN {
+        return Err(Error::malformed(&what, format!("{} bytes is shorter than the envelope [ENV-02]", bytes.len())));
+    }
+    if bytes[..8] != kind.magic() {
+        return Err(Error::malformed(&what, "bad magic [ENV-01]"));
+    }
+    let major = u16::from_le_bytes([bytes[8], bytes[9]]);
+    if major != MAJOR {
+        return Err(Error::unsupported(&what, format!("format major version {major} [GEN-03]")));
+    }
+    if bytes[12..16] != [0; 4] {
+        return Err(Error::malformed(&what, "reserved field is not zero [ENV-03]"));
+    }
+    let body_len = u64::from_le_bytes(le8(&bytes[16..24]));
+    Error::check_limit(|| format!("{what}: body length"), max_body, body_len)?;
+    let expected = (HEADER_LEN + TRAILER_LEN) as u64 + body_len;
+    if expected != bytes.len() as u64 {
+        return Err(Error::malformed(&what, format!("object is {} bytes, envelope says {expected} [ENV-04]", bytes.len())));
+    }
+    let body_end = bytes.len() - TRAILER_LEN;
+    let stored = u32::from_le_bytes([bytes[body_end], bytes[body_end + 1], bytes[body_end + 2], bytes[body_end + 3]]);
+    let computed = crc32fast::hash(&bytes[..body_end]);
+    if stored != computed {
+        return Err(Error::Checksum { what, stored, computed });
+    }
+    decode_body(&bytes[HEADER_LEN..body_end], &what)
+}
+
+/// Copies 8 bytes into an array (the caller guarantees the length).
+pub(crate) fn le8(b: &[u8]) -> [u8; 8] {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&b[..8]);
+    a
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::ErrorClass;
+    use serde::Deserialize;
+
+    #[derive(Debug, PartialEq, Serialize, Deserialize)]
+    enum E {
+        A,
+        B(u16),
+    }
+
+    #[derive(Debug, PartialEq, Serialize, Deserialize)]
+    struct S {
+        flag: bool,
+        n: u32,
+        s: String,
+        v: Vec<u8>,
+        o: Option<u64>,
+        e: E,
+        id: [u8; 2],
+    }
+
+    /// Pins the encoding rules SPEC.md's table states, byte for byte `[ENC-02]`.
+    #[test]
+    fn bincode_layout_matches_the_spec_table() {
+        let v = S { flag: true, n: 7, s: "hi".into(), v: vec![9], o: None, e: E::B(5), id: [1, 2] };
+        let b = encode_body(&v).unwrap();
+        let want: Vec<u8> = [
+            &[1u8][..],
+            &7u32.to_le_bytes(),
+            &2u64.to_le_bytes(),
+            b"hi",
+            &1u64.to_le_bytes(),
+            &[9],
+            &[0],
+            &1u32.to_le_bytes(),
+            &5u16.to_le_bytes(),
+            &[1, 2],
+        ]
+        .concat();
+        assert_eq!(b, want);
+        assert_eq!(decode_body::<S>(&b, "t").unwrap(), v);
+        let unit = encode_body(&E::A).unwrap();
+        assert_eq!(unit, 0u32.to_le_bytes());
+    }
+
+    #[test]
+    fn envelope_checks_run_in_order() {
+        let sealed = seal(ObjectKind::Tag, &7u64).unwrap();
+        assert_eq!(open::<u64>(ObjectKind::Tag, &sealed, 100, "t").unwrap(), 7);
+        let class = |b: &[u8]| open::<u64>(ObjectKind::Tag, b, 100, "t").unwrap_err().class();
+        assert_eq!(class(&sealed[..10]), ErrorClass::Malformed);
+        assert_eq!(open::<u64>(ObjectKind::Manifest, &sealed, 100, "t").unwrap_err().class(), ErrorClass::Malformed);
+        let mut b = sealed.clone();
+        b[8] = 2;
+        assert_eq!(class(&b), ErrorClass::Unsupported);
+        let mut b = sealed.clone();
+        b[16] = 200;
+        assert_eq!(class(&b), ErrorClass::Limit);
+        let mut b = sealed.clone();
+        b[25] ^= 1;
+        assert_eq!(class(&b), ErrorClass::Malformed);
+        let mut b = sealed.clone();
+        b[12] = 1;
+        assert_eq!(class(&b), ErrorClass::Malformed);
+        // A body with a trailing byte, correctly framed, is still malformed.
+        let mut body = encode_body(&7u64).unwrap();
+        body.push(0);
+        let mut framed = Vec::new();
+        framed.extend_from_slice(&ObjectKind::Tag.magic());
+        framed.extend_from_slice(&[1, 0, 0, 0, 0, 0, 0, 0]);
+        framed.extend_from_slice(&(body.len() as u64).to_le_bytes());
+        framed.extend_from_slice(&body);
+        let crc = crc32fast::hash(&framed);
+        framed.extend_from_slice(&crc.to_le_bytes());
+        assert_eq!(class(&framed), ErrorClass::Malformed);
+    }
+}

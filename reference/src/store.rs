@@ -1,0 +1,278 @@
+//! Storage: a dataset root on any `object_store` backend, behind a blocking facade.
+//!
+//! A plain path opens the local file system (the default store). URLs select a backend:
+//! `file://`, `memory://NAME` (process-wide, shared by name), `s3://bucket/prefix`,
+//! `gs://bucket/prefix`, `az://container/prefix`, `http(s)://host/prefix` (read-only). Cloud
+//! credentials and endpoints come from the environment variables each builder's `from_env`
+//! reads (`AWS_ENDPOINT`, `AWS_ALLOW_HTTP`, `AWS_ACCESS_KEY_ID`, `AZURE_STORAGE_USE_EMULATOR`, …).
+//!
+//! The facade runs futures on a small runtime owned by the crate, so callers need no async
+//! code. Async callers (the loader) take [`Store::object_store`] and [`Store::path`] and drive
+//! the requests themselves.
+
+use std::collections::HashMap;
+use std::ops::Range;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use bytes::Bytes;
+use futures::TryStreamExt;
+use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
+
+use crate::error::{Error, Result};
+
+/// The crate's runtime for blocking calls: two I/O worker threads.
+///
+/// # Panics
+/// If the operating system refuses to start threads.
+pub fn runtime() -> &'static tokio::runtime::Runtime {
+    static RT: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
+    RT.get_or_init(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("tessera-io")
+            .enable_all()
+            .build()
+            .expect("the tessera I/O runtime could not start")
+    })
+}
+
+/// Runs a future to completion on [`runtime`].
+///
+/// # Errors
+/// `usage` when called from inside an async runtime (blocking there would stall it); the
+/// future's own error otherwise.
+pub fn block_on<T>(f: impl std::future::Future<Output = Result<T>>) -> Result<T> {
+    if tokio::runtime::Handle::try_current().is_ok() {
+        return Err(Error::usage("blocking tessera call made inside an async runtime; use the async object store API"));
+    }
+    runtime().block_on(f)
+}
+
+/// What a create-if-absent put found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Created {
+    /// The object was created by this call.
+    New,
+    /// An object existed under the key; nothing was written.
+    Existed,
+}
+
+/// A dataset root in an object store.
+#[derive(Clone, Debug)]
+pub struct Store {
+    inner: Arc<dyn ObjectStore>,
+    prefix: Path,
+    url: String,
+    atomic_create: bool,
+}
+
+fn memory_stores() -> &'static Mutex<HashMap<String, Arc<dyn ObjectStore>>> {
+    static M: OnceLock<Mutex<HashMap<String, Arc<dyn ObjectStore>>>> = OnceLock::new();
+    M.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+impl Store {
+    /// Opens a dataset root from a local path or a URL (see the module docs). A local
+    /// directory is created if missing.
+    ///
+    /// # Errors
+    /// `usage` for an unknown scheme or bad URL, `io` if the backend cannot be built.
+    pub fn open(location: &str) -> Result<Self> {
+        let Some((scheme, _)) = location.split_once("://") else {
+            return Self::local(std::path::Path::new(location));
+        };
+        let url = url::Url::parse(location).map_err(|e| Error::usage(format!("bad URL {location:?}: {e}")))?;
+        let io = |e: object_store::Error| Error::Io { path: location.to_string(), source: e };
+        let prefix = Path::from_url_path(url.path()).map_err(|e| Error::usage(format!("bad path in {location:?}: {e}")))?;
+        let (inner, atomic_create): (Arc<dyn ObjectStore>, bool) = match scheme {
+            "file" => {
+                let p = url.to_file_path().map_err(|()| Error::usage(format!("bad file URL {location:?}")))?;
+                return Self::local(&p);
+            }
+            "memory" => {
+                let name = url.host_str().unwrap_or_default().to_string();
+                let mut map = memory_stores().lock().map_err(|_| Error::usage("memory store registry poisoned"))?;
+                let s = map.entry(name).or_insert_with(|| Arc::new(object_store::memory::InMemory::new())).clone();
+                (s, true)
+            }
+            "s3" | "s3a" => {
+                let s = object_store::aws::AmazonS3Builder::from_env().with_url(location).build().map_err(io)?;
+                (Arc::new(s), true)
+            }
+            "gs" => {
+                let s = object_store::gcp::GoogleCloudStorageBuilder::from_env().with_url(location).build().map_err(io)?;
+                (Arc::new(s), true)
+            }
+            "az" | "azure" | "abfs" | "abfss" => {
+                let s = object_store::azure::MicrosoftAzureBuilder::from_env().with_url(location).build().map_err(io)?;
+                (Arc::new(s), true)
+            }
+            "http" | "https" => {
+                let base = format!("{}://{}", url.scheme(), url.authority());
+                let s = object_store::http::HttpBuilder::new().with_url(base).build().map_err(io)?;
+                (Arc::new(s), false)
+            }
+            other => return Err(Error::usage(format!("unsupported store scheme {other:?}"))),
+        };
+        Ok(Self { inner, prefix, url: location.to_string(), atomic_create })
+    }
+
+    fn local(dir: &std::path::Path) -> Result<Self> {
+        std::fs::create_dir_all(dir).map_err(|e| Error::Io {
+            path: dir.display().to_string(),
+            source: object_store::Error::Generic { store: "LocalFileSystem", source: Box::new(e) },
+        })?;
+        let fs = object_store::local::LocalFileSystem::new_with_prefix(dir)
+            .map_err(|e| Error::Io { path: dir.display().to_string(), source: e })?
+            .with_fsync(true);
+        Ok(Self { inner: Arc::new(fs), prefix: Path::default(), url: dir.display().to_string(), atomic_create: true })
+    }
+
+    /// Wraps an existing object store (for tests and fault injection). `atomic_create` says
+    /// whether the backend implements `PutMode::Create` atomically.
+    #[must_use]
+    pub fn from_object_store(inner: Arc<dyn ObjectStore>, prefix: &str, atomic_create: bool) -> Self {
+        Self { inner, prefix: Path::from(prefix), url: format!("custom:{prefix}"), atomic_create }
+    }
+
+    /// The underlying object store, for async callers.
+    #[must_use]
+    pub fn object_store(&self) -> &Arc<dyn ObjectStore> {
+        &self.inner
+    }
+
+    /// The full object path of a key under the dataset root.
+    #[must_use]
+    pub fn path(&self, key: &str) -> Path {
+        key.split('/').fold(self.prefix.clone(), |p, part| p.join(part))
+    }
+
+    /// The location this store was opened from.
+    #[must_use]
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// Whether commits are possible: the backend creates objects atomically if absent `[VER-06]`.
+    #[must_use]
+    pub fn supports_commit(&self) -> bool {
+        self.atomic_create
+    }
+
+    fn io(&self, key: &str, e: object_store::Error) -> Error {
+        match e {
+            object_store::Error::NotFound { .. } => Error::NotFound { what: format!("object {key} in {}", self.url) },
+            source => Error::Io { path: format!("{}/{key}", self.url), source },
+        }
+    }
+
+    /// Reads a whole object.
+    ///
+    /// # Errors
+    /// `not_found` if absent, `io` otherwise.
+    pub fn get(&self, key: &str) -> Result<Bytes> {
+        block_on(async { self.get_async(key).await })
+    }
+
+    /// Reads a whole object (async).
+    ///
+    /// # Errors
+    /// As [`Store::get`].
+    pub async fn get_async(&self, key: &str) -> Result<Bytes> {
+        let r = self.inner.get(&self.path(key)).await.map_err(|e| self.io(key, e))?;
+        r.bytes().await.map_err(|e| self.io(key, e))
+    }
+
+    /// Reads byte ranges of an object; nearby ranges are coalesced into one request.
+    ///
+    /// # Errors
+    /// As [`Store::get`]; a range past the end is an error of the backend.
+    pub fn get_ranges(&self, key: &str, ranges: &[Range<u64>]) -> Result<Vec<Bytes>> {
+        block_on(async { self.get_ranges_async(key, ranges).await })
+    }
+
+    /// Reads byte ranges of an object (async).
+    ///
+    /// # Errors
+    /// As [`Store::get_ranges`].
+    pub async fn get_ranges_async(&self, key: &str, ranges: &[Range<u64>]) -> Result<Vec<Bytes>> {
+        if ranges.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.inner.get_ranges(&self.path(key), ranges).await.map_err(|e| self.io(key, e))
+    }
+
+    /// Creates an object if no object has the key `[VER-03]`.
+    ///
+    /// # Errors
+    /// `unsupported` when the backend cannot create atomically; `io` on failure.
+    pub fn put_if_absent(&self, key: &str, bytes: Bytes) -> Result<Created> {
+        block_on(async { self.put_if_absent_async(key, bytes).await })
+    }
+
+    /// Creates an object if absent (async).
+    ///
+    /// # Errors
+    /// As [`Store::put_if_absent`].
+    pub async fn put_if_absent_async(&self, key: &str, bytes: Bytes) -> Result<Created> {
+        if !self.atomic_create {
+            return Err(Error::unsupported(self.url.clone(), "this store cannot create objects atomically; commits are refused [VER-06]"));
+        }
+        let opts = PutOptions { mode: PutMode::Create, ..PutOptions::default() };
+        match self.inner.put_opts(&self.path(key), PutPayload::from_bytes(bytes), opts).await {
+            Ok(_) => Ok(Created::New),
+            Err(object_store::Error::AlreadyExists { .. }) => Ok(Created::Existed),
+            Err(e) => Err(self.io(key, e)),
+        }
+    }
+
+    /// Lists the objects directly under `dir` (one LIST request, or a few pages): file names
+    /// and sizes.
+    ///
+    /// # Errors
+    /// `io` on failure.
+    pub fn list(&self, dir: &str) -> Result<Vec<(String, u64)>> {
+        block_on(async {
+            let p = self.path(dir);
+            let listing = self.inner.list_with_delimiter(Some(&p)).await.map_err(|e| self.io(dir, e))?;
+            Ok(listing
+                .objects
+                .into_iter()
+                .filter_map(|m| m.location.filename().map(|n| (n.to_string(), m.size)))
+                .collect())
+        })
+    }
+
+    /// Lists the sub-directories directly under `dir`.
+    ///
+    /// # Errors
+    /// `io` on failure.
+    pub fn list_dirs(&self, dir: &str) -> Result<Vec<String>> {
+        block_on(async {
+            let p = self.path(dir);
+            let listing = self.inner.list_with_delimiter(Some(&p)).await.map_err(|e| self.io(dir, e))?;
+            Ok(listing.common_prefixes.into_iter().filter_map(|m| m.filename().map(str::to_string)).collect())
+        })
+    }
+
+    /// Lists every object key (relative to the root) under `dir`, recursively.
+    ///
+    /// # Errors
+    /// `io` on failure.
+    pub fn list_recursive(&self, dir: &str) -> Result<Vec<(String, u64)>> {
+        block_on(async {
+            let p = self.path(dir);
+            let root = self.prefix.as_ref().len();
+            let items: Vec<_> = self.inner.list(Some(&p)).try_collect().await.map_err(|e| self.io(dir, e))?;
+            Ok(items
+                .into_iter()
+                .map(|m| {
+                    let full = m.location.as_ref();
+                    let rel = full.get(root..).unwrap_or(full).trim_start_matches('/').to_string();
+                    (rel, m.size)
+                })
+                .collect())
+        })
+    }
+}
