@@ -37,7 +37,11 @@ impl Batch {
         if let Some((_, first)) = self.columns.first()
             && first.len() != data.len()
         {
-            return Err(Error::usage(format!("column {name:?} has {} rows, the batch has {}", data.len(), first.len())));
+            return Err(Error::usage(format!(
+                "column {name:?} has {} rows, the batch has {}",
+                data.len(),
+                first.len()
+            )));
         }
         self.columns.push((name, data));
         Ok(())

@@ -48,17 +48,16 @@ impl ColumnData {
     /// `usage` if the shape has ragged dims or the slice is not a whole number of rows.
     pub fn from_fixed<T: Element>(shape: &[u64], values: &[T]) -> Result<Self> {
         let dims: Vec<Dim> = shape.iter().map(|&d| Dim::Fixed(d)).collect();
-        let per_row = shape.iter().try_fold(1u64, |a, &d| a.checked_mul(d)).ok_or_else(|| Error::usage("shape overflows"))?;
+        let per_row =
+            shape.iter().try_fold(1u64, |a, &d| a.checked_mul(d)).ok_or_else(|| Error::usage("shape overflows"))?;
         let mut out = Self::empty(T::DTYPE, &dims, false);
         let mut bytes = Vec::with_capacity(std::mem::size_of_val(values));
         for v in values {
             v.put_le(&mut bytes);
         }
-        let rows = if per_row == 0 {
-            return Err(Error::usage("from_fixed cannot infer the row count of a zero-size shape; use push_row"));
-        } else {
-            values.len() as u64 / per_row
-        };
+        let rows = (values.len() as u64)
+            .checked_div(per_row)
+            .ok_or_else(|| Error::usage("from_fixed cannot infer the row count of a zero-size shape; use push_row"))?;
         if rows * per_row != values.len() as u64 {
             return Err(Error::usage(format!("{} elements is not a whole number of rows of {per_row}", values.len())));
         }
@@ -145,10 +144,10 @@ impl ColumnData {
         let ragged = vec![0u64; self.ragged];
         let zeros = vec![0u8; usize::try_from(self.row_bytes_for(&ragged)).unwrap_or(0)];
         self.push_unchecked(&ragged, &zeros);
-        if let Some(v) = &mut self.validity {
-            if let Some(last) = v.last_mut() {
-                *last = false;
-            }
+        if let Some(v) = &mut self.validity
+            && let Some(last) = v.last_mut()
+        {
+            *last = false;
         }
         Ok(())
     }
@@ -296,7 +295,8 @@ impl ColumnData {
     /// # Errors
     /// `usage` if the columns differ in dtype, shape or nullability.
     pub fn extend_from(&mut self, other: &ColumnData, range: std::ops::Range<usize>) -> Result<()> {
-        if other.dtype != self.dtype || other.shape != self.shape || other.validity.is_some() != self.validity.is_some() {
+        if other.dtype != self.dtype || other.shape != self.shape || other.validity.is_some() != self.validity.is_some()
+        {
             return Err(Error::usage("extend_from needs columns of one dtype, shape and nullability"));
         }
         if range.end > other.len() || range.start > range.end {
@@ -335,7 +335,10 @@ impl ColumnData {
     pub fn check_against(&self, column: &Column) -> Result<()> {
         let what = format!("column {:?}", column.name);
         if self.dtype != column.dtype || self.shape != column.shape {
-            return Err(Error::usage(format!("{what}: data is {} {:?}, schema says {} {:?}", self.dtype, self.shape, column.dtype, column.shape)));
+            return Err(Error::usage(format!(
+                "{what}: data is {} {:?}, schema says {} {:?}",
+                self.dtype, self.shape, column.dtype, column.shape
+            )));
         }
         if self.validity.is_some() && !column.nullable {
             return Err(Error::usage(format!("{what}: nullable data for a non-nullable column")));

@@ -67,7 +67,8 @@ impl Default for WriteOptions {
 
 impl WriteOptions {
     fn timestamp(&self) -> u64 {
-        self.timestamp_ms.unwrap_or_else(|| SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64))
+        self.timestamp_ms
+            .unwrap_or_else(|| SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64))
     }
 
     fn writer_id(&self) -> [u8; 16] {
@@ -187,7 +188,11 @@ impl DatasetWriter {
     pub fn append(&mut self, batch: &Batch) -> Result<()> {
         let schema = self.base.schema().clone();
         if batch.columns().len() != schema.columns.len() {
-            return Err(Error::usage(format!("batch has {} columns, schema has {}", batch.columns().len(), schema.columns.len())));
+            return Err(Error::usage(format!(
+                "batch has {} columns, schema has {}",
+                batch.columns().len(),
+                schema.columns.len()
+            )));
         }
         let mut cols = Vec::with_capacity(schema.columns.len());
         for c in &schema.columns {
@@ -263,17 +268,25 @@ impl DatasetWriter {
         for _ in 0..MAX_REBASES {
             let unknown = base.writer_flags & !KNOWN_WRITER_FLAGS;
             if unknown != 0 {
-                return Err(Error::unsupported(&base.branch, format!("unknown writer-required flags {unknown:#x} [FLG-03]")));
+                return Err(Error::unsupported(
+                    &base.branch,
+                    format!("unknown writer-required flags {unknown:#x} [FLG-03]"),
+                ));
             }
             let manifest = self.build(&store, &base, message)?;
             match publish(&store, &manifest)? {
-                Published::Ours(crc) => return Dataset::from_manifest(store, manifest, crc, self.options.limits.clone()),
+                Published::Ours(crc) => {
+                    return Dataset::from_manifest(store, manifest, crc, self.options.limits.clone());
+                }
                 Published::Theirs => {
                     let latest = latest_version(&store, &base.branch)?;
                     let (newer, _) = load_manifest(&store, &base.branch, latest, &self.options.limits)?;
                     if newer.schema != base.schema {
                         return Err(Error::Conflict {
-                            what: format!("{}@{} changed the schema since {}", newer.branch, newer.version, base.version),
+                            what: format!(
+                                "{}@{} changed the schema since {}",
+                                newer.branch, newer.version, base.version
+                            ),
                         });
                     }
                     base = newer;
@@ -290,7 +303,12 @@ impl DatasetWriter {
         let mut all_stats: Vec<&[ColumnStats]> = vec![&base.stats];
         let mut fragments = Vec::with_capacity(self.pending.len());
         for p in &self.pending {
-            fragments.push(Fragment { id: next_fragment_id, row_count: p.row_count, files: p.files.clone(), stats: p.stats.clone() });
+            fragments.push(Fragment {
+                id: next_fragment_id,
+                row_count: p.row_count,
+                files: p.files.clone(),
+                stats: p.stats.clone(),
+            });
             next_fragment_id += 1;
         }
         for p in &self.pending {
@@ -301,7 +319,13 @@ impl DatasetWriter {
             let count = fragments.len() as u64;
             let bytes = envelope::seal(ObjectKind::Segment, &Segment { fragments })?;
             let key = paths::content_key(paths::INDEX_DIR, "tsi", &bytes);
-            let sref = SegmentRef { path: key.clone(), size: bytes.len() as u64, crc32: crc32fast::hash(&bytes), fragment_count: count, row_count: added };
+            let sref = SegmentRef {
+                path: key.clone(),
+                size: bytes.len() as u64,
+                crc32: crc32fast::hash(&bytes),
+                fragment_count: count,
+                row_count: added,
+            };
             store.put_if_absent(&key, Bytes::from(bytes))?;
             segments.push(sref);
         }
@@ -333,7 +357,11 @@ fn column_groups(schema: &Schema, groups: &[Vec<String>]) -> Result<Vec<Vec<usiz
     for g in groups {
         let mut idx = Vec::new();
         for name in g {
-            let i = schema.columns.iter().position(|c| &c.name == name).ok_or_else(|| Error::usage(format!("column group names unknown column {name:?}")))?;
+            let i = schema
+                .columns
+                .iter()
+                .position(|c| &c.name == name)
+                .ok_or_else(|| Error::usage(format!("column group names unknown column {name:?}")))?;
             if std::mem::replace(&mut used[i], true) {
                 return Err(Error::usage(format!("column {name:?} is in two column groups")));
             }
@@ -369,7 +397,8 @@ pub(crate) fn publish(store: &Store, manifest: &Manifest) -> Result<Published> {
         Created::New => Ok(Published::Ours(crc)),
         Created::Existed => {
             let other = store.get(&key)?;
-            let theirs: Manifest = envelope::open(ObjectKind::Manifest, &other, crate::limits::hard::MAX_MANIFEST_BODY, &key)?;
+            let theirs: Manifest =
+                envelope::open(ObjectKind::Manifest, &other, crate::limits::hard::MAX_MANIFEST_BODY, &key)?;
             if theirs.writer_id == manifest.writer_id && crc32fast::hash(&other) == crc {
                 Ok(Published::Ours(crc))
             } else {
@@ -427,7 +456,12 @@ impl Dataset {
     /// # Errors
     /// Storage errors.
     pub fn tags(&self) -> Result<Vec<String>> {
-        let mut v: Vec<String> = self.store().list(paths::TAGS_DIR)?.into_iter().filter_map(|(n, _)| n.strip_suffix(".tst").map(str::to_string)).collect();
+        let mut v: Vec<String> = self
+            .store()
+            .list(paths::TAGS_DIR)?
+            .into_iter()
+            .filter_map(|(n, _)| n.strip_suffix(".tst").map(str::to_string))
+            .collect();
         v.sort();
         Ok(v)
     }
@@ -464,7 +498,10 @@ impl Dataset {
         let tag = crate::dataset::read_tag(store, name, &limits)?;
         let ds = Dataset::open_at(store, &At::BranchVersion(tag.target.branch.clone(), tag.target.version), limits)?;
         if ds.manifest_crc32() != tag.manifest_crc32 {
-            return Err(Error::invalid(paths::tag_key(name), "tagged manifest's CRC differs from the tag record [REF-03]"));
+            return Err(Error::invalid(
+                paths::tag_key(name),
+                "tagged manifest's CRC differs from the tag record [REF-03]",
+            ));
         }
         Ok(ds)
     }

@@ -117,9 +117,13 @@ impl Dataset {
         for sref in &manifest.segments {
             let bytes = store.get(&sref.path).map_err(|e| referenced(e, &sref.path))?;
             if bytes.len() as u64 != sref.size || crc32fast::hash(&bytes) != sref.crc32 {
-                return Err(Error::invalid(&sref.path, "segment size or CRC differs from the manifest's reference [MAN-06]"));
+                return Err(Error::invalid(
+                    &sref.path,
+                    "segment size or CRC differs from the manifest's reference [MAN-06]",
+                ));
             }
-            let seg: Segment = envelope::open(ObjectKind::Segment, &bytes, limits.clamped().max_segment_body, &sref.path)?;
+            let seg: Segment =
+                envelope::open(ObjectKind::Segment, &bytes, limits.clamped().max_segment_body, &sref.path)?;
             min_id = seg.validate(sref, &manifest.schema, manifest.next_fragment_id, min_id, &sref.path)?;
             for fragment in seg.fragments {
                 let rows = fragment.row_count;
@@ -232,7 +236,11 @@ impl Dataset {
     pub fn file_columns(&self, file: &DataFileRef) -> Result<Vec<&Column>> {
         file.column_ids
             .iter()
-            .map(|id| self.schema().column_by_id(*id).ok_or_else(|| Error::invalid(&file.path, format!("unknown column id {id}"))))
+            .map(|id| {
+                self.schema()
+                    .column_by_id(*id)
+                    .ok_or_else(|| Error::invalid(&file.path, format!("unknown column id {id}")))
+            })
             .collect()
     }
 
@@ -258,7 +266,8 @@ impl Dataset {
                 let mut ranges = Vec::new();
                 let mut spans = Vec::new();
                 for &i in &wanted {
-                    let chunk = df.chunk(cols[i].id).ok_or_else(|| Error::invalid(&file.path, "column missing from footer"))?;
+                    let chunk =
+                        df.chunk(cols[i].id).ok_or_else(|| Error::invalid(&file.path, "column missing from footer"))?;
                     let (blocks, _) = df.blocks_for(chunk, &local);
                     spans.push((i, ranges.len(), blocks.len()));
                     ranges.extend(blocks.iter().map(datafile::Block::range));
@@ -298,7 +307,10 @@ impl Dataset {
             for file in &info.fragment.files {
                 let bytes = self.store.get(&file.path).map_err(|e| referenced(e, &file.path))?;
                 if bytes.len() as u64 != file.size {
-                    return Err(Error::invalid(&file.path, format!("file is {} bytes, manifest says {} [SEG-05]", bytes.len(), file.size)));
+                    return Err(Error::invalid(
+                        &file.path,
+                        format!("file is {} bytes, manifest says {} [SEG-05]", bytes.len(), file.size),
+                    ));
                 }
                 let columns = self.file_columns(file)?;
                 let size = bytes.len() as u64;
@@ -310,7 +322,8 @@ impl Dataset {
                     let chunk = df.chunk(c.id).ok_or_else(|| Error::invalid(&file.path, "column missing"))?;
                     let all = 0..info.fragment.row_count;
                     let (blocks, _) = df.blocks_for(chunk, &all);
-                    let stored: Vec<&[u8]> = blocks.iter().map(|b| &bytes[b.offset as usize..(b.offset + b.stored_len) as usize]).collect();
+                    let stored: Vec<&[u8]> =
+                        blocks.iter().map(|b| &bytes[b.offset as usize..(b.offset + b.stored_len) as usize]).collect();
                     df.decode(c, all, &stored)?;
                     report.blocks += blocks.len() as u64;
                 }
@@ -331,7 +344,9 @@ async fn fetch_tail(store: &Store, file: &DataFileRef, limits: &Limits) -> Resul
     let want = SUFFIX.min(file.size);
     let opts = GetOptions { range: Some(GetRange::Suffix(want)), ..GetOptions::default() };
     let r = store.object_store().get_opts(&path, opts).await.map_err(|e| match e {
-        object_store::Error::NotFound { .. } => Error::invalid(&file.path, "referenced data file does not exist [LAY-08]"),
+        object_store::Error::NotFound { .. } => {
+            Error::invalid(&file.path, "referenced data file does not exist [LAY-08]")
+        }
         e => Error::Io { path: file.path.clone(), source: e },
     })?;
     let actual = r.meta.size;
@@ -339,13 +354,21 @@ async fn fetch_tail(store: &Store, file: &DataFileRef, limits: &Limits) -> Resul
     let suffix = r.bytes().await.map_err(|e| Error::Io { path: file.path.clone(), source: e })?;
     let _ = limits;
     if actual != file.size {
-        return Err(Error::invalid(&file.path, format!("file is {actual} bytes, manifest says {} [SEG-05]", file.size)));
+        return Err(Error::invalid(
+            &file.path,
+            format!("file is {actual} bytes, manifest says {} [SEG-05]", file.size),
+        ));
     }
     let header = if start == 0 {
         suffix.slice(..suffix.len().min(datafile::HEADER_LEN as usize))
     } else {
-        let mut v = store.get_ranges_async(&file.path, &[0..datafile::HEADER_LEN]).await?;
-        v.pop().unwrap_or_default()
+        let header = GetOptions { range: Some(GetRange::Bounded(0..datafile::HEADER_LEN)), ..GetOptions::default() };
+        let r = store
+            .object_store()
+            .get_opts(&path, header)
+            .await
+            .map_err(|e| Error::Io { path: file.path.clone(), source: e })?;
+        r.bytes().await.map_err(|e| Error::Io { path: file.path.clone(), source: e })?
     };
     Ok((header, suffix, start))
 }
@@ -439,7 +462,8 @@ pub(crate) fn load_manifest(store: &Store, branch: &str, version: u64, limits: &
         let key = paths::manifest_key(&branch, version);
         match store.get(&key) {
             Ok(bytes) => {
-                let m: Manifest = envelope::open(ObjectKind::Manifest, &bytes, limits.clamped().max_manifest_body, &key)?;
+                let m: Manifest =
+                    envelope::open(ObjectKind::Manifest, &bytes, limits.clamped().max_manifest_body, &key)?;
                 m.validate(&branch, version, &key)?;
                 return Ok((m, crc32fast::hash(&bytes)));
             }
@@ -463,9 +487,4 @@ fn branch_base(store: &Store, branch: &str, limits: &Limits) -> Result<Option<Ve
     let bytes = store.get(&key)?;
     let m: Manifest = envelope::open(ObjectKind::Manifest, &bytes, limits.clamped().max_manifest_body, &key)?;
     Ok(m.base)
-}
-
-/// Reads a VersionRef's manifest object bytes' CRC (for tags).
-pub(crate) fn manifest_object_crc(store: &Store, r: &VersionRef, limits: &Limits) -> Result<u32> {
-    load_manifest(store, &r.branch, r.version, limits).map(|(_, c)| c)
 }

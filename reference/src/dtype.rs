@@ -118,10 +118,7 @@ impl DType {
     /// True for the integer dtypes.
     #[must_use]
     pub fn is_integer(self) -> bool {
-        matches!(
-            self,
-            Self::U8 | Self::U16 | Self::U32 | Self::U64 | Self::I8 | Self::I16 | Self::I32 | Self::I64
-        )
+        matches!(self, Self::U8 | Self::U16 | Self::U32 | Self::U64 | Self::I8 | Self::I16 | Self::I32 | Self::I64)
     }
 
     /// True for the floating-point dtypes.

@@ -46,7 +46,14 @@ fn pairs(m: &[(String, String)]) -> Value {
 /// The schema entry of one column `[DUMP-02]`.
 #[must_use]
 pub fn column_json(c: &Column) -> Value {
-    let shape: Vec<Value> = c.shape.iter().map(|d| match d { Dim::Fixed(n) => json!(n), Dim::Ragged => Value::Null }).collect();
+    let shape: Vec<Value> = c
+        .shape
+        .iter()
+        .map(|d| match d {
+            Dim::Fixed(n) => json!(n),
+            Dim::Ragged => Value::Null,
+        })
+        .collect();
     let compression = match c.compression {
         Compression::None => json!({"codec": "none"}),
         Compression::Lz4 => json!({"codec": "lz4"}),
@@ -64,7 +71,14 @@ fn kind_json(k: &Kind) -> Value {
     let o = v.as_object_mut().expect("object literal");
     match k {
         Kind::Image { layout } => {
-            o.insert("layout".into(), json!(match layout { ImageLayout::Hwc => "hwc", ImageLayout::Chw => "chw", ImageLayout::Hw => "hw" }));
+            o.insert(
+                "layout".into(),
+                json!(match layout {
+                    ImageLayout::Hwc => "hwc",
+                    ImageLayout::Chw => "chw",
+                    ImageLayout::Hw => "hw",
+                }),
+            );
         }
         Kind::Video { fps_milli } => {
             o.insert("fps_milli".into(), json!(fps_milli));
@@ -76,14 +90,23 @@ fn kind_json(k: &Kind) -> Value {
             o.insert("vocab_size".into(), json!(vocab_size));
         }
         Kind::Embedding { metric } => {
-            let m = match metric { Metric::Unspecified => "unspecified", Metric::Cosine => "cosine", Metric::Dot => "dot", Metric::L2 => "l2" };
+            let m = match metric {
+                Metric::Unspecified => "unspecified",
+                Metric::Cosine => "cosine",
+                Metric::Dot => "dot",
+                Metric::L2 => "l2",
+            };
             o.insert("metric".into(), json!(m));
         }
         Kind::ClassLabel { names } => {
             o.insert("names".into(), json!(names));
         }
         Kind::BBox { format, normalized } => {
-            let f = match format { BBoxFormat::Xyxy => "xyxy", BBoxFormat::Xywh => "xywh", BBoxFormat::Cxcywh => "cxcywh" };
+            let f = match format {
+                BBoxFormat::Xyxy => "xyxy",
+                BBoxFormat::Xywh => "xywh",
+                BBoxFormat::Cxcywh => "cxcywh",
+            };
             o.insert("format".into(), json!(f));
             o.insert("normalized".into(), json!(normalized));
         }

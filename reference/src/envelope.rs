@@ -120,7 +120,10 @@ pub fn open<T: DeserializeOwned>(kind: ObjectKind, bytes: &[u8], max_body: u64, 
     Error::check_limit(|| format!("{what}: body length"), max_body, body_len)?;
     let expected = (HEADER_LEN + TRAILER_LEN) as u64 + body_len;
     if expected != bytes.len() as u64 {
-        return Err(Error::malformed(&what, format!("object is {} bytes, envelope says {expected} [ENV-04]", bytes.len())));
+        return Err(Error::malformed(
+            &what,
+            format!("object is {} bytes, envelope says {expected} [ENV-04]", bytes.len()),
+        ));
     }
     let body_end = bytes.len() - TRAILER_LEN;
     let stored = u32::from_le_bytes([bytes[body_end], bytes[body_end + 1], bytes[body_end + 2], bytes[body_end + 3]]);
@@ -154,7 +157,7 @@ mod tests {
     struct S {
         flag: bool,
         n: u32,
-        s: String,
+        text: String,
         v: Vec<u8>,
         o: Option<u64>,
         e: E,
@@ -164,7 +167,7 @@ mod tests {
     /// Pins the encoding rules SPEC.md's table states, byte for byte `[ENC-02]`.
     #[test]
     fn bincode_layout_matches_the_spec_table() {
-        let v = S { flag: true, n: 7, s: "hi".into(), v: vec![9], o: None, e: E::B(5), id: [1, 2] };
+        let v = S { flag: true, n: 7, text: "hi".into(), v: vec![9], o: None, e: E::B(5), id: [1, 2] };
         let b = encode_body(&v).unwrap();
         let want: Vec<u8> = [
             &[1u8][..],

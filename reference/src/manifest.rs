@@ -167,13 +167,20 @@ impl Manifest {
         if self.branch != key_branch || self.version != key_version {
             return Err(Error::invalid(
                 what,
-                format!("manifest says {}@{}, its key says {key_branch}@{key_version} [MAN-02]", self.branch, self.version),
+                format!(
+                    "manifest says {}@{}, its key says {key_branch}@{key_version} [MAN-02]",
+                    self.branch, self.version
+                ),
             ));
         }
         if self.version == 0 {
             return Err(Error::invalid(what, "version 0 does not exist [LAY-05]"));
         }
-        Error::check_limit(|| format!("{what}: message bytes"), hard::MAX_METADATA_VALUE_BYTES, self.message.len() as u64)?;
+        Error::check_limit(
+            || format!("{what}: message bytes"),
+            hard::MAX_METADATA_VALUE_BYTES,
+            self.message.len() as u64,
+        )?;
         validate_metadata(&self.metadata, what)?;
         self.schema.validate().map_err(|e| match e {
             Error::Usage(r) => Error::invalid(what, r),
@@ -190,7 +197,10 @@ impl Manifest {
             rows = rows.checked_add(s.row_count).ok_or_else(|| Error::invalid(what, "row counts overflow"))?;
         }
         if rows != self.row_count {
-            return Err(Error::invalid(what, format!("segments hold {rows} rows, manifest says {} [MAN-05]", self.row_count)));
+            return Err(Error::invalid(
+                what,
+                format!("segments hold {rows} rows, manifest says {} [MAN-05]", self.row_count),
+            ));
         }
         Ok(())
     }
@@ -208,7 +218,14 @@ impl Segment {
     ///
     /// # Errors
     /// `invalid` for the first broken rule.
-    pub fn validate(&self, sref: &SegmentRef, schema: &Schema, next_fragment_id: u64, min_id: u64, what: &str) -> Result<u64> {
+    pub fn validate(
+        &self,
+        sref: &SegmentRef,
+        schema: &Schema,
+        next_fragment_id: u64,
+        min_id: u64,
+        what: &str,
+    ) -> Result<u64> {
         if self.fragments.len() as u64 != sref.fragment_count {
             return Err(Error::invalid(what, "fragment count differs from the manifest's reference [SEG-02]"));
         }
@@ -233,7 +250,10 @@ impl Segment {
             }
             ids.sort_unstable();
             if ids != want_ids {
-                return Err(Error::invalid(&fw, format!("files hold columns {ids:?}, schema has {want_ids:?} [SEG-04]")));
+                return Err(Error::invalid(
+                    &fw,
+                    format!("files hold columns {ids:?}, schema has {want_ids:?} [SEG-04]"),
+                ));
             }
         }
         if rows != sref.row_count {

@@ -44,7 +44,13 @@ pub fn validate_ref_name(name: &str) -> Result<()> {
         && name.len() <= 64
         && !name.starts_with('.')
         && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
-    if ok { Ok(()) } else { Err(Error::usage(format!("{name:?} is not a valid branch or tag name (1..=64 of [A-Za-z0-9._-], not starting with '.')"))) }
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::usage(format!(
+            "{name:?} is not a valid branch or tag name (1..=64 of [A-Za-z0-9._-], not starting with '.')"
+        )))
+    }
 }
 
 /// The key of a version's manifest.
@@ -84,12 +90,16 @@ mod tests {
 
     #[test]
     fn hostile_paths_are_invalid() {
-        for p in ["/etc/passwd", "../x", "data/../../x", "a//b", "s3://b/k", "c:\\x", "data/./x", "", "a/b/", "dätä/x"] {
+        for p in ["/etc/passwd", "../x", "data/../../x", "a//b", "s3://b/k", "c:\\x", "data/./x", "", "a/b/", "dätä/x"]
+        {
             let e = validate_relative(p, "t").unwrap_err();
             assert_eq!(e.class(), ErrorClass::Invalid, "{p}");
         }
         assert!(validate_relative("data/0123abcd.tsd", "t").is_ok());
-        assert_eq!(validate_relative(&"a/".repeat(9).trim_end_matches('/').to_string(), "t").unwrap_err().class(), ErrorClass::Limit);
+        assert_eq!(
+            validate_relative("a/".repeat(9).trim_end_matches('/'), "t").unwrap_err().class(),
+            ErrorClass::Limit
+        );
         assert_eq!(validate_relative(&"a".repeat(1025), "t").unwrap_err().class(), ErrorClass::Limit);
     }
 

@@ -299,7 +299,11 @@ impl Column {
                 if rank == want { Ok(()) } else { fail("rank must be 3 for hwc/chw and 2 for hw [KND-02]") }
             }
             Kind::Video { .. } => {
-                if !d.is_numeric() || rank != 4 { fail("numeric dtype with rank 4 [T,H,W,C] required [KND-03]") } else { Ok(()) }
+                if !d.is_numeric() || rank != 4 {
+                    fail("numeric dtype with rank 4 [T,H,W,C] required [KND-03]")
+                } else {
+                    Ok(())
+                }
             }
             Kind::Audio { sample_rate } => {
                 if !d.is_numeric() || !(rank == 1 || rank == 2) {
@@ -311,10 +315,18 @@ impl Column {
                 }
             }
             Kind::Text | Kind::Json => {
-                if d == DType::Utf8 { Ok(()) } else { fail("dtype must be utf8 [KND-05]") }
+                if d == DType::Utf8 {
+                    Ok(())
+                } else {
+                    fail("dtype must be utf8 [KND-05]")
+                }
             }
             Kind::Tokens { .. } => {
-                if d.is_integer() && rank == 1 { Ok(()) } else { fail("integer dtype with rank 1 required [KND-06]") }
+                if d.is_integer() && rank == 1 {
+                    Ok(())
+                } else {
+                    fail("integer dtype with rank 1 required [KND-06]")
+                }
             }
             Kind::Embedding { .. } => {
                 if d.is_float() && matches!(self.shape.as_slice(), [Dim::Fixed(_)]) {
@@ -332,7 +344,11 @@ impl Column {
                 }
                 let mut sorted: Vec<&String> = names.iter().collect();
                 sorted.sort();
-                if sorted.windows(2).any(|w| w[0] == w[1]) { fail("class names must be unique [KND-08]") } else { Ok(()) }
+                if sorted.windows(2).any(|w| w[0] == w[1]) {
+                    fail("class names must be unique [KND-08]")
+                } else {
+                    Ok(())
+                }
             }
             Kind::BBox { .. } => {
                 let ok = d.is_numeric()
@@ -413,13 +429,13 @@ impl Schema {
         }
         let mut names: Vec<&str> = self.columns.iter().map(|c| c.name.as_str()).collect();
         names.sort_unstable();
-        if let Some(w) = names.windows(2).find(|w| w[0] == w[1]) {
-            return Err(Error::invalid("schema", format!("duplicate column name {:?} [MOD-03]", w[0])));
+        if let Some([a, _]) = names.windows(2).find(|w| w[0] == w[1]) {
+            return Err(Error::invalid("schema", format!("duplicate column name {a:?} [MOD-03]")));
         }
         let mut ids: Vec<u32> = self.columns.iter().map(|c| c.id).collect();
         ids.sort_unstable();
-        if let Some(w) = ids.windows(2).find(|w| w[0] == w[1]) {
-            return Err(Error::invalid("schema", format!("duplicate column id {} [MOD-04]", w[0])));
+        if let Some([a, _]) = ids.windows(2).find(|w| w[0] == w[1]) {
+            return Err(Error::invalid("schema", format!("duplicate column id {a} [MOD-04]")));
         }
         Ok(())
     }
@@ -463,8 +479,8 @@ mod tests {
         assert_eq!(text.validate().unwrap_err().class(), ErrorClass::Invalid);
         let emb = Column::new("e", DType::F32, &[Dim::Ragged]).with_kind(Kind::Embedding { metric: Metric::Cosine });
         assert!(emb.validate().is_err());
-        let labels = Column::new("l", DType::I64, &[])
-            .with_kind(Kind::ClassLabel { names: vec!["a".into(), "a".into()] });
+        let labels =
+            Column::new("l", DType::I64, &[]).with_kind(Kind::ClassLabel { names: vec!["a".into(), "a".into()] });
         assert!(labels.validate().is_err());
         let bbox = Column::new("b", DType::F32, &[Dim::Ragged, Dim::Fixed(4)])
             .with_kind(Kind::BBox { format: BBoxFormat::Xyxy, normalized: true });

@@ -67,9 +67,9 @@ fn less(a: Scalar, b: Scalar) -> bool {
 
 /// The scalar of one element; `None` for NaN.
 fn scalar(dtype: DType, b: &[u8]) -> Option<Scalar> {
-    let mut a = [0u8; 8];
-    a[..b.len().min(8)].copy_from_slice(&b[..b.len().min(8)]);
-    let u = u64::from_le_bytes(a);
+    let mut word = [0u8; 8];
+    word[..b.len().min(8)].copy_from_slice(&b[..b.len().min(8)]);
+    let u = u64::from_le_bytes(word);
     let v = match dtype {
         DType::Bool => Scalar::Bool(b[0] != 0),
         DType::U8 | DType::U16 | DType::U32 | DType::U64 => Scalar::UInt(u),

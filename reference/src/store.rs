@@ -84,7 +84,8 @@ impl Store {
         };
         let url = url::Url::parse(location).map_err(|e| Error::usage(format!("bad URL {location:?}: {e}")))?;
         let io = |e: object_store::Error| Error::Io { path: location.to_string(), source: e };
-        let prefix = Path::from_url_path(url.path()).map_err(|e| Error::usage(format!("bad path in {location:?}: {e}")))?;
+        let prefix =
+            Path::from_url_path(url.path()).map_err(|e| Error::usage(format!("bad path in {location:?}: {e}")))?;
         let (inner, atomic_create): (Arc<dyn ObjectStore>, bool) = match scheme {
             "file" => {
                 let p = url.to_file_path().map_err(|()| Error::usage(format!("bad file URL {location:?}")))?;
@@ -101,11 +102,13 @@ impl Store {
                 (Arc::new(s), true)
             }
             "gs" => {
-                let s = object_store::gcp::GoogleCloudStorageBuilder::from_env().with_url(location).build().map_err(io)?;
+                let s =
+                    object_store::gcp::GoogleCloudStorageBuilder::from_env().with_url(location).build().map_err(io)?;
                 (Arc::new(s), true)
             }
             "az" | "azure" | "abfs" | "abfss" => {
-                let s = object_store::azure::MicrosoftAzureBuilder::from_env().with_url(location).build().map_err(io)?;
+                let s =
+                    object_store::azure::MicrosoftAzureBuilder::from_env().with_url(location).build().map_err(io)?;
                 (Arc::new(s), true)
             }
             "http" | "https" => {
@@ -145,7 +148,7 @@ impl Store {
     /// The full object path of a key under the dataset root.
     #[must_use]
     pub fn path(&self, key: &str) -> Path {
-        key.split('/').fold(self.prefix.clone(), |p, part| p.join(part))
+        key.split('/').fold(self.prefix.clone(), object_store::path::Path::join)
     }
 
     /// The location this store was opened from.
@@ -217,7 +220,10 @@ impl Store {
     /// As [`Store::put_if_absent`].
     pub async fn put_if_absent_async(&self, key: &str, bytes: Bytes) -> Result<Created> {
         if !self.atomic_create {
-            return Err(Error::unsupported(self.url.clone(), "this store cannot create objects atomically; commits are refused [VER-06]"));
+            return Err(Error::unsupported(
+                self.url.clone(),
+                "this store cannot create objects atomically; commits are refused [VER-06]",
+            ));
         }
         let opts = PutOptions { mode: PutMode::Create, ..PutOptions::default() };
         match self.inner.put_opts(&self.path(key), PutPayload::from_bytes(bytes), opts).await {

@@ -1,3 +1,5 @@
+//! End-to-end smoke test: create, append, read, tag, branch, time travel, verify, dump.
+
 use tessera::*;
 
 #[test]
@@ -5,7 +7,8 @@ fn create_append_read_tag_branch() {
     let dir = tempfile::tempdir().unwrap();
     let loc = dir.path().to_str().unwrap();
     let schema = Schema::new([
-        Column::new("img", DType::U8, &[Dim::Fixed(2), Dim::Fixed(2), Dim::Fixed(3)]).with_kind(Kind::Image { layout: ImageLayout::Hwc }),
+        Column::new("img", DType::U8, &[Dim::Fixed(2), Dim::Fixed(2), Dim::Fixed(3)])
+            .with_kind(Kind::Image { layout: ImageLayout::Hwc }),
         Column::new("label", DType::I64, &[]).with_kind(Kind::ClassLabel { names: vec!["a".into(), "b".into()] }),
         Column::new("tok", DType::I32, &[Dim::Ragged]).with_compression(Compression::Zstd { level: 3 }),
         Column::new("txt", DType::Utf8, &[]).with_compression(Compression::Lz4).nullable(),
@@ -21,10 +24,14 @@ fn create_append_read_tag_branch() {
         if i % 3 == 0 { txt.push_null().unwrap() } else { txt.push_row(&[5], format!("row{i:02}").as_bytes()).unwrap() }
     }
     let batch = Batch::new()
-        .with("img", ColumnData::from_fixed(&[2, 2, 3], &img).unwrap()).unwrap()
-        .with("label", ColumnData::from_scalars(&(0..n as i64).map(|i| i % 2).collect::<Vec<_>>())).unwrap()
-        .with("tok", ColumnData::from_sequences(&tok_refs)).unwrap()
-        .with("txt", txt).unwrap();
+        .with("img", ColumnData::from_fixed(&[2, 2, 3], &img).unwrap())
+        .unwrap()
+        .with("label", ColumnData::from_scalars(&(0..n as i64).map(|i| i % 2).collect::<Vec<_>>()))
+        .unwrap()
+        .with("tok", ColumnData::from_sequences(&tok_refs))
+        .unwrap()
+        .with("txt", txt)
+        .unwrap();
     let opts = WriteOptions { target_file_bytes: 40, page_bytes: 30, ..WriteOptions::default() };
     let v2 = ds.append(&batch, "first", opts.clone()).unwrap();
     assert_eq!(v2.version(), 2);

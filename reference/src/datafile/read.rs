@@ -47,7 +47,11 @@ pub fn parse_tail(trailer: &[u8], file_size: u64, limits: &Limits, what: &str) -
         .and_then(|x| x.checked_sub(footer_len))
         .filter(|&o| o >= ALIGN && o % ALIGN == 0)
         .ok_or_else(|| Error::malformed(what, format!("footer length {footer_len} does not fit the file [DF-14]")))?;
-    Ok(Tail { footer_offset, footer_len, footer_crc32: u32::from_le_bytes([trailer[8], trailer[9], trailer[10], trailer[11]]) })
+    Ok(Tail {
+        footer_offset,
+        footer_len,
+        footer_crc32: u32::from_le_bytes([trailer[8], trailer[9], trailer[10], trailer[11]]),
+    })
 }
 
 /// Checks the 32-byte header `[VAL-11]`.
@@ -132,7 +136,10 @@ impl DataFile {
         all.sort_by_key(|b| b.offset);
         for w in all.windows(2) {
             if w[0].range().end > w[1].offset {
-                return Err(Error::invalid(what, format!("blocks at {} and {} overlap [DF-11]", w[0].offset, w[1].offset)));
+                return Err(Error::invalid(
+                    what,
+                    format!("blocks at {} and {} overlap [DF-11]", w[0].offset, w[1].offset),
+                ));
             }
         }
         Ok(())
@@ -141,7 +148,10 @@ impl DataFile {
     fn validate_chunk(&self, chunk: &ColumnChunk, col: &Column, rows: u64) -> Result<()> {
         let what = format!("{}: column {}", self.what, col.id);
         if chunk.dtype != col.dtype {
-            return Err(Error::invalid(&what, format!("dtype {} differs from the schema's {} [DF-22]", chunk.dtype, col.dtype)));
+            return Err(Error::invalid(
+                &what,
+                format!("dtype {} differs from the schema's {} [DF-22]", chunk.dtype, col.dtype),
+            ));
         }
         if chunk.ragged_dims as usize != col.ragged_dims() {
             return Err(Error::invalid(&what, "ragged_dims differs from the schema [DF-22]"));
@@ -159,7 +169,10 @@ impl DataFile {
             self.check_block(b, &what)?;
             let want = rows.checked_mul(8 * u64::from(chunk.ragged_dims));
             if b.codec != Codec::None || Some(b.raw_len) != want {
-                return Err(Error::invalid(&what, "shapes block must be uncompressed, rows × ragged_dims × 8 bytes [DF-25]"));
+                return Err(Error::invalid(
+                    &what,
+                    "shapes block must be uncompressed, rows × ragged_dims × 8 bytes [DF-25]",
+                ));
             }
         }
         Error::check_limit(|| format!("{what}: pages"), hard::MAX_PAGES, chunk.pages.len() as u64)?;
@@ -174,7 +187,10 @@ impl DataFile {
             if let Some(rb) = fixed
                 && p.row_count.checked_mul(rb) != Some(p.block.raw_len)
             {
-                return Err(Error::invalid(&what, format!("page {i} raw length {} != {} rows × {rb} bytes [DF-27]", p.block.raw_len, p.row_count)));
+                return Err(Error::invalid(
+                    &what,
+                    format!("page {i} raw length {} != {} rows × {rb} bytes [DF-27]", p.block.raw_len, p.row_count),
+                ));
             }
         }
         if total != rows {
@@ -184,11 +200,14 @@ impl DataFile {
     }
 
     fn check_block(&self, b: &Block, what: &str) -> Result<()> {
-        let in_bounds = b.offset % ALIGN == 0
+        let in_bounds = b.offset.is_multiple_of(ALIGN)
             && b.offset >= ALIGN
             && b.offset.checked_add(b.stored_len).is_some_and(|end| end <= self.tail.footer_offset);
         if !in_bounds {
-            return Err(Error::invalid(what, format!("block at {} (+{}) is misaligned or out of bounds [DF-10]", b.offset, b.stored_len)));
+            return Err(Error::invalid(
+                what,
+                format!("block at {} (+{}) is misaligned or out of bounds [DF-10]", b.offset, b.stored_len),
+            ));
         }
         codec::check_sizes(b.codec, b.stored_len, b.raw_len, self.limits.max_block_raw, &|| what.to_string())
     }
@@ -246,11 +265,11 @@ impl DataFile {
         let mut it = blocks.iter().zip(stored);
         let mut next = |label: &str| -> Result<Vec<u8>> {
             let (b, s) = it.next().ok_or_else(|| Error::usage("missing block"))?;
-            self.decode_block(b, s, &format!("{what} {label}"))
+            Self::decode_block(b, s, &format!("{what} {label}"))
         };
         let validity = if chunk.validity.is_some() {
             let bits = next("validity")?;
-            if n_rows % 8 != 0 && bits.last().is_some_and(|&last| last >> (n_rows % 8) != 0) {
+            if !n_rows.is_multiple_of(8) && bits.last().is_some_and(|&last| last >> (n_rows % 8) != 0) {
                 return Err(Error::invalid(&what, "validity padding bits are not zero [DF-24]"));
             }
             Some((0..n_rows).map(|i| bits[(i / 8) as usize] >> (i % 8) & 1 == 1).collect::<Vec<bool>>())
@@ -266,7 +285,8 @@ impl DataFile {
         // Per-row byte sizes for every row of the file (needed to check page lengths).
         let row_len = |r: u64| -> Result<u64> {
             let sz = &sizes_all[(r as usize) * ragged..(r as usize + 1) * ragged];
-            let n = row_bytes(column.dtype, &column.shape, sz).ok_or_else(|| Error::limit(format!("{what}: row {r} bytes"), hard::MAX_ROW_BYTES, u64::MAX))?;
+            let n = row_bytes(column.dtype, &column.shape, sz)
+                .ok_or_else(|| Error::limit(format!("{what}: row {r} bytes"), hard::MAX_ROW_BYTES, u64::MAX))?;
             Error::check_limit(|| format!("{what}: row {r} bytes"), hard::MAX_ROW_BYTES, n)?;
             if let Some(v) = &validity
                 && !v[r as usize]
@@ -292,7 +312,13 @@ impl DataFile {
                 lens.push(n);
             }
             if sum != page.block.raw_len {
-                return Err(Error::invalid(&what, format!("page at {} holds {} bytes, its rows need {sum} [DF-27]", page.block.offset, page.block.raw_len)));
+                return Err(Error::invalid(
+                    &what,
+                    format!(
+                        "page at {} holds {} bytes, its rows need {sum} [DF-27]",
+                        page.block.offset, page.block.raw_len
+                    ),
+                ));
             }
             let raw = next("page")?;
             let mut at = 0usize;
@@ -313,7 +339,7 @@ impl DataFile {
         Ok(ColumnData::from_parts(column.dtype, column.shape.clone(), values, offsets, sizes, validity))
     }
 
-    fn decode_block(&self, b: &Block, stored: &[u8], what: &str) -> Result<Vec<u8>> {
+    fn decode_block(b: &Block, stored: &[u8], what: &str) -> Result<Vec<u8>> {
         if stored.len() as u64 != b.stored_len {
             return Err(Error::malformed(what, format!("read {} bytes, block has {}", stored.len(), b.stored_len)));
         }
@@ -331,7 +357,8 @@ impl DataFile {
     /// # Errors
     /// `invalid` naming the first non-zero padding byte.
     pub fn check_padding(&self, file: &[u8]) -> Result<()> {
-        let mut blocks: Vec<Range<u64>> = self.footer.columns.iter().flat_map(ColumnChunk::blocks).map(Block::range).collect();
+        let mut blocks: Vec<Range<u64>> =
+            self.footer.columns.iter().flat_map(ColumnChunk::blocks).map(Block::range).collect();
         blocks.sort_by_key(|r| r.start);
         let mut at = HEADER_LEN;
         for r in blocks.iter().cloned().chain(std::iter::once(self.tail.footer_offset..self.tail.footer_offset)) {
@@ -354,8 +381,12 @@ impl DataFile {
 /// Element-level checks: bool is 0/1, utf8 is UTF-8 `[DT-02]` `[DT-03]`.
 fn check_elements(dtype: DType, row: &[u8], what: &str, r: u64) -> Result<()> {
     match dtype {
-        DType::Bool if row.iter().any(|&b| b > 1) => Err(Error::invalid(what, format!("row {r}: bool element not 0 or 1 [DT-02]"))),
-        DType::Utf8 if std::str::from_utf8(row).is_err() => Err(Error::invalid(what, format!("row {r}: not UTF-8 [DT-03]"))),
+        DType::Bool if row.iter().any(|&b| b > 1) => {
+            Err(Error::invalid(what, format!("row {r}: bool element not 0 or 1 [DT-02]")))
+        }
+        DType::Utf8 if std::str::from_utf8(row).is_err() => {
+            Err(Error::invalid(what, format!("row {r}: not UTF-8 [DT-03]")))
+        }
         _ => Ok(()),
     }
 }

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs everything the project needs that cargo does not: libtorch (PyTorch 2.11.0 from
+# PyPI) into the project-local virtualenv .venv, which .cargo/config.toml points LIBTORCH at.
+# Idempotent: a second run only checks.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+TORCH_VERSION=2.11.0
+PY=${PYTHON:-python3}
+
+command -v cargo >/dev/null || { echo "setup: cargo is required (https://rustup.rs)" >&2; exit 1; }
+command -v "$PY" >/dev/null || { echo "setup: $PY is required to install libtorch" >&2; exit 1; }
+
+if [ ! -x .venv/bin/python ]; then
+  echo "setup: creating .venv"
+  "$PY" -m venv .venv
+fi
+if ! .venv/bin/python -c "import torch, sys; sys.exit(0 if torch.__version__.split('+')[0] == '$TORCH_VERSION' else 1)" 2>/dev/null; then
+  echo "setup: installing torch==$TORCH_VERSION (about a minute, ~4.6 GB)"
+  .venv/bin/pip install --quiet --disable-pip-version-check "torch==$TORCH_VERSION"
+fi
+if ! .venv/bin/python -c "import numpy" 2>/dev/null; then
+  .venv/bin/pip install --quiet --disable-pip-version-check numpy
+fi
+# A stable path for LIBTORCH whatever the Python minor version is.
+SITE=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+ln -sfn "$SITE/torch" .venv/libtorch
+test -f .venv/libtorch/lib/libtorch_cpu.so || { echo "setup: libtorch not found under .venv/libtorch" >&2; exit 1; }
+echo "setup: ok (libtorch at $(readlink .venv/libtorch))"
