@@ -6,6 +6,7 @@
 //! writer took that version first, an append is rebased onto the new latest version and tried
 //! again; anything else is a [`Error::Conflict`].
 
+use std::collections::BTreeMap;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
@@ -18,7 +19,8 @@ use crate::envelope::{self, ObjectKind};
 use crate::error::{Error, Result};
 use crate::limits::Limits;
 use crate::manifest::{
-    ColumnStats, DataFileRef, Fragment, KNOWN_WRITER_FLAGS, Manifest, Segment, SegmentRef, VersionRef,
+    ColumnStats, DataFileRef, DeletionRef, DeletionVector, Fragment, KNOWN_WRITER_FLAGS, Manifest, Segment, SegmentRef,
+    VersionRef,
 };
 use crate::paths::{self, MAIN};
 use crate::schema::{Column, Schema};
@@ -263,90 +265,242 @@ impl DatasetWriter {
     /// changed, unknown writer flags) or after too many retries; storage errors.
     pub fn commit(mut self, message: &str) -> Result<Dataset> {
         self.flush()?;
-        let store = self.base.store().clone();
-        let mut base = self.base.manifest().clone();
-        for _ in 0..MAX_REBASES {
-            let unknown = base.writer_flags & !KNOWN_WRITER_FLAGS;
-            if unknown != 0 {
-                return Err(Error::unsupported(
-                    &base.branch,
-                    format!("unknown writer-required flags {unknown:#x} [FLG-03]"),
-                ));
-            }
-            let manifest = self.build(&store, &base, message)?;
-            match publish(&store, &manifest)? {
-                Published::Ours(crc) => {
-                    return Dataset::from_manifest(store, manifest, crc, self.options.limits.clone());
-                }
-                Published::Theirs => {
-                    let latest = latest_version(&store, &base.branch)?;
-                    let (newer, _) = load_manifest(&store, &base.branch, latest, &self.options.limits)?;
-                    if newer.schema != base.schema {
-                        return Err(Error::Conflict {
-                            what: format!(
-                                "{}@{} changed the schema since {}",
-                                newer.branch, newer.version, base.version
-                            ),
-                        });
-                    }
-                    base = newer;
-                }
+        let pending = std::mem::take(&mut self.pending);
+        commit_change(&self.base, &Change::Append(pending), message, &self.options)
+    }
+}
+
+/// What a commit changes, in a form that can be re-applied to a newer base (rebase).
+#[derive(Debug)]
+enum Change {
+    /// New fragments (ids are assigned when the manifest is built).
+    Append(Vec<PendingFragment>),
+    /// Newly deleted physical rows per fragment id.
+    Delete(BTreeMap<u64, Vec<u64>>),
+}
+
+/// Runs the optimistic commit loop `[VER-07]`: build the next manifest on `base`, try to create
+/// it, and on losing the race rebase onto the newer version when the change commutes with what
+/// landed (appends always; deletes when the fragments they touch are unchanged).
+fn commit_change(base: &Dataset, change: &Change, message: &str, options: &WriteOptions) -> Result<Dataset> {
+    let store = base.store().clone();
+    let mut base = base.clone();
+    for _ in 0..MAX_REBASES {
+        let unknown = base.manifest().writer_flags & !KNOWN_WRITER_FLAGS;
+        if unknown != 0 {
+            return Err(Error::unsupported(
+                base.branch(),
+                format!("unknown writer-required flags {unknown:#x} [FLG-03]"),
+            ));
+        }
+        let manifest = build(&store, &base, change, message, options)?;
+        match publish(&store, &manifest)? {
+            Published::Ours(crc) => return Dataset::from_manifest(store, manifest, crc, options.limits.clone()),
+            Published::Theirs => {
+                let latest = latest_version(&store, base.branch())?;
+                let newer = base.checkout(&At::BranchVersion(base.branch().to_string(), latest))?;
+                check_rebase(&base, &newer, change)?;
+                base = newer;
             }
         }
-        Err(Error::Conflict { what: format!("gave up after {MAX_REBASES} lost commit races on {}", base.branch) })
+    }
+    Err(Error::Conflict { what: format!("gave up after {MAX_REBASES} lost commit races on {}", base.branch()) })
+}
+
+/// The conflict matrix `[VER-09]`: a change can move onto `newer` if the schema is the same and,
+/// for deletes, every fragment it touches is unchanged in `newer`.
+fn check_rebase(base: &Dataset, newer: &Dataset, change: &Change) -> Result<()> {
+    if newer.schema() != base.schema() {
+        return Err(Error::Conflict {
+            what: format!("{}@{} changed the schema since {}", newer.branch(), newer.version(), base.version()),
+        });
+    }
+    if let Change::Delete(rows) = change {
+        for id in rows.keys() {
+            let before = base.fragments().iter().find(|f| f.fragment.id == *id).map(|f| &f.fragment);
+            let after = newer.fragments().iter().find(|f| f.fragment.id == *id).map(|f| &f.fragment);
+            if before != after {
+                return Err(Error::Conflict {
+                    what: format!("fragment {id} was changed by {}@{} concurrently", newer.branch(), newer.version()),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The manifest of the next version on top of `base` for `change`, writing the new index
+/// segment (and deletion vectors) and merging segments in geometric tiers.
+fn build(store: &Store, base: &Dataset, change: &Change, message: &str, options: &WriteOptions) -> Result<Manifest> {
+    let bm = base.manifest();
+    let mut next_fragment_id = bm.next_fragment_id;
+    let mut fragments = Vec::new();
+    let mut removed = Vec::new();
+    let mut row_count = bm.row_count;
+    let mut stats_lists: Vec<Vec<ColumnStats>> = vec![bm.stats.clone()];
+    match change {
+        Change::Append(pending) => {
+            for p in pending {
+                fragments.push(Fragment {
+                    id: next_fragment_id,
+                    row_count: p.row_count,
+                    files: p.files.clone(),
+                    deletion: None,
+                    stats: p.stats.clone(),
+                });
+                stats_lists.push(p.stats.clone());
+                next_fragment_id += 1;
+                row_count += p.row_count;
+            }
+        }
+        Change::Delete(new_rows) => {
+            for (id, rows) in new_rows {
+                let info = base
+                    .fragments()
+                    .iter()
+                    .find(|f| f.fragment.id == *id)
+                    .ok_or_else(|| Error::usage(format!("fragment {id} is not in the base version")))?;
+                let mut all: Vec<u64> = base.deleted_rows(info)?.to_vec();
+                all.extend_from_slice(rows);
+                all.sort_unstable();
+                all.dedup();
+                row_count -=
+                    all.len() as u64 - info.fragment.row_count.min(info.fragment.row_count - info.fragment.live_rows());
+                if all.len() as u64 == info.fragment.row_count {
+                    removed.push(*id);
+                    continue;
+                }
+                let dv = DeletionVector { fragment_id: *id, rows: all };
+                let bytes = envelope::seal(ObjectKind::Deletion, &dv)?;
+                let key = paths::content_key(paths::DELETIONS_DIR, "tsx", &bytes);
+                let dref = DeletionRef {
+                    path: key.clone(),
+                    size: bytes.len() as u64,
+                    crc32: envelope::stored_crc(&bytes),
+                    deleted_count: dv.rows.len() as u64,
+                };
+                store.put_if_absent(&key, Bytes::from(bytes))?;
+                fragments.push(Fragment { deletion: Some(dref), ..info.fragment.clone() });
+            }
+        }
+    }
+    let mut segments = bm.segments.clone();
+    if !fragments.is_empty() || !removed.is_empty() {
+        segments.push(write_segment(store, &Segment { fragments, removed })?);
+        merge_tiers(store, &mut segments, base.limits())?;
+    }
+    Ok(Manifest {
+        reader_flags: bm.reader_flags,
+        writer_flags: bm.writer_flags,
+        branch: bm.branch.clone(),
+        version: bm.version + 1,
+        parent: Some(bm.version_ref()),
+        base: None,
+        timestamp_ms: options.timestamp(),
+        message: message.to_string(),
+        writer_id: options.writer_id(),
+        schema: bm.schema.clone(),
+        next_column_id: bm.next_column_id,
+        next_fragment_id,
+        row_count,
+        segments,
+        stats: stats::merge_all(stats_lists.iter().map(Vec::as_slice)),
+        metadata: bm.metadata.clone(),
+    })
+}
+
+/// Writes an index segment (content-addressed) and returns its reference.
+fn write_segment(store: &Store, seg: &Segment) -> Result<SegmentRef> {
+    let bytes = envelope::seal(ObjectKind::Segment, seg)?;
+    let key = paths::content_key(paths::INDEX_DIR, "tsi", &bytes);
+    let sref = SegmentRef {
+        path: key.clone(),
+        size: bytes.len() as u64,
+        crc32: envelope::stored_crc(&bytes),
+        fragment_count: seg.fragments.len() as u64,
+        row_count: seg.fragments.iter().map(|f| f.row_count).sum(),
+    };
+    store.put_if_absent(&key, Bytes::from(bytes))?;
+    Ok(sref)
+}
+
+/// Keeps the segment list logarithmic: while the newest segment is at least half the size of
+/// the one before it, the two are merged into one (a binary counter over segment sizes). A
+/// commit therefore rewrites O(change) index entries amortised, and a reader opens
+/// O(log fragments) segments `[SEG-07]`.
+fn merge_tiers(store: &Store, segments: &mut Vec<SegmentRef>, limits: &Limits) -> Result<()> {
+    let weight = |s: &SegmentRef| s.fragment_count.max(1);
+    while segments.len() >= 2 && weight(&segments[segments.len() - 1]) * 2 >= weight(&segments[segments.len() - 2]) {
+        let newer = segments.pop().ok_or_else(|| Error::usage("segment list empty"))?;
+        let older = segments.pop().ok_or_else(|| Error::usage("segment list empty"))?;
+        let read = |r: &SegmentRef| -> Result<Segment> {
+            let bytes = store.get(&r.path)?;
+            envelope::open(ObjectKind::Segment, &bytes, limits.clamped().max_segment_body, &r.path)
+        };
+        let (a, b) = (read(&older)?, read(&newer)?);
+        let mut map: BTreeMap<u64, Fragment> = a.fragments.into_iter().map(|f| (f.id, f)).collect();
+        let mut removed = a.removed;
+        for id in b.removed {
+            if map.remove(&id).is_none() {
+                removed.push(id);
+            }
+        }
+        map.extend(b.fragments.into_iter().map(|f| (f.id, f)));
+        removed.sort_unstable();
+        removed.dedup();
+        segments.push(write_segment(store, &Segment { fragments: map.into_values().collect(), removed })?);
+    }
+    Ok(())
+}
+
+impl Dataset {
+    /// Deletes rows by global row index (of this version) with deletion vectors: data files are
+    /// not rewritten `[DEL-03]`. A fragment whose rows are all deleted is removed.
+    ///
+    /// # Errors
+    /// `usage` for an index out of range; `conflict` if a concurrent commit changed the same
+    /// fragments; storage errors.
+    pub fn delete_rows(&self, rows: &[u64], message: &str, options: &WriteOptions) -> Result<Dataset> {
+        let mut per: BTreeMap<u64, Vec<u64>> = BTreeMap::new();
+        let mut sorted = rows.to_vec();
+        sorted.sort_unstable();
+        sorted.dedup();
+        for r in sorted {
+            if r >= self.row_count() {
+                return Err(Error::usage(format!("row {r} outside 0..{}", self.row_count())));
+            }
+            let i = self.fragments().partition_point(|f| f.rows().end <= r);
+            let info = &self.fragments()[i];
+            let p = self.physical_rows(info, r - info.first_row..r - info.first_row + 1)?;
+            per.entry(info.fragment.id).or_default().extend(p);
+        }
+        commit_change(self, &Change::Delete(per), message, options)
     }
 
-    /// The manifest of the next version on top of `base`, writing the new index segment.
-    fn build(&self, store: &Store, base: &Manifest, message: &str) -> Result<Manifest> {
-        let mut segments = base.segments.clone();
-        let mut next_fragment_id = base.next_fragment_id;
-        let mut all_stats: Vec<&[ColumnStats]> = vec![&base.stats];
-        let mut fragments = Vec::with_capacity(self.pending.len());
-        for p in &self.pending {
-            fragments.push(Fragment {
-                id: next_fragment_id,
-                row_count: p.row_count,
-                files: p.files.clone(),
-                stats: p.stats.clone(),
-            });
-            next_fragment_id += 1;
-        }
-        for p in &self.pending {
-            all_stats.push(&p.stats);
-        }
-        let added: u64 = fragments.iter().map(|f| f.row_count).sum();
-        if !fragments.is_empty() {
-            let count = fragments.len() as u64;
-            let bytes = envelope::seal(ObjectKind::Segment, &Segment { fragments })?;
-            let key = paths::content_key(paths::INDEX_DIR, "tsi", &bytes);
-            let sref = SegmentRef {
-                path: key.clone(),
-                size: bytes.len() as u64,
-                crc32: crc32fast::hash(&bytes),
-                fragment_count: count,
-                row_count: added,
-            };
-            store.put_if_absent(&key, Bytes::from(bytes))?;
-            segments.push(sref);
-        }
-        Ok(Manifest {
-            reader_flags: base.reader_flags,
-            writer_flags: base.writer_flags,
-            branch: base.branch.clone(),
-            version: base.version + 1,
-            parent: Some(base.version_ref()),
+    /// Commits, on top of the latest version of this version's branch, a version equal to this
+    /// one (same schema and rows) `[VER-10]`.
+    ///
+    /// # Errors
+    /// `conflict` if another commit takes the version first; storage errors.
+    pub fn restore(&self, message: &str, options: &WriteOptions) -> Result<Dataset> {
+        let store = self.store().clone();
+        let latest = latest_version(&store, self.branch())?;
+        let (head, _) = load_manifest(&store, self.branch(), latest, self.limits())?;
+        let m = Manifest {
+            version: head.version + 1,
+            parent: Some(head.version_ref()),
             base: None,
-            timestamp_ms: self.options.timestamp(),
+            timestamp_ms: options.timestamp(),
             message: message.to_string(),
-            writer_id: self.options.writer_id(),
-            schema: base.schema.clone(),
-            next_column_id: base.next_column_id,
-            next_fragment_id,
-            row_count: base.row_count + added,
-            segments,
-            stats: stats::merge_all(all_stats),
-            metadata: base.metadata.clone(),
-        })
+            writer_id: options.writer_id(),
+            next_column_id: head.next_column_id.max(self.manifest().next_column_id),
+            next_fragment_id: head.next_fragment_id.max(self.manifest().next_fragment_id),
+            ..self.manifest().clone()
+        };
+        match publish(&store, &m)? {
+            Published::Ours(crc) => Dataset::from_manifest(store, m, crc, options.limits.clone()),
+            Published::Theirs => Err(Error::Conflict { what: format!("{}@{} was taken", m.branch, m.version) }),
+        }
     }
 }
 
@@ -391,7 +545,7 @@ pub(crate) enum Published {
 /// `[VER-05]`.
 pub(crate) fn publish(store: &Store, manifest: &Manifest) -> Result<Published> {
     let bytes = envelope::seal(ObjectKind::Manifest, manifest)?;
-    let crc = crc32fast::hash(&bytes);
+    let crc = envelope::stored_crc(&bytes);
     let key = paths::manifest_key(&manifest.branch, manifest.version);
     match store.put_if_absent(&key, Bytes::from(bytes))? {
         Created::New => Ok(Published::Ours(crc)),
@@ -399,7 +553,7 @@ pub(crate) fn publish(store: &Store, manifest: &Manifest) -> Result<Published> {
             let other = store.get(&key)?;
             let theirs: Manifest =
                 envelope::open(ObjectKind::Manifest, &other, crate::limits::hard::MAX_MANIFEST_BODY, &key)?;
-            if theirs.writer_id == manifest.writer_id && crc32fast::hash(&other) == crc {
+            if theirs.writer_id == manifest.writer_id && envelope::stored_crc(&other) == crc {
                 Ok(Published::Ours(crc))
             } else {
                 Ok(Published::Theirs)

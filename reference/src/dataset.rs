@@ -1,6 +1,6 @@
 //! Opening a dataset version and reading from it (SPEC.md §"Versioning", §"Reader validation").
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::ops::Range;
 use std::sync::{Arc, Mutex};
 
@@ -13,7 +13,7 @@ use crate::datafile::{self, DataFile};
 use crate::envelope::{self, ObjectKind};
 use crate::error::{Error, Result};
 use crate::limits::{Limits, hard};
-use crate::manifest::{DataFileRef, Fragment, Manifest, Segment, Tag, VersionRef};
+use crate::manifest::{DataFileRef, DeletionVector, Fragment, Manifest, Segment, Tag, VersionRef};
 use crate::paths::{self, MAIN};
 use crate::schema::{Column, Schema};
 use crate::store::{Store, block_on};
@@ -38,15 +38,15 @@ pub enum At {
 pub struct FragmentInfo {
     /// The fragment as the index segment lists it.
     pub fragment: Fragment,
-    /// Global index of its first row.
+    /// Global index of its first live row (deleted rows have no global index).
     pub first_row: u64,
 }
 
 impl FragmentInfo {
-    /// The fragment's global row range.
+    /// The fragment's global (live) row range.
     #[must_use]
     pub fn rows(&self) -> Range<u64> {
-        self.first_row..self.first_row + self.fragment.row_count
+        self.first_row..self.first_row + self.fragment.live_rows()
     }
 }
 
@@ -60,6 +60,7 @@ pub struct Dataset {
     fragments: Arc<Vec<FragmentInfo>>,
     limits: Limits,
     files: Arc<Mutex<HashMap<String, Arc<DataFile>>>>,
+    deletions: Arc<Mutex<HashMap<u64, Arc<Vec<u64>>>>>,
 }
 
 /// What [`Dataset::verify`] checked.
@@ -111,12 +112,10 @@ impl Dataset {
     }
 
     pub(crate) fn from_manifest(store: Store, manifest: Manifest, manifest_crc32: u32, limits: Limits) -> Result<Self> {
-        let mut fragments = Vec::new();
-        let mut first_row = 0u64;
-        let mut min_id = 0u64;
+        let mut log: BTreeMap<u64, Fragment> = BTreeMap::new();
         for sref in &manifest.segments {
             let bytes = store.get(&sref.path).map_err(|e| referenced(e, &sref.path))?;
-            if bytes.len() as u64 != sref.size || crc32fast::hash(&bytes) != sref.crc32 {
+            if bytes.len() as u64 != sref.size || envelope::stored_crc(&bytes) != sref.crc32 {
                 return Err(Error::invalid(
                     &sref.path,
                     "segment size or CRC differs from the manifest's reference [MAN-06]",
@@ -124,12 +123,29 @@ impl Dataset {
             }
             let seg: Segment =
                 envelope::open(ObjectKind::Segment, &bytes, limits.clamped().max_segment_body, &sref.path)?;
-            min_id = seg.validate(sref, &manifest.schema, manifest.next_fragment_id, min_id, &sref.path)?;
-            for fragment in seg.fragments {
-                let rows = fragment.row_count;
-                fragments.push(FragmentInfo { fragment, first_row });
-                first_row += rows;
+            seg.validate(sref, &manifest.schema, manifest.next_fragment_id, &sref.path)?;
+            for id in &seg.removed {
+                if log.remove(id).is_none() {
+                    return Err(Error::invalid(
+                        &sref.path,
+                        format!("removes fragment {id}, which does not exist [SEG-06]"),
+                    ));
+                }
             }
+            log.extend(seg.fragments.into_iter().map(|f| (f.id, f)));
+        }
+        let mut fragments = Vec::with_capacity(log.len());
+        let mut first_row = 0u64;
+        for fragment in log.into_values() {
+            let live = fragment.live_rows();
+            fragments.push(FragmentInfo { fragment, first_row });
+            first_row = first_row.checked_add(live).ok_or_else(|| Error::invalid("manifest", "row counts overflow"))?;
+        }
+        if first_row != manifest.row_count {
+            return Err(Error::invalid(
+                paths::manifest_key(&manifest.branch, manifest.version),
+                format!("fragments hold {first_row} live rows, manifest says {} [MAN-05]", manifest.row_count),
+            ));
         }
         Ok(Self {
             store,
@@ -138,6 +154,7 @@ impl Dataset {
             fragments: Arc::new(fragments),
             limits,
             files: Arc::new(Mutex::new(HashMap::new())),
+            deletions: Arc::new(Mutex::new(HashMap::new())),
         })
     }
 
@@ -232,16 +249,10 @@ impl Dataset {
     /// The schema columns a data file holds, ascending by id.
     ///
     /// # Errors
-    /// `invalid` if the file references a column id the schema lacks.
+    /// Never fails today; kept fallible for format extensions.
     pub fn file_columns(&self, file: &DataFileRef) -> Result<Vec<&Column>> {
-        file.column_ids
-            .iter()
-            .map(|id| {
-                self.schema()
-                    .column_by_id(*id)
-                    .ok_or_else(|| Error::invalid(&file.path, format!("unknown column id {id}")))
-            })
-            .collect()
+        // Ids no longer in the schema belong to dropped columns and are skipped [SEG-04].
+        Ok(file.column_ids.iter().filter_map(|id| self.schema().column_by_id(*id)).collect())
     }
 
     /// Reads rows `rows` of the projected columns into one batch, verifying every checksum.
@@ -256,7 +267,13 @@ impl Dataset {
         let mut out: Vec<ColumnData> = cols.iter().map(|c| ColumnData::for_column(c)).collect();
         let first = self.fragments.partition_point(|f| f.rows().end <= rows.start);
         for info in self.fragments[first..].iter().take_while(|f| f.first_row < rows.end) {
-            let local = rows.start.max(info.first_row) - info.first_row..rows.end.min(info.rows().end) - info.first_row;
+            let live = rows.start.max(info.first_row) - info.first_row..rows.end.min(info.rows().end) - info.first_row;
+            if live.is_empty() {
+                continue;
+            }
+            let physical = self.physical_rows(info, live)?;
+            let local = physical.first().copied().unwrap_or(0)..physical.last().map_or(0, |l| l + 1);
+            let dense = physical.len() as u64 == local.end - local.start;
             for file in &info.fragment.files {
                 let wanted: Vec<usize> = (0..cols.len()).filter(|&i| file.column_ids.contains(&cols[i].id)).collect();
                 if wanted.is_empty() {
@@ -276,8 +293,14 @@ impl Dataset {
                 for (i, at, n) in spans {
                     let stored: Vec<&[u8]> = bytes[at..at + n].iter().map(Bytes::as_ref).collect();
                     let data = df.decode(cols[i], local.clone(), &stored)?;
-                    let len = data.len();
-                    out[i].extend_from(&data, 0..len)?;
+                    if dense {
+                        out[i].extend_from(&data, 0..data.len())?;
+                    } else {
+                        for &p in &physical {
+                            let r = (p - local.start) as usize;
+                            out[i].extend_from(&data, r..r + 1)?;
+                        }
+                    }
                 }
             }
         }
@@ -286,6 +309,56 @@ impl Dataset {
             batch.push(c.name.clone(), d)?;
         }
         Ok(batch)
+    }
+
+    /// The deleted row offsets of a fragment (empty when none), loaded once and checked `[DEL-02]`.
+    ///
+    /// # Errors
+    /// Validation or storage errors of the deletion vector.
+    pub fn deleted_rows(&self, info: &FragmentInfo) -> Result<Arc<Vec<u64>>> {
+        let Some(dref) = &info.fragment.deletion else { return Ok(Arc::new(Vec::new())) };
+        let cache = |e| Error::usage(format!("deletion cache poisoned: {e}"));
+        if let Some(d) = self.deletions.lock().map_err(|e| cache(e.to_string()))?.get(&info.fragment.id) {
+            return Ok(d.clone());
+        }
+        let bytes = self.store.get(&dref.path).map_err(|e| referenced(e, &dref.path))?;
+        if bytes.len() as u64 != dref.size || envelope::stored_crc(&bytes) != dref.crc32 {
+            return Err(Error::invalid(&dref.path, "deletion vector size or CRC differs from its reference [DEL-01]"));
+        }
+        let max = hard::MAX_SEGMENT_BODY.min(self.limits.clamped().max_segment_body);
+        let dv: DeletionVector = envelope::open(ObjectKind::Deletion, &bytes, max, &dref.path)?;
+        dv.validate(&info.fragment, dref, &dref.path)?;
+        let rows = Arc::new(dv.rows);
+        self.deletions.lock().map_err(|e| cache(e.to_string()))?.insert(info.fragment.id, rows.clone());
+        Ok(rows)
+    }
+
+    /// Physical offsets (within the fragment's files) of the fragment's live rows `live`.
+    ///
+    /// # Errors
+    /// As [`Dataset::deleted_rows`].
+    pub fn physical_rows(&self, info: &FragmentInfo, live: Range<u64>) -> Result<Vec<u64>> {
+        let deleted = self.deleted_rows(info)?;
+        if deleted.is_empty() {
+            return Ok(live.collect());
+        }
+        let mut out = Vec::with_capacity((live.end - live.start) as usize);
+        let mut d = deleted.iter().peekable();
+        let mut live_index = 0u64;
+        for p in 0..info.fragment.row_count {
+            if d.peek() == Some(&&p) {
+                d.next();
+                continue;
+            }
+            if live_index >= live.end {
+                break;
+            }
+            if live_index >= live.start {
+                out.push(p);
+            }
+            live_index += 1;
+        }
+        Ok(out)
     }
 
     /// Reads one row of the projected columns.
@@ -330,7 +403,8 @@ impl Dataset {
                 report.files += 1;
                 report.bytes += size;
             }
-            report.rows += info.fragment.row_count;
+            self.deleted_rows(info)?;
+            report.rows += info.fragment.live_rows();
         }
         Ok(report)
     }
@@ -465,7 +539,7 @@ pub(crate) fn load_manifest(store: &Store, branch: &str, version: u64, limits: &
                 let m: Manifest =
                     envelope::open(ObjectKind::Manifest, &bytes, limits.clamped().max_manifest_body, &key)?;
                 m.validate(&branch, version, &key)?;
-                return Ok((m, crc32fast::hash(&bytes)));
+                return Ok((m, envelope::stored_crc(&bytes)));
             }
             Err(Error::NotFound { .. }) => match branch_base(store, &branch, limits)? {
                 Some(base) if version <= base.version && base.branch != branch => branch = base.branch,

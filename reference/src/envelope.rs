@@ -28,6 +28,8 @@ pub enum ObjectKind {
     Segment,
     /// A tag record (`.tst`).
     Tag,
+    /// A deletion vector (`.tsx`).
+    Deletion,
 }
 
 impl ObjectKind {
@@ -38,6 +40,7 @@ impl ObjectKind {
             Self::Manifest => b'M',
             Self::Segment => b'I',
             Self::Tag => b'T',
+            Self::Deletion => b'X',
         };
         [0x89, b'T', b'S', c, b'\r', b'\n', 0x1a, b'\n']
     }
@@ -47,6 +50,7 @@ impl ObjectKind {
             Self::Manifest => "manifest",
             Self::Segment => "index segment",
             Self::Tag => "tag record",
+            Self::Deletion => "deletion vector",
         }
     }
 }
@@ -132,6 +136,19 @@ pub fn open<T: DeserializeOwned>(kind: ObjectKind, bytes: &[u8], max_body: u64, 
         return Err(Error::Checksum { what, stored, computed });
     }
     decode_body(&bytes[HEADER_LEN..body_end], &what)
+}
+
+/// The CRC an enveloped object stores in its last four bytes: what references to the object
+/// record `[ENV-09]`. (A CRC over the whole object including its own CRC would be the same
+/// constant for every valid object, so it would bind nothing.) Zero for a too-short object.
+#[must_use]
+pub fn stored_crc(object: &[u8]) -> u32 {
+    match object.len().checked_sub(TRAILER_LEN) {
+        Some(at) if object.len() >= HEADER_LEN + TRAILER_LEN => {
+            u32::from_le_bytes([object[at], object[at + 1], object[at + 2], object[at + 3]])
+        }
+        _ => 0,
+    }
 }
 
 /// Copies 8 bytes into an array (the caller guarantees the length).

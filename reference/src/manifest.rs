@@ -70,7 +70,7 @@ pub struct SegmentRef {
     pub path: String,
     /// Exact size in bytes.
     pub size: u64,
-    /// CRC-32 of the whole object (envelope included).
+    /// The object's stored envelope CRC (its last four bytes).
     pub crc32: u32,
     /// Fragments in the segment.
     pub fragment_count: u64,
@@ -78,11 +78,17 @@ pub struct SegmentRef {
     pub row_count: u64,
 }
 
-/// The body of an index segment.
+/// The body of an index segment: one step of the fragment log `[SEG-01]`.
+///
+/// Applying the segments of a manifest in order yields the version's fragments: each
+/// segment first removes the fragment ids in `removed`, then inserts or replaces the
+/// fragments it lists (by id). The version's rows are the fragments in ascending id order.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Segment {
-    /// Fragments in row order.
+    /// Fragments added or replaced, ascending by id.
     pub fragments: Vec<Fragment>,
+    /// Fragment ids removed, ascending.
+    pub removed: Vec<u64>,
 }
 
 /// A contiguous run of rows, stored in one data file per column group.
@@ -92,10 +98,57 @@ pub struct Fragment {
     pub id: u64,
     /// Rows in the fragment (every file holds exactly this many).
     pub row_count: u64,
-    /// The data files; column sets are disjoint and cover the schema.
+    /// The data files; every schema column is in exactly one file's `column_ids`.
     pub files: Vec<DataFileRef>,
+    /// Rows of the fragment that are deleted, when any.
+    pub deletion: Option<DeletionRef>,
     /// Per-column statistics within the fragment.
     pub stats: Vec<ColumnStats>,
+}
+
+/// A reference from a fragment to its deletion vector.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeletionRef {
+    /// Relative path of the deletion vector object.
+    pub path: String,
+    /// Exact size in bytes.
+    pub size: u64,
+    /// The object's stored envelope CRC (its last four bytes).
+    pub crc32: u32,
+    /// Number of deleted rows (> 0, at most the fragment's rows).
+    pub deleted_count: u64,
+}
+
+/// The body of a deletion vector (`.tsx`): the deleted rows of one fragment, by offset
+/// within the fragment, ascending and unique `[DEL-02]`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeletionVector {
+    /// The fragment the rows belong to.
+    pub fragment_id: u64,
+    /// Deleted row offsets.
+    pub rows: Vec<u64>,
+}
+
+impl DeletionVector {
+    /// Checks the vector against its fragment and reference `[DEL-02]`.
+    ///
+    /// # Errors
+    /// `invalid` for rows out of order, out of range or a count mismatch.
+    pub fn validate(&self, fragment: &Fragment, dref: &DeletionRef, what: &str) -> Result<()> {
+        if self.fragment_id != fragment.id {
+            return Err(Error::invalid(what, "deletion vector belongs to another fragment [DEL-02]"));
+        }
+        if self.rows.len() as u64 != dref.deleted_count
+            || self.rows.windows(2).any(|w| w[0] >= w[1])
+            || self.rows.last().is_some_and(|&r| r >= fragment.row_count)
+        {
+            return Err(Error::invalid(
+                what,
+                "deleted rows must ascend, stay below the fragment's rows and match the count [DEL-02]",
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// A reference from a fragment to a data file.
@@ -107,7 +160,8 @@ pub struct DataFileRef {
     pub size: u64,
     /// CRC-32 of the file's footer (binds the reference to the content).
     pub footer_crc32: u32,
-    /// The column ids the file holds, ascending.
+    /// The column ids read from this file, ascending. The file may hold more columns
+    /// (superseded by an update); ids no longer in the schema are ignored (dropped columns).
     pub column_ids: Vec<u32>,
 }
 
@@ -144,7 +198,7 @@ pub struct Tag {
     pub name: String,
     /// The tagged version.
     pub target: VersionRef,
-    /// CRC-32 of the tagged manifest object (detects a rewritten manifest).
+    /// The tagged manifest's stored envelope CRC (detects a rewritten manifest).
     pub manifest_crc32: u32,
     /// Creation time, ms since the Unix epoch.
     pub timestamp_ms: u64,
@@ -191,16 +245,8 @@ impl Manifest {
         {
             return Err(Error::invalid(what, "next_column_id is not above every column id [MAN-04]"));
         }
-        let mut rows = 0u64;
         for s in &self.segments {
             paths::validate_relative(&s.path, what)?;
-            rows = rows.checked_add(s.row_count).ok_or_else(|| Error::invalid(what, "row counts overflow"))?;
-        }
-        if rows != self.row_count {
-            return Err(Error::invalid(
-                what,
-                format!("segments hold {rows} rows, manifest says {} [MAN-05]", self.row_count),
-            ));
         }
         Ok(())
     }
@@ -213,52 +259,67 @@ impl Manifest {
 }
 
 impl Segment {
-    /// Checks a decoded segment against its reference and the schema `[VAL-08]`; `min_id` is
-    /// the smallest fragment id allowed (ids ascend across segments).
+    /// Checks a decoded segment against its reference and the schema `[VAL-08]`.
     ///
     /// # Errors
     /// `invalid` for the first broken rule.
-    pub fn validate(
-        &self,
-        sref: &SegmentRef,
-        schema: &Schema,
-        next_fragment_id: u64,
-        min_id: u64,
-        what: &str,
-    ) -> Result<u64> {
+    pub fn validate(&self, sref: &SegmentRef, schema: &Schema, next_fragment_id: u64, what: &str) -> Result<()> {
         if self.fragments.len() as u64 != sref.fragment_count {
             return Err(Error::invalid(what, "fragment count differs from the manifest's reference [SEG-02]"));
         }
+        let ascending = |ids: &mut dyn Iterator<Item = u64>| {
+            let v: Vec<u64> = ids.collect();
+            v.windows(2).all(|w| w[0] < w[1]) && v.last().is_none_or(|&l| l < next_fragment_id)
+        };
+        if !ascending(&mut self.fragments.iter().map(|f| f.id)) || !ascending(&mut self.removed.iter().copied()) {
+            return Err(Error::invalid(what, "fragment ids must ascend and stay below next_fragment_id [SEG-03]"));
+        }
+        if self.removed.iter().any(|id| self.fragments.binary_search_by_key(id, |f| f.id).is_ok()) {
+            return Err(Error::invalid(what, "a fragment id is both removed and listed [SEG-03]"));
+        }
         let mut rows = 0u64;
-        let mut next_min = min_id;
-        let mut want_ids: Vec<u32> = schema.columns.iter().map(|c| c.id).collect();
-        want_ids.sort_unstable();
         for f in &self.fragments {
             let fw = format!("{what}: fragment {}", f.id);
-            if f.id < next_min || f.id >= next_fragment_id {
-                return Err(Error::invalid(&fw, "fragment ids must ascend and stay below next_fragment_id [SEG-03]"));
-            }
-            next_min = f.id + 1;
             rows = rows.checked_add(f.row_count).ok_or_else(|| Error::invalid(&fw, "row counts overflow"))?;
-            let mut ids: Vec<u32> = Vec::new();
+            let mut covered = vec![0u32; schema.columns.len()];
             for file in &f.files {
                 paths::validate_relative(&file.path, &fw)?;
                 if file.column_ids.windows(2).any(|w| w[0] >= w[1]) {
                     return Err(Error::invalid(&fw, "a file's column ids must ascend [SEG-04]"));
                 }
-                ids.extend_from_slice(&file.column_ids);
+                for id in &file.column_ids {
+                    if let Some(i) = schema.columns.iter().position(|c| c.id == *id) {
+                        covered[i] += 1;
+                    }
+                }
             }
-            ids.sort_unstable();
-            if ids != want_ids {
+            if let Some(i) = covered.iter().position(|&n| n != 1) {
                 return Err(Error::invalid(
                     &fw,
-                    format!("files hold columns {ids:?}, schema has {want_ids:?} [SEG-04]"),
+                    format!(
+                        "column {} is in {} of the fragment's files, must be in one [SEG-04]",
+                        schema.columns[i].id, covered[i]
+                    ),
                 ));
+            }
+            if let Some(d) = &f.deletion {
+                paths::validate_relative(&d.path, &fw)?;
+                if d.deleted_count == 0 || d.deleted_count > f.row_count {
+                    return Err(Error::invalid(&fw, "deleted_count must be in 1..=row_count [DEL-01]"));
+                }
             }
         }
         if rows != sref.row_count {
             return Err(Error::invalid(what, "row count differs from the manifest's reference [SEG-02]"));
         }
-        Ok(next_min)
+        Ok(())
+    }
+}
+
+impl Fragment {
+    /// Rows not deleted.
+    #[must_use]
+    pub fn live_rows(&self) -> u64 {
+        self.row_count - self.deletion.as_ref().map_or(0, |d| d.deleted_count.min(self.row_count))
     }
 }

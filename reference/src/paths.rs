@@ -8,6 +8,8 @@ use crate::limits::hard;
 pub const DATA_DIR: &str = "data";
 /// Prefix of index segments.
 pub const INDEX_DIR: &str = "index";
+/// Prefix of deletion vectors.
+pub const DELETIONS_DIR: &str = "deletions";
 /// Prefix of branch logs.
 pub const BRANCHES_DIR: &str = "branches";
 /// Prefix of tag records.

@@ -123,15 +123,21 @@ impl DataFile {
         if rows != expected_rows {
             return Err(Error::invalid(what, format!("file has {rows} rows, fragment has {expected_rows} [DF-20]")));
         }
-        let ids: Vec<u32> = self.footer.columns.iter().map(|c| c.column_id).collect();
-        let want: Vec<u32> = columns.iter().map(|c| c.id).collect();
-        if ids != want {
-            return Err(Error::invalid(what, format!("file holds columns {ids:?}, manifest says {want:?} [DF-21]")));
+        if self.footer.columns.windows(2).any(|w| w[0].column_id >= w[1].column_id) {
+            return Err(Error::invalid(what, "footer column ids must ascend [DF-21]"));
         }
         let mut all: Vec<Block> = Vec::new();
-        for (chunk, col) in self.footer.columns.iter().zip(columns) {
-            self.validate_chunk(chunk, col, rows)?;
+        for chunk in &self.footer.columns {
+            for b in chunk.blocks() {
+                self.check_block(b, &format!("{what}: column {}", chunk.column_id))?;
+            }
             all.extend(chunk.blocks().copied());
+        }
+        for col in columns {
+            let chunk = self.chunk(col.id).ok_or_else(|| {
+                Error::invalid(what, format!("file lacks column {} that the fragment reads from it [DF-21]", col.id))
+            })?;
+            self.validate_chunk(chunk, col, rows)?;
         }
         all.sort_by_key(|b| b.offset);
         for w in all.windows(2) {
