@@ -68,12 +68,12 @@ impl Default for WriteOptions {
 }
 
 impl WriteOptions {
-    fn timestamp(&self) -> u64 {
+    pub(crate) fn timestamp(&self) -> u64 {
         self.timestamp_ms
             .unwrap_or_else(|| SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64))
     }
 
-    fn writer_id(&self) -> [u8; 16] {
+    pub(crate) fn writer_id(&self) -> [u8; 16] {
         self.writer_id.unwrap_or_else(random_id)
     }
 }
@@ -130,6 +130,7 @@ impl Dataset {
             version: 1,
             parent: None,
             base: None,
+            merged: None,
             timestamp_ms: options.timestamp(),
             message: "create".to_string(),
             writer_id: options.writer_id(),
@@ -175,7 +176,7 @@ pub struct DatasetWriter {
 }
 
 #[derive(Debug)]
-struct PendingFragment {
+pub(crate) struct PendingFragment {
     row_count: u64,
     files: Vec<DataFileRef>,
     stats: Vec<ColumnStats>,
@@ -245,13 +246,7 @@ impl DatasetWriter {
         for group in column_groups(schema, &self.options.column_groups)? {
             let cols: Vec<&Column> = group.iter().map(|&i| &schema.columns[i]).collect();
             let data: Vec<&ColumnData> = group.iter().map(|&i| &buf[i]).collect();
-            let enc = writer.encode(&cols, &data)?;
-            let key = paths::content_key(paths::DATA_DIR, "tsd", &enc.bytes);
-            let size = enc.bytes.len() as u64;
-            self.base.store().put_if_absent(&key, Bytes::from(enc.bytes))?;
-            let mut column_ids: Vec<u32> = cols.iter().map(|c| c.id).collect();
-            column_ids.sort_unstable();
-            files.push(DataFileRef { path: key, size, footer_crc32: enc.footer_crc32, column_ids });
+            files.push(write_data_file(self.base.store(), &writer, &cols, &data)?);
         }
         let stats = schema.columns.iter().zip(&buf).map(|(c, d)| stats::compute(c, d)).collect();
         self.pending.push(PendingFragment { row_count: rows as u64, files, stats });
@@ -272,17 +267,38 @@ impl DatasetWriter {
 
 /// What a commit changes, in a form that can be re-applied to a newer base (rebase).
 #[derive(Debug)]
-enum Change {
+pub(crate) enum Change {
     /// New fragments (ids are assigned when the manifest is built).
     Append(Vec<PendingFragment>),
     /// Newly deleted physical rows per fragment id.
     Delete(BTreeMap<u64, Vec<u64>>),
+    /// Replaced or removed fragments and/or a new schema (updates, schema evolution, compaction).
+    Rewrite(Rewrite),
+}
+
+/// A change that replaces existing fragments (same ids) or the schema.
+#[derive(Debug, Default)]
+pub(crate) struct Rewrite {
+    /// The new schema, when it changes.
+    pub(crate) schema: Option<Schema>,
+    /// The new `next_column_id`, when columns are added.
+    pub(crate) next_column_id: Option<u32>,
+    /// New versions of existing fragments (same ids).
+    pub(crate) replace: Vec<Fragment>,
+    /// Fragment ids removed.
+    pub(crate) remove: Vec<u64>,
+    /// Whole fragments added at the end (their ids are reassigned).
+    pub(crate) add: Vec<Fragment>,
+    /// The second parent, for a merge commit.
+    pub(crate) merged: Option<VersionRef>,
+    /// Conflicts with any concurrent commit (not only with ones touching the same fragments).
+    pub(crate) exclusive: bool,
 }
 
 /// Runs the optimistic commit loop `[VER-07]`: build the next manifest on `base`, try to create
 /// it, and on losing the race rebase onto the newer version when the change commutes with what
 /// landed (appends always; deletes when the fragments they touch are unchanged).
-fn commit_change(base: &Dataset, change: &Change, message: &str, options: &WriteOptions) -> Result<Dataset> {
+pub(crate) fn commit_change(base: &Dataset, change: &Change, message: &str, options: &WriteOptions) -> Result<Dataset> {
     let store = base.store().clone();
     let mut base = base.clone();
     for _ in 0..MAX_REBASES {
@@ -315,8 +331,23 @@ fn check_rebase(base: &Dataset, newer: &Dataset, change: &Change) -> Result<()> 
             what: format!("{}@{} changed the schema since {}", newer.branch(), newer.version(), base.version()),
         });
     }
-    if let Change::Delete(rows) = change {
-        for id in rows.keys() {
+    let touched: Vec<u64> = match change {
+        Change::Append(_) => Vec::new(),
+        Change::Delete(rows) => rows.keys().copied().collect(),
+        Change::Rewrite(r) if r.exclusive => {
+            return Err(Error::Conflict {
+                what: format!(
+                    "{}@{} landed while an exclusive change was prepared on {}",
+                    newer.branch(),
+                    newer.version(),
+                    base.version()
+                ),
+            });
+        }
+        Change::Rewrite(r) => r.replace.iter().map(|f| f.id).chain(r.remove.iter().copied()).collect(),
+    };
+    {
+        for id in &touched {
             let before = base.fragments().iter().find(|f| f.fragment.id == *id).map(|f| &f.fragment);
             let after = newer.fragments().iter().find(|f| f.fragment.id == *id).map(|f| &f.fragment);
             if before != after {
@@ -352,6 +383,36 @@ fn build(store: &Store, base: &Dataset, change: &Change, message: &str, options:
                 next_fragment_id += 1;
                 row_count += p.row_count;
             }
+        }
+        Change::Rewrite(r) => {
+            let live = |id: u64| base.fragments().iter().find(|f| f.fragment.id == id).map(|f| f.fragment.live_rows());
+            for f in &r.replace {
+                let old =
+                    live(f.id).ok_or_else(|| Error::usage(format!("fragment {} is not in the base version", f.id)))?;
+                row_count = row_count - old + f.live_rows();
+                fragments.push(f.clone());
+            }
+            for id in &r.remove {
+                row_count -=
+                    live(*id).ok_or_else(|| Error::usage(format!("fragment {id} is not in the base version")))?;
+                removed.push(*id);
+            }
+            for f in &r.add {
+                row_count += f.live_rows();
+                fragments.push(Fragment { id: next_fragment_id, ..f.clone() });
+                next_fragment_id += 1;
+            }
+            fragments.sort_by_key(|f| f.id);
+            removed.sort_unstable();
+            // Statistics are recomputed from the resulting fragments.
+            let gone: Vec<u64> = r.replace.iter().map(|f| f.id).chain(r.remove.iter().copied()).collect();
+            stats_lists = base
+                .fragments()
+                .iter()
+                .filter(|f| !gone.contains(&f.fragment.id))
+                .map(|f| f.fragment.stats.clone())
+                .chain(r.replace.iter().chain(&r.add).map(|f| f.stats.clone()))
+                .collect();
         }
         Change::Delete(new_rows) => {
             for (id, rows) in new_rows {
@@ -396,11 +457,21 @@ fn build(store: &Store, base: &Dataset, change: &Change, message: &str, options:
         version: bm.version + 1,
         parent: Some(bm.version_ref()),
         base: None,
+        merged: match change {
+            Change::Rewrite(r) => r.merged.clone(),
+            _ => None,
+        },
         timestamp_ms: options.timestamp(),
         message: message.to_string(),
         writer_id: options.writer_id(),
-        schema: bm.schema.clone(),
-        next_column_id: bm.next_column_id,
+        schema: match change {
+            Change::Rewrite(Rewrite { schema: Some(s), .. }) => s.clone(),
+            _ => bm.schema.clone(),
+        },
+        next_column_id: match change {
+            Change::Rewrite(Rewrite { next_column_id: Some(n), .. }) => *n,
+            _ => bm.next_column_id,
+        },
         next_fragment_id,
         row_count,
         segments,
@@ -441,9 +512,9 @@ fn merge_tiers(store: &Store, segments: &mut Vec<SegmentRef>, limits: &Limits) -
         let mut map: BTreeMap<u64, Fragment> = a.fragments.into_iter().map(|f| (f.id, f)).collect();
         let mut removed = a.removed;
         for id in b.removed {
-            if map.remove(&id).is_none() {
-                removed.push(id);
-            }
+            // The id may also be listed by a segment older than `older`: keep the removal.
+            map.remove(&id);
+            removed.push(id);
         }
         map.extend(b.fragments.into_iter().map(|f| (f.id, f)));
         removed.sort_unstable();
@@ -490,6 +561,7 @@ impl Dataset {
             version: head.version + 1,
             parent: Some(head.version_ref()),
             base: None,
+            merged: None,
             timestamp_ms: options.timestamp(),
             message: message.to_string(),
             writer_id: options.writer_id(),
@@ -502,6 +574,22 @@ impl Dataset {
             Published::Theirs => Err(Error::Conflict { what: format!("{}@{} was taken", m.branch, m.version) }),
         }
     }
+}
+
+/// Encodes and uploads one data file (content-addressed) and returns its reference.
+pub(crate) fn write_data_file(
+    store: &Store,
+    writer: &DataFileWriter,
+    cols: &[&Column],
+    data: &[&ColumnData],
+) -> Result<DataFileRef> {
+    let enc = writer.encode(cols, data)?;
+    let key = paths::content_key(paths::DATA_DIR, "tsd", &enc.bytes);
+    let size = enc.bytes.len() as u64;
+    store.put_if_absent(&key, Bytes::from(enc.bytes))?;
+    let mut column_ids: Vec<u32> = cols.iter().map(|c| c.id).collect();
+    column_ids.sort_unstable();
+    Ok(DataFileRef { path: key, size, footer_crc32: enc.footer_crc32, column_ids })
 }
 
 /// Indices of schema columns per data file group.
@@ -598,9 +686,12 @@ impl Dataset {
             timestamp_ms: options.timestamp(),
             message: message.to_string(),
         };
-        let bytes = envelope::seal(ObjectKind::Tag, &tag)?;
-        match self.store().put_if_absent(&paths::tag_key(name), Bytes::from(bytes))? {
+        let bytes = Bytes::from(envelope::seal(ObjectKind::Tag, &tag)?);
+        let key = paths::tag_key(name);
+        match self.store().put_if_absent(&key, bytes.clone())? {
             Created::New => Ok(()),
+            // Our own earlier attempt may have landed before a retry: identical bytes are ours.
+            Created::Existed if self.store().get(&key)? == bytes => Ok(()),
             Created::Existed => Err(Error::Conflict { what: format!("tag {name:?} exists") }),
         }
     }

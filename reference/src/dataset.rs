@@ -124,13 +124,10 @@ impl Dataset {
             let seg: Segment =
                 envelope::open(ObjectKind::Segment, &bytes, limits.clamped().max_segment_body, &sref.path)?;
             seg.validate(sref, &manifest.schema, manifest.next_fragment_id, &sref.path)?;
+            // Removing an id that is not present is a no-op: merged segments carry removals
+            // forward without knowing which older segment lists the fragment [SEG-06].
             for id in &seg.removed {
-                if log.remove(id).is_none() {
-                    return Err(Error::invalid(
-                        &sref.path,
-                        format!("removes fragment {id}, which does not exist [SEG-06]"),
-                    ));
-                }
+                log.remove(id);
             }
             log.extend(seg.fragments.into_iter().map(|f| (f.id, f)));
         }
@@ -536,8 +533,13 @@ pub(crate) fn load_manifest(store: &Store, branch: &str, version: u64, limits: &
         let key = paths::manifest_key(&branch, version);
         match store.get(&key) {
             Ok(bytes) => {
-                let m: Manifest =
-                    envelope::open(ObjectKind::Manifest, &bytes, limits.clamped().max_manifest_body, &key)?;
+                let m: Manifest = envelope::open_checked(
+                    ObjectKind::Manifest,
+                    &bytes,
+                    limits.clamped().max_manifest_body,
+                    &key,
+                    |body| check_reader_flags(body, &key),
+                )?;
                 m.validate(&branch, version, &key)?;
                 return Ok((m, envelope::stored_crc(&bytes)));
             }
@@ -549,6 +551,17 @@ pub(crate) fn load_manifest(store: &Store, branch: &str, version: u64, limits: &
         }
     }
     Err(Error::invalid(branch, "branch bases form a chain longer than 64 [REF-06]"))
+}
+
+/// Checks the reader-required flags, the first eight bytes of a manifest body, before the body
+/// is decoded `[FLG-02]`.
+fn check_reader_flags(body: &[u8], what: &str) -> Result<()> {
+    let flags = body.get(..8).map_or(0, |b| u64::from_le_bytes(envelope::le8(b)));
+    let unknown = flags & !crate::manifest::KNOWN_READER_FLAGS;
+    if unknown != 0 {
+        return Err(Error::unsupported(what, format!("unknown reader-required flags {unknown:#x} [FLG-02]")));
+    }
+    Ok(())
 }
 
 /// The base of a branch: the `base` of its earliest manifest.

@@ -106,6 +106,22 @@ pub fn seal<T: Serialize>(kind: ObjectKind, value: &T) -> Result<Vec<u8>> {
 /// `malformed` (size, magic, reserved, length, CRC, body), `unsupported` (major), `limit`
 /// (body length above `max_body`).
 pub fn open<T: DeserializeOwned>(kind: ObjectKind, bytes: &[u8], max_body: u64, what: &str) -> Result<T> {
+    open_checked(kind, bytes, max_body, what, |_| Ok(()))
+}
+
+/// As [`open`], running `precheck` on the body after the CRC check and before decoding (the
+/// manifest's reader flags are checked there, so a future encoding is `unsupported`, not
+/// `malformed`).
+///
+/// # Errors
+/// As [`open`], and whatever `precheck` returns.
+pub fn open_checked<T: DeserializeOwned>(
+    kind: ObjectKind,
+    bytes: &[u8],
+    max_body: u64,
+    what: &str,
+    precheck: impl FnOnce(&[u8]) -> Result<()>,
+) -> Result<T> {
     let what = format!("{what} ({})", kind.name());
     if bytes.len() < HEADER_LEN + TRAILER_LEN {
         return Err(Error::malformed(&what, format!("{} bytes is shorter than the envelope [ENV-02]", bytes.len())));
@@ -135,6 +151,7 @@ pub fn open<T: DeserializeOwned>(kind: ObjectKind, bytes: &[u8], max_body: u64, 
     if stored != computed {
         return Err(Error::Checksum { what, stored, computed });
     }
+    precheck(&bytes[HEADER_LEN..body_end])?;
     decode_body(&bytes[HEADER_LEN..body_end], &what)
 }
 

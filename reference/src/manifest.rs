@@ -41,6 +41,8 @@ pub struct Manifest {
     pub parent: Option<VersionRef>,
     /// For the first manifest of a branch: the version it was forked from.
     pub base: Option<VersionRef>,
+    /// For a merge commit: the merged version (the second parent).
+    pub merged: Option<VersionRef>,
     /// Commit time, milliseconds since the Unix epoch.
     pub timestamp_ms: u64,
     /// Commit message.

@@ -262,6 +262,40 @@ impl Store {
         })
     }
 
+    /// Lists every object under `dir` recursively: key relative to the root, size and
+    /// last-modified time.
+    ///
+    /// # Errors
+    /// `io` on failure.
+    pub fn list_with_times(&self, dir: &str) -> Result<Vec<(String, u64, std::time::SystemTime)>> {
+        block_on(async {
+            let p = self.path(dir);
+            let root = self.prefix.as_ref().len();
+            let items: Vec<_> = self.inner.list(Some(&p)).try_collect().await.map_err(|e| self.io(dir, e))?;
+            Ok(items
+                .into_iter()
+                .map(|m| {
+                    let full = m.location.as_ref();
+                    let rel = full.get(root..).unwrap_or(full).trim_start_matches('/').to_string();
+                    (rel, m.size, std::time::SystemTime::from(m.last_modified))
+                })
+                .collect())
+        })
+    }
+
+    /// Deletes an object (absent objects are not an error).
+    ///
+    /// # Errors
+    /// `io` on failure.
+    pub fn delete(&self, key: &str) -> Result<()> {
+        block_on(async {
+            match self.inner.delete(&self.path(key)).await {
+                Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+                Err(e) => Err(self.io(key, e)),
+            }
+        })
+    }
+
     /// Lists every object key (relative to the root) under `dir`, recursively.
     ///
     /// # Errors
