@@ -1,1 +1,3 @@
-//! placeholder
+//! Benchmarks for Tessera: bench binaries under `src/bin/` and shared helpers here.
+
+pub mod counting;

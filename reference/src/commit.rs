@@ -7,6 +7,7 @@
 //! again; anything else is a [`Error::Conflict`].
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
@@ -309,9 +310,14 @@ pub(crate) fn commit_change(base: &Dataset, change: &Change, message: &str, opti
                 format!("unknown writer-required flags {unknown:#x} [FLG-03]"),
             ));
         }
-        let manifest = build(&store, &base, change, message, options)?;
+        let (manifest, delta) = build(&store, &base, change, message, options)?;
         match publish(&store, &manifest)? {
-            Published::Ours(crc) => return Dataset::from_manifest(store, manifest, crc, options.limits.clone()),
+            // The new version is the base plus the delta: no segment is read back, so a commit
+            // costs O(change) requests whatever the size of the dataset [VER-11].
+            Published::Ours(crc) => {
+                let log = apply_delta(&base, delta);
+                return Dataset::from_log(store, manifest, crc, log, options.limits.clone());
+            }
             Published::Theirs => {
                 let latest = latest_version(&store, base.branch())?;
                 let newer = base.checkout(&At::BranchVersion(base.branch().to_string(), latest))?;
@@ -360,9 +366,30 @@ fn check_rebase(base: &Dataset, newer: &Dataset, change: &Change) -> Result<()> 
     Ok(())
 }
 
+/// The fragments of `base` with a segment applied. Appends (ids above every existing one) only
+/// extend the shared list.
+fn apply_delta(base: &Dataset, delta: Option<Segment>) -> Vec<Arc<Fragment>> {
+    let existing = base.fragments().iter().map(|f| f.fragment.clone());
+    let Some(seg) = delta else { return existing.collect() };
+    let max = base.fragments().last().map(|f| f.fragment.id);
+    if seg.removed.is_empty() && seg.fragments.first().is_none_or(|f| max.is_none_or(|m| f.id > m)) {
+        return existing.chain(seg.fragments.into_iter().map(Arc::new)).collect();
+    }
+    let mut log: BTreeMap<u64, Arc<Fragment>> = existing.map(|f| (f.id, f)).collect();
+    crate::dataset::apply_segment(&mut log, seg);
+    log.into_values().collect()
+}
+
 /// The manifest of the next version on top of `base` for `change`, writing the new index
-/// segment (and deletion vectors) and merging segments in geometric tiers.
-fn build(store: &Store, base: &Dataset, change: &Change, message: &str, options: &WriteOptions) -> Result<Manifest> {
+/// segment (and deletion vectors) and merging segments in geometric tiers. Returns the manifest
+/// and the segment of this change (before tier merging), to apply to `base` in memory.
+fn build(
+    store: &Store,
+    base: &Dataset,
+    change: &Change,
+    message: &str,
+    options: &WriteOptions,
+) -> Result<(Manifest, Option<Segment>)> {
     let bm = base.manifest();
     let mut next_fragment_id = bm.next_fragment_id;
     let mut fragments = Vec::new();
@@ -441,16 +468,20 @@ fn build(store: &Store, base: &Dataset, change: &Change, message: &str, options:
                     deleted_count: dv.rows.len() as u64,
                 };
                 store.put_if_absent(&key, Bytes::from(bytes))?;
-                fragments.push(Fragment { deletion: Some(dref), ..info.fragment.clone() });
+                fragments.push(Fragment { deletion: Some(dref), ..(*info.fragment).clone() });
             }
         }
     }
     let mut segments = bm.segments.clone();
-    if !fragments.is_empty() || !removed.is_empty() {
-        segments.push(write_segment(store, &Segment { fragments, removed })?);
+    let delta = if fragments.is_empty() && removed.is_empty() {
+        None
+    } else {
+        let seg = Segment { fragments, removed };
+        segments.push(write_segment(store, &seg)?);
         merge_tiers(store, &mut segments, base.limits())?;
-    }
-    Ok(Manifest {
+        Some(seg)
+    };
+    let manifest = Manifest {
         reader_flags: bm.reader_flags,
         writer_flags: bm.writer_flags,
         branch: bm.branch.clone(),
@@ -477,7 +508,8 @@ fn build(store: &Store, base: &Dataset, change: &Change, message: &str, options:
         segments,
         stats: stats::merge_all(stats_lists.iter().map(Vec::as_slice)),
         metadata: bm.metadata.clone(),
-    })
+    };
+    Ok((manifest, delta))
 }
 
 /// Writes an index segment (content-addressed) and returns its reference.

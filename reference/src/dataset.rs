@@ -36,8 +36,8 @@ pub enum At {
 /// A fragment of the open version with its first global row.
 #[derive(Clone, Debug, PartialEq)]
 pub struct FragmentInfo {
-    /// The fragment as the index segment lists it.
-    pub fragment: Fragment,
+    /// The fragment as the index segment lists it (shared between versions that hold it).
+    pub fragment: Arc<Fragment>,
     /// Global index of its first live row (deleted rows have no global index).
     pub first_row: u64,
 }
@@ -112,7 +112,7 @@ impl Dataset {
     }
 
     pub(crate) fn from_manifest(store: Store, manifest: Manifest, manifest_crc32: u32, limits: Limits) -> Result<Self> {
-        let mut log: BTreeMap<u64, Fragment> = BTreeMap::new();
+        let mut log: BTreeMap<u64, Arc<Fragment>> = BTreeMap::new();
         for sref in &manifest.segments {
             let bytes = store.get(&sref.path).map_err(|e| referenced(e, &sref.path))?;
             if bytes.len() as u64 != sref.size || envelope::stored_crc(&bytes) != sref.crc32 {
@@ -124,16 +124,23 @@ impl Dataset {
             let seg: Segment =
                 envelope::open(ObjectKind::Segment, &bytes, limits.clamped().max_segment_body, &sref.path)?;
             seg.validate(sref, &manifest.schema, manifest.next_fragment_id, &sref.path)?;
-            // Removing an id that is not present is a no-op: merged segments carry removals
-            // forward without knowing which older segment lists the fragment [SEG-06].
-            for id in &seg.removed {
-                log.remove(id);
-            }
-            log.extend(seg.fragments.into_iter().map(|f| (f.id, f)));
+            apply_segment(&mut log, seg);
         }
-        let mut fragments = Vec::with_capacity(log.len());
+        Self::from_log(store, manifest, manifest_crc32, log.into_values(), limits)
+    }
+
+    /// A dataset from its manifest and its fragments in id order (already validated).
+    pub(crate) fn from_log(
+        store: Store,
+        manifest: Manifest,
+        manifest_crc32: u32,
+        log: impl IntoIterator<Item = Arc<Fragment>>,
+        limits: Limits,
+    ) -> Result<Self> {
+        let log = log.into_iter();
+        let mut fragments = Vec::with_capacity(log.size_hint().0);
         let mut first_row = 0u64;
-        for fragment in log.into_values() {
+        for fragment in log {
             let live = fragment.live_rows();
             fragments.push(FragmentInfo { fragment, first_row });
             first_row = first_row.checked_add(live).ok_or_else(|| Error::invalid("manifest", "row counts overflow"))?;
@@ -405,6 +412,16 @@ impl Dataset {
         }
         Ok(report)
     }
+}
+
+/// Applies one segment of the fragment log `[SEG-06]`: removals first (removing an id that is
+/// not present is a no-op: merged segments carry removals forward without knowing which older
+/// segment lists the fragment), then inserts or replaces by id.
+pub(crate) fn apply_segment(log: &mut BTreeMap<u64, Arc<Fragment>>, seg: Segment) {
+    for id in &seg.removed {
+        log.remove(id);
+    }
+    log.extend(seg.fragments.into_iter().map(|f| (f.id, Arc::new(f))));
 }
 
 /// Fetches the header (first 32 bytes) and a suffix of a data file in one request where the

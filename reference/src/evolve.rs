@@ -91,7 +91,7 @@ impl Dataset {
                 live += 1;
             }
             let file = write_data_file(self.store(), &writer, &[&column], &[&data])?;
-            let mut f = info.fragment.clone();
+            let mut f = (*info.fragment).clone();
             f.files.push(file);
             f.stats.push(stats::compute(&column, &data));
             replace.push(f);
@@ -199,7 +199,7 @@ impl Dataset {
             }
             let data: Vec<&ColumnData> = new.iter().collect();
             let file = write_data_file(self.store(), &writer, &cols, &data)?;
-            let mut f: Fragment = info.fragment.clone();
+            let mut f: Fragment = (*info.fragment).clone();
             for r in &mut f.files {
                 r.column_ids.retain(|id| !ids.contains(id));
             }

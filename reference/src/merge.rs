@@ -100,7 +100,7 @@ fn fast_forward(source: &Dataset, head: &Dataset, message: &str, options: &Write
 type Fragments<'a> = BTreeMap<u64, &'a Fragment>;
 
 fn fragments(ds: &Dataset) -> Fragments<'_> {
-    ds.fragments().iter().map(|f| (f.fragment.id, &f.fragment)).collect()
+    ds.fragments().iter().map(|f| (f.fragment.id, &*f.fragment)).collect()
 }
 
 /// The three-way merge of `source` into `target` over `base`, as a rewrite of `target`.
