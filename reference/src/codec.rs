@@ -21,17 +21,20 @@ pub fn compress(compression: Compression, raw: &[u8]) -> Result<Vec<u8>> {
     }
 }
 
-/// Checks a block's declared sizes before anything is allocated `[DF-30]` `[LIM-07]` `[LIM-08]`.
+/// Checks a block's declared sizes before anything is allocated `[DF-22]` `[LIM-07]` `[LIM-08]`.
 ///
 /// # Errors
 /// `invalid` if an uncompressed block's lengths differ; `limit` for a raw length above
 /// `max_raw` or a ratio above 65536.
 pub fn check_sizes(codec: Codec, stored_len: u64, raw_len: u64, max_raw: u64, what: &dyn Fn() -> String) -> Result<()> {
     Error::check_limit(|| format!("{}: raw length", what()), max_raw, raw_len)?;
+    if raw_len == 0 && codec != Codec::None {
+        return Err(Error::invalid(what(), "an empty block must be stored uncompressed [CMP-04]"));
+    }
     match codec {
         Codec::None if stored_len != raw_len => Err(Error::invalid(
             what(),
-            format!("uncompressed block has stored_len {stored_len} != raw_len {raw_len} [DF-31]"),
+            format!("uncompressed block has stored_len {stored_len} != raw_len {raw_len} [DF-23]"),
         )),
         Codec::None => Ok(()),
         Codec::Lz4 | Codec::Zstd => {
@@ -42,7 +45,7 @@ pub fn check_sizes(codec: Codec, stored_len: u64, raw_len: u64, max_raw: u64, wh
 }
 
 /// Decompresses `stored` into `out`, which must be exactly the declared raw length.
-/// The codec must produce exactly `out.len()` bytes `[DF-32]`.
+/// The codec must produce exactly `out.len()` bytes `[DF-27]`.
 ///
 /// # Errors
 /// `malformed` if the stream is corrupt or its decoded size differs from `out.len()`.
@@ -74,7 +77,7 @@ fn zstd_into(stored: &[u8], out: &mut [u8], what: &dyn Fn() -> String) -> Result
     // One frame exactly: a second frame or trailing garbage would be silently ignored otherwise.
     match zstd::zstd_safe::find_frame_compressed_size(stored) {
         Ok(len) if len == stored.len() => Ok(n),
-        _ => Err(Error::malformed(what(), "block is not exactly one zstd frame [DF-33]")),
+        _ => Err(Error::malformed(what(), "block is not exactly one zstd frame [DF-28]")),
     }
 }
 

@@ -327,7 +327,7 @@ impl ColumnData {
         Self { dtype, shape, ragged, values, offsets, sizes, validity }
     }
 
-    /// Checks that this buffer can be stored in `column` `[MOD-06]`: dtype, shape, nullability,
+    /// Checks that this buffer can be stored in `column` `[MOD-01]`: dtype, shape, nullability,
     /// and the kind's value rules (UTF-8, JSON, class ids, vocabulary).
     ///
     /// # Errors
@@ -358,19 +358,22 @@ impl ColumnData {
 
 /// Bytes of a row of a column given its ragged sizes (checked).
 pub(crate) fn row_bytes(dtype: DType, shape: &[Dim], ragged: &[u64]) -> Option<u64> {
-    let mut n = dtype.item_size() as u64;
     let mut it = ragged.iter();
+    let mut dims = Vec::with_capacity(shape.len() + 1);
     for d in shape {
-        let x = match d {
+        dims.push(match d {
             Dim::Fixed(x) => *x,
             Dim::Ragged => *it.next()?,
-        };
-        n = n.checked_mul(x)?;
+        });
     }
     if dtype.is_variable() {
-        n = n.checked_mul(*it.next()?)?;
+        dims.push(*it.next()?);
     }
-    Some(n)
+    // The exact product: zero if any dim is zero, even when a partial product would overflow.
+    if dims.contains(&0) {
+        return Some(0);
+    }
+    dims.iter().try_fold(dtype.item_size() as u64, |n, &d| n.checked_mul(d))
 }
 
 /// The full shape of a row from the column shape and its ragged sizes.

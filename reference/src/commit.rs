@@ -296,7 +296,7 @@ pub(crate) struct Rewrite {
     pub(crate) exclusive: bool,
 }
 
-/// Runs the optimistic commit loop `[VER-07]`: build the next manifest on `base`, try to create
+/// Runs the optimistic commit loop `[VER-05]`: build the next manifest on `base`, try to create
 /// it, and on losing the race rebase onto the newer version when the change commutes with what
 /// landed (appends always; deletes when the fragments they touch are unchanged).
 pub(crate) fn commit_change(base: &Dataset, change: &Change, message: &str, options: &WriteOptions) -> Result<Dataset> {
@@ -307,13 +307,13 @@ pub(crate) fn commit_change(base: &Dataset, change: &Change, message: &str, opti
         if unknown != 0 {
             return Err(Error::unsupported(
                 base.branch(),
-                format!("unknown writer-required flags {unknown:#x} [FLG-03]"),
+                format!("unknown writer-required flags {unknown:#x} [FLG-04]"),
             ));
         }
         let (manifest, delta) = build(&store, &base, change, message, options)?;
         match publish(&store, &manifest)? {
             // The new version is the base plus the delta: no segment is read back, so a commit
-            // costs O(change) requests whatever the size of the dataset [VER-11].
+            // costs O(change) requests whatever the size of the dataset [SEG-08].
             Published::Ours(crc) => {
                 let log = apply_delta(&base, delta);
                 return Dataset::from_log(store, manifest, crc, log, options.limits.clone());
@@ -329,7 +329,7 @@ pub(crate) fn commit_change(base: &Dataset, change: &Change, message: &str, opti
     Err(Error::Conflict { what: format!("gave up after {MAX_REBASES} lost commit races on {}", base.branch()) })
 }
 
-/// The conflict matrix `[VER-09]`: a change can move onto `newer` if the schema is the same and,
+/// The conflict matrix `[VER-08]`: a change can move onto `newer` if the schema is the same and,
 /// for deletes, every fragment it touches is unchanged in `newer`.
 fn check_rebase(base: &Dataset, newer: &Dataset, change: &Change) -> Result<()> {
     if newer.schema() != base.schema() {
@@ -426,7 +426,11 @@ fn build(
             }
             for f in &r.add {
                 row_count += f.live_rows();
-                fragments.push(Fragment { id: next_fragment_id, ..f.clone() });
+                let deletion = match &f.deletion {
+                    Some(d) => Some(renumber_deletion(store, d, f, next_fragment_id, base.limits())?),
+                    None => None,
+                };
+                fragments.push(Fragment { id: next_fragment_id, deletion, ..f.clone() });
                 next_fragment_id += 1;
             }
             fragments.sort_by_key(|f| f.id);
@@ -512,6 +516,32 @@ fn build(
     Ok((manifest, delta))
 }
 
+/// Copies a fragment's deletion vector under a new fragment id (a deletion vector names its
+/// fragment `[DEL-04]`), for fragments that a merge brings over with a new id.
+fn renumber_deletion(
+    store: &Store,
+    d: &DeletionRef,
+    f: &Fragment,
+    new_id: u64,
+    limits: &Limits,
+) -> Result<DeletionRef> {
+    let bytes = store.get(&d.path)?;
+    let mut dv: DeletionVector =
+        envelope::open(ObjectKind::Deletion, &bytes, limits.clamped().max_segment_body, &d.path)?;
+    dv.validate(f, d, &d.path)?;
+    dv.fragment_id = new_id;
+    let bytes = envelope::seal(ObjectKind::Deletion, &dv)?;
+    let key = paths::content_key(paths::DELETIONS_DIR, "tsx", &bytes);
+    let out = DeletionRef {
+        path: key.clone(),
+        size: bytes.len() as u64,
+        crc32: envelope::stored_crc(&bytes),
+        deleted_count: d.deleted_count,
+    };
+    store.put_if_absent(&key, Bytes::from(bytes))?;
+    Ok(out)
+}
+
 /// Writes an index segment (content-addressed) and returns its reference.
 fn write_segment(store: &Store, seg: &Segment) -> Result<SegmentRef> {
     let bytes = envelope::seal(ObjectKind::Segment, seg)?;
@@ -530,7 +560,7 @@ fn write_segment(store: &Store, seg: &Segment) -> Result<SegmentRef> {
 /// Keeps the segment list logarithmic: while the newest segment is at least half the size of
 /// the one before it, the two are merged into one (a binary counter over segment sizes). A
 /// commit therefore rewrites O(change) index entries amortised, and a reader opens
-/// O(log fragments) segments `[SEG-07]`.
+/// O(log fragments) segments `[SEG-10]`.
 fn merge_tiers(store: &Store, segments: &mut Vec<SegmentRef>, limits: &Limits) -> Result<()> {
     let weight = |s: &SegmentRef| s.fragment_count.max(1);
     while segments.len() >= 2 && weight(&segments[segments.len() - 1]) * 2 >= weight(&segments[segments.len() - 2]) {
@@ -549,6 +579,8 @@ fn merge_tiers(store: &Store, segments: &mut Vec<SegmentRef>, limits: &Limits) -
             removed.push(id);
         }
         map.extend(b.fragments.into_iter().map(|f| (f.id, f)));
+        // Applying removals before listings makes a removal of a listed id redundant [SEG-03].
+        removed.retain(|id| !map.contains_key(id));
         removed.sort_unstable();
         removed.dedup();
         segments.push(write_segment(store, &Segment { fragments: map.into_values().collect(), removed })?);
@@ -558,7 +590,7 @@ fn merge_tiers(store: &Store, segments: &mut Vec<SegmentRef>, limits: &Limits) -
 
 impl Dataset {
     /// Deletes rows by global row index (of this version) with deletion vectors: data files are
-    /// not rewritten `[DEL-03]`. A fragment whose rows are all deleted is removed.
+    /// not rewritten `[DEL-06]`. A fragment whose rows are all deleted is removed.
     ///
     /// # Errors
     /// `usage` for an index out of range; `conflict` if a concurrent commit changed the same
@@ -581,7 +613,7 @@ impl Dataset {
     }
 
     /// Commits, on top of the latest version of this version's branch, a version equal to this
-    /// one (same schema and rows) `[VER-10]`.
+    /// one (same schema and rows) `[VER-13]`.
     ///
     /// # Errors
     /// `conflict` if another commit takes the version first; storage errors.
@@ -589,6 +621,8 @@ impl Dataset {
         let store = self.store().clone();
         let latest = latest_version(&store, self.branch())?;
         let (head, _) = load_manifest(&store, self.branch(), latest, self.limits())?;
+        check_writer_flags(&head)?;
+        check_writer_flags(self.manifest())?;
         let m = Manifest {
             version: head.version + 1,
             parent: Some(head.version_ref()),
@@ -652,6 +686,20 @@ fn column_groups(schema: &Schema, groups: &[Vec<String>]) -> Result<Vec<Vec<usiz
     Ok(out)
 }
 
+/// Refuses to write on top of a version with writer-required flags this implementation does not
+/// know `[FLG-04]`.
+pub(crate) fn check_writer_flags(m: &Manifest) -> Result<()> {
+    let unknown = m.writer_flags & !KNOWN_WRITER_FLAGS;
+    if unknown == 0 {
+        Ok(())
+    } else {
+        Err(Error::unsupported(
+            paths::manifest_key(&m.branch, m.version),
+            format!("unknown writer-required flags {unknown:#x} [FLG-04]"),
+        ))
+    }
+}
+
 /// Whose manifest sits at the key after a create-if-absent.
 pub(crate) enum Published {
     /// Ours, with the CRC of the object.
@@ -660,14 +708,24 @@ pub(crate) enum Published {
     Theirs,
 }
 
-/// Creates a manifest object with create-if-absent `[VER-03]`; on `AlreadyExists` reads the
+/// Creates a manifest object with create-if-absent `[VER-05]`; on `AlreadyExists` reads the
 /// object back and compares writer ids, so a retried request that had landed counts as ours
-/// `[VER-05]`.
+/// `[VER-07]`.
 pub(crate) fn publish(store: &Store, manifest: &Manifest) -> Result<Published> {
     let bytes = envelope::seal(ObjectKind::Manifest, manifest)?;
     let crc = envelope::stored_crc(&bytes);
     let key = paths::manifest_key(&manifest.branch, manifest.version);
-    match store.put_if_absent(&key, Bytes::from(bytes))? {
+    let created = match store.put_if_absent(&key, Bytes::from(bytes)) {
+        Ok(c) => c,
+        // The request may have landed even though its response was lost: look before failing,
+        // so a caller never sees an error for a commit that happened [VER-07].
+        Err(e @ Error::Io { .. }) => match store.get(&key) {
+            Ok(_) => Created::Existed,
+            Err(_) => return Err(e),
+        },
+        Err(e) => return Err(e),
+    };
+    match created {
         Created::New => Ok(Published::Ours(crc)),
         Created::Existed => {
             let other = store.get(&key)?;
@@ -690,7 +748,9 @@ impl Dataset {
     /// `usage` for a bad name; `conflict` if the branch exists.
     pub fn create_branch(&self, name: &str, options: &WriteOptions) -> Result<Dataset> {
         paths::validate_ref_name(name)?;
-        if !self.store().list(&format!("{}/{name}", paths::BRANCHES_DIR))?.is_empty() {
+        check_writer_flags(self.manifest())?;
+        let existing = self.store().list(&format!("{}/{name}", paths::BRANCHES_DIR))?;
+        if existing.iter().any(|(n, _)| paths::parse_manifest_name(n).is_some()) {
             return Err(Error::Conflict { what: format!("branch {name:?} exists") });
         }
         let mut m = self.manifest().clone();
@@ -705,7 +765,7 @@ impl Dataset {
         }
     }
 
-    /// Tags this version `[REF-01]`. Tags are immutable: an existing name is a conflict.
+    /// Tags this version `[REF-05]`. Tags are immutable: an existing name is a conflict.
     ///
     /// # Errors
     /// `usage` for a bad name; `conflict` if the tag exists.
@@ -767,19 +827,26 @@ impl Dataset {
         Ok(out)
     }
 
-    /// Opens the version a tag names, checking the manifest CRC the tag recorded `[REF-03]`.
+    /// Opens the version a tag names, checking the manifest CRC the tag recorded `[REF-02]`.
     ///
     /// # Errors
     /// `not_found` for an unknown tag, `invalid` if the manifest differs from the tagged one.
     pub fn open_tag(store: &Store, name: &str, limits: Limits) -> Result<Dataset> {
         let tag = crate::dataset::read_tag(store, name, &limits)?;
-        let ds = Dataset::open_at(store, &At::BranchVersion(tag.target.branch.clone(), tag.target.version), limits)?;
-        if ds.manifest_crc32() != tag.manifest_crc32 {
-            return Err(Error::invalid(
-                paths::tag_key(name),
-                "tagged manifest's CRC differs from the tag record [REF-03]",
-            ));
+        let key = paths::tag_key(name);
+        if tag.target.version == 0 {
+            return Err(Error::invalid(&key, "tag targets version 0 [REF-02]"));
         }
-        Ok(ds)
+        // A tag names a stored manifest exactly (no base resolution); a missing one means the
+        // dataset is damaged, not that the caller asked for something absent.
+        let (m, crc) = crate::dataset::load_manifest_exact(store, &tag.target.branch, tag.target.version, &limits)
+            .map_err(|e| match e {
+                Error::NotFound { .. } => Error::invalid(&key, "tagged version does not exist [REF-02]"),
+                other => other,
+            })?;
+        if crc != tag.manifest_crc32 {
+            return Err(Error::invalid(&key, "tagged manifest's CRC differs from the tag record [REF-02]"));
+        }
+        Dataset::from_manifest(store.clone(), m, crc, limits)
     }
 }

@@ -5,7 +5,7 @@ use std::ops::Range;
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
-use object_store::{GetOptions, GetRange};
+use object_store::{GetOptions, GetRange, ObjectStoreExt};
 
 use crate::batch::Batch;
 use crate::column::ColumnData;
@@ -76,10 +76,10 @@ pub struct VerifyReport {
     pub rows: u64,
 }
 
-/// Maps "object not found" for an object a manifest references to the `invalid` class `[LAY-08]`.
+/// Maps "object not found" for an object a manifest references to the `invalid` class `[VAL-15]`.
 fn referenced(e: Error, key: &str) -> Error {
     match e {
-        Error::NotFound { .. } => Error::invalid(key, "referenced object does not exist [LAY-08]"),
+        Error::NotFound { .. } => Error::invalid(key, "referenced object does not exist [VAL-15]"),
         other => other,
     }
 }
@@ -98,6 +98,9 @@ impl Dataset {
     /// # Errors
     /// As [`Dataset::open`]; `not_found` if the version, branch or tag does not exist.
     pub fn open_at(store: &Store, at: &At, limits: Limits) -> Result<Self> {
+        if let At::Tag(name) = at {
+            return Self::open_tag(store, name, limits);
+        }
         let (branch, version) = resolve(store, at, &limits)?;
         let (manifest, crc) = load_manifest(store, &branch, version, &limits)?;
         Self::from_manifest(store.clone(), manifest, crc, limits)
@@ -118,7 +121,7 @@ impl Dataset {
             if bytes.len() as u64 != sref.size || envelope::stored_crc(&bytes) != sref.crc32 {
                 return Err(Error::invalid(
                     &sref.path,
-                    "segment size or CRC differs from the manifest's reference [MAN-06]",
+                    "segment size or CRC differs from the manifest's reference [SEG-01]",
                 ));
             }
             let seg: Segment =
@@ -148,7 +151,7 @@ impl Dataset {
         if first_row != manifest.row_count {
             return Err(Error::invalid(
                 paths::manifest_key(&manifest.branch, manifest.version),
-                format!("fragments hold {first_row} live rows, manifest says {} [MAN-05]", manifest.row_count),
+                format!("fragments hold {first_row} live rows, manifest says {} [MAN-06]", manifest.row_count),
             ));
         }
         Ok(Self {
@@ -231,7 +234,7 @@ impl Dataset {
     }
 
     /// Opens (or returns the cached) data file of a fragment, validating header, trailer and
-    /// footer `[VAL-10]`..`[VAL-19]`.
+    /// footer `[VAL-09]`..`[VAL-11]`.
     ///
     /// # Errors
     /// The first failed check.
@@ -255,7 +258,7 @@ impl Dataset {
     /// # Errors
     /// Never fails today; kept fallible for format extensions.
     pub fn file_columns(&self, file: &DataFileRef) -> Result<Vec<&Column>> {
-        // Ids no longer in the schema belong to dropped columns and are skipped [SEG-04].
+        // Ids no longer in the schema belong to dropped columns and are skipped [SEG-06].
         Ok(file.column_ids.iter().filter_map(|id| self.schema().column_by_id(*id)).collect())
     }
 
@@ -315,7 +318,7 @@ impl Dataset {
         Ok(batch)
     }
 
-    /// The deleted row offsets of a fragment (empty when none), loaded once and checked `[DEL-02]`.
+    /// The deleted row offsets of a fragment (empty when none), loaded once and checked `[DEL-04]`.
     ///
     /// # Errors
     /// Validation or storage errors of the deletion vector.
@@ -327,7 +330,7 @@ impl Dataset {
         }
         let bytes = self.store.get(&dref.path).map_err(|e| referenced(e, &dref.path))?;
         if bytes.len() as u64 != dref.size || envelope::stored_crc(&bytes) != dref.crc32 {
-            return Err(Error::invalid(&dref.path, "deletion vector size or CRC differs from its reference [DEL-01]"));
+            return Err(Error::invalid(&dref.path, "deletion vector size or CRC differs from its reference [DEL-03]"));
         }
         let max = hard::MAX_SEGMENT_BODY.min(self.limits.clamped().max_segment_body);
         let dv: DeletionVector = envelope::open(ObjectKind::Deletion, &bytes, max, &dref.path)?;
@@ -374,7 +377,7 @@ impl Dataset {
     }
 
     /// Reads every byte of every data file of this version and checks all checksums, sizes,
-    /// padding and decoded values `[VAL-21]`.
+    /// padding and decoded values `[VAL-14]`.
     ///
     /// # Errors
     /// The first fault found.
@@ -386,7 +389,7 @@ impl Dataset {
                 if bytes.len() as u64 != file.size {
                     return Err(Error::invalid(
                         &file.path,
-                        format!("file is {} bytes, manifest says {} [SEG-05]", bytes.len(), file.size),
+                        format!("file is {} bytes, manifest says {} [SEG-07]", bytes.len(), file.size),
                     ));
                 }
                 let columns = self.file_columns(file)?;
@@ -414,7 +417,7 @@ impl Dataset {
     }
 }
 
-/// Applies one segment of the fragment log `[SEG-06]`: removals first (removing an id that is
+/// Applies one segment of the fragment log `[SEG-08]`: removals first (removing an id that is
 /// not present is a no-op: merged segments carry removals forward without knowing which older
 /// segment lists the fragment), then inserts or replaces by id.
 pub(crate) fn apply_segment(log: &mut BTreeMap<u64, Arc<Fragment>>, seg: Segment) {
@@ -430,10 +433,25 @@ async fn fetch_tail(store: &Store, file: &DataFileRef, limits: &Limits) -> Resul
     const SUFFIX: u64 = 64 << 10;
     let path = store.path(&file.path);
     let want = SUFFIX.min(file.size);
-    let opts = GetOptions { range: Some(GetRange::Suffix(want)), ..GetOptions::default() };
-    let r = store.object_store().get_opts(&path, opts).await.map_err(|e| match e {
+    // A bounded range (not a suffix range, which Azure does not serve): the size is known.
+    let opts = GetOptions { range: Some(GetRange::Bounded(file.size - want..file.size)), ..GetOptions::default() };
+    let got = store.object_store().get_opts(&path, opts).await;
+    if let Err(e) = &got
+        && !matches!(e, object_store::Error::NotFound { .. })
+    {
+        // The range may be past the end of a shorter file: report a size mismatch as such.
+        if let Ok(meta) = store.object_store().head(&path).await
+            && meta.size != file.size
+        {
+            return Err(Error::invalid(
+                &file.path,
+                format!("file is {} bytes, manifest says {} [SEG-07]", meta.size, file.size),
+            ));
+        }
+    }
+    let r = got.map_err(|e| match e {
         object_store::Error::NotFound { .. } => {
-            Error::invalid(&file.path, "referenced data file does not exist [LAY-08]")
+            Error::invalid(&file.path, "referenced data file does not exist [VAL-15]")
         }
         e => Error::Io { path: file.path.clone(), source: e },
     })?;
@@ -444,7 +462,7 @@ async fn fetch_tail(store: &Store, file: &DataFileRef, limits: &Limits) -> Resul
     if actual != file.size {
         return Err(Error::invalid(
             &file.path,
-            format!("file is {actual} bytes, manifest says {} [SEG-05]", file.size),
+            format!("file is {actual} bytes, manifest says {} [SEG-07]", file.size),
         ));
     }
     let header = if start == 0 {
@@ -479,7 +497,7 @@ fn open_file(
     let size = file.size;
     let t = datafile::TRAILER_LEN as usize;
     if suffix.len() < t {
-        return Err(Error::malformed(what, "file shorter than its trailer [DF-02]"));
+        return Err(Error::malformed(what, "file shorter than its trailer [DF-01]"));
     }
     let tail = datafile::parse_tail(&suffix[suffix.len() - t..], size, limits, what)?;
     let footer_end = size - datafile::TRAILER_LEN;
@@ -494,8 +512,8 @@ fn open_file(
     DataFile::open(what, tail, footer_bytes, file.footer_crc32, rows, columns, limits)
 }
 
-/// Finds (branch, version) for a request: one LIST for "latest" `[VER-04]`; a tag is read and
-/// checked `[REF-03]`.
+/// Finds (branch, version) for a request: one LIST for "latest" `[VER-02]`; a tag is read and
+/// checked `[REF-02]`.
 fn resolve(store: &Store, at: &At, limits: &Limits) -> Result<(String, u64)> {
     match at {
         At::Latest => Ok((MAIN.to_string(), latest_version(store, MAIN)?)),
@@ -522,13 +540,13 @@ pub(crate) fn read_tag(store: &Store, name: &str, _limits: &Limits) -> Result<Ta
     let bytes = store.get(&key)?;
     let tag: Tag = envelope::open(ObjectKind::Tag, &bytes, hard::MAX_TAG_BODY, &key)?;
     if tag.name != name {
-        return Err(Error::invalid(&key, format!("tag record names {:?} [REF-02]", tag.name)));
+        return Err(Error::invalid(&key, format!("tag record names {:?} [REF-01]", tag.name)));
     }
     paths::validate_ref_name(&tag.target.branch).map_err(|_| Error::invalid(&key, "bad branch name in tag"))?;
     Ok(tag)
 }
 
-/// The newest version of a branch by one LIST `[VER-04]`.
+/// The newest version of a branch by one LIST `[VER-02]`.
 ///
 /// # Errors
 /// `not_found` if the branch has no manifests.
@@ -543,40 +561,55 @@ pub fn latest_version(store: &Store, branch: &str) -> Result<u64> {
 }
 
 /// Reads, checks and decodes a manifest, following a branch's base for versions from before
-/// the branch existed `[VER-08]`. Returns the manifest and the CRC of its object.
+/// the branch existed `[VER-03]`. Returns the manifest and the CRC of its object.
 pub(crate) fn load_manifest(store: &Store, branch: &str, version: u64, limits: &Limits) -> Result<(Manifest, u32)> {
     let mut branch = branch.to_string();
-    for _ in 0..64 {
-        let key = paths::manifest_key(&branch, version);
-        match store.get(&key) {
-            Ok(bytes) => {
-                let m: Manifest = envelope::open_checked(
-                    ObjectKind::Manifest,
-                    &bytes,
-                    limits.clamped().max_manifest_body,
-                    &key,
-                    |body| check_reader_flags(body, &key),
-                )?;
-                m.validate(&branch, version, &key)?;
-                return Ok((m, envelope::stored_crc(&bytes)));
+    let mut visited: Vec<String> = Vec::new();
+    loop {
+        match load_manifest_exact(store, &branch, version, limits) {
+            Err(Error::NotFound { .. }) => {
+                visited.push(branch.clone());
+                match branch_base(store, &branch, limits)? {
+                    Some(base) if visited.contains(&base.branch) => {
+                        return Err(Error::invalid(&base.branch, "branch bases form a cycle [VER-03]"));
+                    }
+                    Some(base) if version <= base.version => branch = base.branch,
+                    _ if visited.len() > 1 => {
+                        // A base promised this version and it is missing.
+                        return Err(Error::invalid(&branch, format!("base version {version} is missing [VER-03]")));
+                    }
+                    _ => return Err(Error::NotFound { what: format!("version {version} of branch {branch:?}") }),
+                }
             }
-            Err(Error::NotFound { .. }) => match branch_base(store, &branch, limits)? {
-                Some(base) if version <= base.version && base.branch != branch => branch = base.branch,
-                _ => return Err(Error::NotFound { what: format!("version {version} of branch {branch:?}") }),
-            },
-            Err(e) => return Err(e),
+            other => return other,
         }
     }
-    Err(Error::invalid(branch, "branch bases form a chain longer than 64 [REF-06]"))
+}
+
+/// Reads, checks and decodes the manifest stored under exactly `branch`/`version`.
+pub(crate) fn load_manifest_exact(
+    store: &Store,
+    branch: &str,
+    version: u64,
+    limits: &Limits,
+) -> Result<(Manifest, u32)> {
+    let key = paths::manifest_key(branch, version);
+    let bytes = store.get(&key)?;
+    let m: Manifest =
+        envelope::open_checked(ObjectKind::Manifest, &bytes, limits.clamped().max_manifest_body, &key, |body| {
+            check_reader_flags(body, &key)
+        })?;
+    m.validate(branch, version, &key)?;
+    Ok((m, envelope::stored_crc(&bytes)))
 }
 
 /// Checks the reader-required flags, the first eight bytes of a manifest body, before the body
-/// is decoded `[FLG-02]`.
+/// is decoded `[FLG-03]`.
 fn check_reader_flags(body: &[u8], what: &str) -> Result<()> {
     let flags = body.get(..8).map_or(0, |b| u64::from_le_bytes(envelope::le8(b)));
     let unknown = flags & !crate::manifest::KNOWN_READER_FLAGS;
     if unknown != 0 {
-        return Err(Error::unsupported(what, format!("unknown reader-required flags {unknown:#x} [FLG-02]")));
+        return Err(Error::unsupported(what, format!("unknown reader-required flags {unknown:#x} [FLG-03]")));
     }
     Ok(())
 }

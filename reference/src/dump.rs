@@ -10,7 +10,7 @@ use crate::dtype::DType;
 use crate::error::Result;
 use crate::schema::{BBoxFormat, Column, Compression, Dim, ImageLayout, Kind, Metric};
 
-/// Columns with at most this many elements list their values; larger ones only a digest `[DUMP-04]`.
+/// Columns with at most this many elements list their values; larger ones only a digest `[DUMP-07]`.
 pub const MAX_LISTED_ELEMENTS: u64 = 4096;
 
 /// Dumps every row of a version `[DUMP-01]`.
@@ -115,7 +115,7 @@ fn kind_json(k: &Kind) -> Value {
     v
 }
 
-/// The dump of one column's rows: always a digest, and the rows when small `[DUMP-03]`.
+/// The dump of one column's rows: always a digest, and the rows when small `[DUMP-05]`.
 #[must_use]
 pub fn dump_column(data: &ColumnData) -> Value {
     let mut h = Sha256::new();
@@ -149,7 +149,7 @@ pub fn dump_column(data: &ColumnData) -> Value {
     Value::Object(out)
 }
 
-/// A row's elements in the dump's notation `[DUMP-05]`.
+/// A row's elements in the dump's notation `[DUMP-09]`.
 fn values(dtype: DType, b: &[u8]) -> Value {
     match dtype {
         DType::Utf8 => return json!(String::from_utf8_lossy(b)),

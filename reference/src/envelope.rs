@@ -10,7 +10,7 @@ use serde::de::DeserializeOwned;
 
 use crate::error::{Error, Result};
 
-/// Format major version this implementation reads and writes `[GEN-03]`.
+/// Format major version this implementation reads and writes `[FLG-01]`.
 pub const MAJOR: u16 = 1;
 /// Format minor version this implementation writes.
 pub const MINOR: u16 = 0;
@@ -70,12 +70,47 @@ pub fn encode_body<T: Serialize>(value: &T) -> Result<Vec<u8>> {
 
 /// Decodes a complete body; trailing bytes are an error `[ENC-03]`.
 ///
+/// Every length prefix is checked against the bytes that remain before anything is allocated
+/// `[ENC-04]`: bincode counts the bytes each string and container claims against a limit, and
+/// the limit used is the smallest of a fixed ladder (1 KiB, 4 KiB, … 1 GiB) that is at least
+/// twice the body. A declared length can therefore never allocate more than a small multiple
+/// of the bytes actually present.
+///
 /// # Errors
-/// `malformed` when the bytes do not decode as `T` or are not consumed exactly.
+/// `malformed` when the bytes do not decode as `T`, claim more than the limit, or are not
+/// consumed exactly.
 pub fn decode_body<T: DeserializeOwned>(bytes: &[u8], what: &str) -> Result<T> {
-    let limit = bincode::config::standard().with_little_endian().with_fixed_int_encoding();
-    let (value, used): (T, usize) = bincode::serde::decode_from_slice(bytes, limit)
-        .map_err(|e| Error::malformed(what, format!("body does not decode: {e}")))?;
+    macro_rules! ladder {
+        ($($limit:literal),*) => {{
+            let need = bytes.len().saturating_mul(2);
+            $(
+                if need <= $limit {
+                    let cfg = bincode::config::standard()
+                        .with_little_endian()
+                        .with_fixed_int_encoding()
+                        .with_limit::<$limit>();
+                    bincode::serde::decode_from_slice(bytes, cfg)
+                } else
+            )*
+            {
+                return Err(Error::malformed(what, "body is larger than any decodable object"));
+            }
+        }};
+    }
+    let decoded: std::result::Result<(T, usize), bincode::error::DecodeError> = ladder!(
+        1024,
+        4096,
+        16384,
+        65536,
+        262_144,
+        1_048_576,
+        4_194_304,
+        16_777_216,
+        67_108_864,
+        268_435_456,
+        1_073_741_824
+    );
+    let (value, used) = decoded.map_err(|e| Error::malformed(what, format!("body does not decode: {e}")))?;
     if used != bytes.len() {
         return Err(Error::malformed(what, format!("{} trailing bytes after the body [ENC-03]", bytes.len() - used)));
     }
@@ -100,7 +135,7 @@ pub fn seal<T: Serialize>(kind: ObjectKind, value: &T) -> Result<Vec<u8>> {
     Ok(out)
 }
 
-/// Validates the envelope in the order SPEC.md gives `[VAL-01]` and decodes the body.
+/// Validates the envelope in the order SPEC.md gives `[VAL-04]` and decodes the body.
 ///
 /// # Errors
 /// `malformed` (size, magic, reserved, length, CRC, body), `unsupported` (major), `limit`
@@ -124,14 +159,14 @@ pub fn open_checked<T: DeserializeOwned>(
 ) -> Result<T> {
     let what = format!("{what} ({})", kind.name());
     if bytes.len() < HEADER_LEN + TRAILER_LEN {
-        return Err(Error::malformed(&what, format!("{} bytes is shorter than the envelope [ENV-02]", bytes.len())));
+        return Err(Error::malformed(&what, format!("{} bytes is shorter than the envelope [ENV-05]", bytes.len())));
     }
     if bytes[..8] != kind.magic() {
-        return Err(Error::malformed(&what, "bad magic [ENV-01]"));
+        return Err(Error::malformed(&what, "bad magic [ENV-02]"));
     }
     let major = u16::from_le_bytes([bytes[8], bytes[9]]);
     if major != MAJOR {
-        return Err(Error::unsupported(&what, format!("format major version {major} [GEN-03]")));
+        return Err(Error::unsupported(&what, format!("format major version {major} [FLG-01]")));
     }
     if bytes[12..16] != [0; 4] {
         return Err(Error::malformed(&what, "reserved field is not zero [ENV-03]"));
@@ -142,7 +177,7 @@ pub fn open_checked<T: DeserializeOwned>(
     if expected != bytes.len() as u64 {
         return Err(Error::malformed(
             &what,
-            format!("object is {} bytes, envelope says {expected} [ENV-04]", bytes.len()),
+            format!("object is {} bytes, envelope says {expected} [ENV-05]", bytes.len()),
         ));
     }
     let body_end = bytes.len() - TRAILER_LEN;
@@ -198,7 +233,7 @@ mod tests {
         id: [u8; 2],
     }
 
-    /// Pins the encoding rules SPEC.md's table states, byte for byte `[ENC-02]`.
+    /// Pins the encoding rules SPEC.md's table states, byte for byte `[ENC-01]`.
     #[test]
     fn bincode_layout_matches_the_spec_table() {
         let v = S { flag: true, n: 7, text: "hi".into(), v: vec![9], o: None, e: E::B(5), id: [1, 2] };
@@ -220,6 +255,21 @@ mod tests {
         assert_eq!(decode_body::<S>(&b, "t").unwrap(), v);
         let unit = encode_body(&E::A).unwrap();
         assert_eq!(unit, 0u32.to_le_bytes());
+    }
+
+    /// Regression: a 45-byte object declaring a 1 TiB string once made the decoder abort
+    /// trying to allocate it.
+    #[test]
+    fn declared_lengths_cannot_allocate_beyond_the_body() {
+        let mut b = (1u64 << 40).to_le_bytes().to_vec();
+        b.extend_from_slice(b"abc");
+        let e = decode_body::<String>(&b, "t").unwrap_err();
+        assert_eq!(e.class(), ErrorClass::Malformed);
+        let e = decode_body::<Vec<String>>(&b, "t").unwrap_err();
+        assert_eq!(e.class(), ErrorClass::Malformed);
+        let mut b = 3u64.to_le_bytes().to_vec();
+        b.extend_from_slice(b"abc");
+        assert_eq!(decode_body::<String>(&b, "t").unwrap(), "abc");
     }
 
     #[test]

@@ -13,7 +13,7 @@ pub(crate) fn check_values(column: &Column, data: &ColumnData) -> Result<(), Str
     if data.dtype() == DType::Utf8 {
         for i in 0..data.len() {
             if std::str::from_utf8(data.row(i)).is_err() {
-                return Err(format!("row {i} is not UTF-8 [DT-03]"));
+                return Err(format!("row {i} is not UTF-8 [DT-05]"));
             }
         }
     }
@@ -21,13 +21,13 @@ pub(crate) fn check_values(column: &Column, data: &ColumnData) -> Result<(), Str
         Kind::Json => {
             for i in (0..data.len()).filter(|&i| data.is_valid(i)) {
                 if serde_json::from_slice::<serde::de::IgnoredAny>(data.row(i)).is_err() {
-                    return Err(format!("row {i} is not valid JSON [KND-05]"));
+                    return Err(format!("row {i} is not valid JSON [KND-11]"));
                 }
             }
             Ok(())
         }
-        Kind::ClassLabel { names } => check_ids(data, names.len() as u64, "class id", "[KND-08]"),
-        Kind::Tokens { vocab_size: Some(v) } => check_ids(data, *v, "token id", "[KND-06]"),
+        Kind::ClassLabel { names } => check_ids(data, names.len() as u64, "class id", "[KND-11]"),
+        Kind::Tokens { vocab_size: Some(v) } => check_ids(data, *v, "token id", "[KND-11]"),
         _ => Ok(()),
     }
 }

@@ -29,9 +29,9 @@ pub struct VersionRef {
 /// One version of a dataset.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Manifest {
-    /// Features a reader must understand; an unknown bit means "do not read" `[FLG-02]`.
+    /// Features a reader must understand; an unknown bit means "do not read" `[FLG-03]`.
     pub reader_flags: u64,
-    /// Features a writer must understand; an unknown bit means "do not modify" `[FLG-03]`.
+    /// Features a writer must understand; an unknown bit means "do not modify" `[FLG-04]`.
     pub writer_flags: u64,
     /// The branch this manifest belongs to.
     pub branch: String,
@@ -80,7 +80,7 @@ pub struct SegmentRef {
     pub row_count: u64,
 }
 
-/// The body of an index segment: one step of the fragment log `[SEG-01]`.
+/// The body of an index segment: one step of the fragment log `[SEG-08]`.
 ///
 /// Applying the segments of a manifest in order yields the version's fragments: each
 /// segment first removes the fragment ids in `removed`, then inserts or replaces the
@@ -122,7 +122,7 @@ pub struct DeletionRef {
 }
 
 /// The body of a deletion vector (`.tsx`): the deleted rows of one fragment, by offset
-/// within the fragment, ascending and unique `[DEL-02]`.
+/// within the fragment, ascending and unique `[DEL-04]`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DeletionVector {
     /// The fragment the rows belong to.
@@ -132,13 +132,13 @@ pub struct DeletionVector {
 }
 
 impl DeletionVector {
-    /// Checks the vector against its fragment and reference `[DEL-02]`.
+    /// Checks the vector against its fragment and reference `[DEL-04]`.
     ///
     /// # Errors
     /// `invalid` for rows out of order, out of range or a count mismatch.
     pub fn validate(&self, fragment: &Fragment, dref: &DeletionRef, what: &str) -> Result<()> {
         if self.fragment_id != fragment.id {
-            return Err(Error::invalid(what, "deletion vector belongs to another fragment [DEL-02]"));
+            return Err(Error::invalid(what, "deletion vector belongs to another fragment [DEL-04]"));
         }
         if self.rows.len() as u64 != dref.deleted_count
             || self.rows.windows(2).any(|w| w[0] >= w[1])
@@ -146,7 +146,7 @@ impl DeletionVector {
         {
             return Err(Error::invalid(
                 what,
-                "deleted rows must ascend, stay below the fragment's rows and match the count [DEL-02]",
+                "deleted rows must ascend, stay below the fragment's rows and match the count [DEL-04]",
             ));
         }
         Ok(())
@@ -210,7 +210,7 @@ pub struct Tag {
 
 impl Manifest {
     /// Semantic checks of a decoded manifest read from `key_branch`/`key_version`
-    /// `[VAL-04]`..`[VAL-07]`. Flags are checked first: an unknown feature may change what the
+    /// `[VAL-05]`..`[VAL-06]`. Flags are checked first: an unknown feature may change what the
     /// other fields mean.
     ///
     /// # Errors
@@ -218,19 +218,19 @@ impl Manifest {
     pub fn validate(&self, key_branch: &str, key_version: u64, what: &str) -> Result<()> {
         let unknown = self.reader_flags & !KNOWN_READER_FLAGS;
         if unknown != 0 {
-            return Err(Error::unsupported(what, format!("unknown reader-required flags {unknown:#x} [FLG-02]")));
+            return Err(Error::unsupported(what, format!("unknown reader-required flags {unknown:#x} [FLG-03]")));
         }
         if self.branch != key_branch || self.version != key_version {
             return Err(Error::invalid(
                 what,
                 format!(
-                    "manifest says {}@{}, its key says {key_branch}@{key_version} [MAN-02]",
+                    "manifest says {}@{}, its key says {key_branch}@{key_version} [MAN-01]",
                     self.branch, self.version
                 ),
             ));
         }
         if self.version == 0 {
-            return Err(Error::invalid(what, "version 0 does not exist [LAY-05]"));
+            return Err(Error::invalid(what, "version 0 does not exist [LAY-08]"));
         }
         Error::check_limit(
             || format!("{what}: message bytes"),
@@ -245,7 +245,7 @@ impl Manifest {
         if let Some(max) = self.schema.columns.iter().map(|c| c.id).max()
             && max >= self.next_column_id
         {
-            return Err(Error::invalid(what, "next_column_id is not above every column id [MAN-04]"));
+            return Err(Error::invalid(what, "next_column_id is not above every column id [MAN-05]"));
         }
         for s in &self.segments {
             paths::validate_relative(&s.path, what)?;
@@ -261,7 +261,7 @@ impl Manifest {
 }
 
 impl Segment {
-    /// Checks a decoded segment against its reference and the schema `[VAL-08]`.
+    /// Checks a decoded segment against its reference and the schema `[VAL-07]`.
     ///
     /// # Errors
     /// `invalid` for the first broken rule.
@@ -282,12 +282,13 @@ impl Segment {
         let mut rows = 0u64;
         for f in &self.fragments {
             let fw = format!("{what}: fragment {}", f.id);
+            Error::check_limit(|| format!("{fw}: rows"), hard::MAX_FILE_ROWS, f.row_count)?;
             rows = rows.checked_add(f.row_count).ok_or_else(|| Error::invalid(&fw, "row counts overflow"))?;
             let mut covered = vec![0u32; schema.columns.len()];
             for file in &f.files {
                 paths::validate_relative(&file.path, &fw)?;
                 if file.column_ids.windows(2).any(|w| w[0] >= w[1]) {
-                    return Err(Error::invalid(&fw, "a file's column ids must ascend [SEG-04]"));
+                    return Err(Error::invalid(&fw, "a file's column ids must ascend [SEG-05]"));
                 }
                 for id in &file.column_ids {
                     if let Some(i) = schema.columns.iter().position(|c| c.id == *id) {
@@ -299,7 +300,7 @@ impl Segment {
                 return Err(Error::invalid(
                     &fw,
                     format!(
-                        "column {} is in {} of the fragment's files, must be in one [SEG-04]",
+                        "column {} is in {} of the fragment's files, must be in one [SEG-06]",
                         schema.columns[i].id, covered[i]
                     ),
                 ));
@@ -307,7 +308,7 @@ impl Segment {
             if let Some(d) = &f.deletion {
                 paths::validate_relative(&d.path, &fw)?;
                 if d.deleted_count == 0 || d.deleted_count > f.row_count {
-                    return Err(Error::invalid(&fw, "deleted_count must be in 1..=row_count [DEL-01]"));
+                    return Err(Error::invalid(&fw, "deleted_count must be in 1..=row_count [DEL-02]"));
                 }
             }
         }

@@ -71,6 +71,7 @@ impl Dataset {
             .find(|r| target_anc.contains(r))
             .ok_or_else(|| Error::Conflict { what: "the versions share no ancestor".into() })?;
         let base = self.checkout(&At::BranchVersion(base_ref.branch.clone(), base_ref.version))?;
+        crate::commit::check_writer_flags(self.manifest())?;
         let rewrite = three_way(&base, self, &head)?;
         let dataset = commit_change(&head, &Change::Rewrite(rewrite), message, options)?;
         Ok(MergeOutcome { dataset, fast_forward: false })
@@ -78,6 +79,8 @@ impl Dataset {
 }
 
 fn fast_forward(source: &Dataset, head: &Dataset, message: &str, options: &WriteOptions) -> Result<Dataset> {
+    crate::commit::check_writer_flags(head.manifest())?;
+    crate::commit::check_writer_flags(source.manifest())?;
     let m = Manifest {
         branch: head.branch().to_string(),
         version: head.version() + 1,

@@ -17,7 +17,7 @@ pub const TAGS_DIR: &str = "tags";
 /// The default branch.
 pub const MAIN: &str = "main";
 
-/// Checks a relative path read from a manifest or segment `[LAY-07]`: `/`-separated segments
+/// Checks a relative path read from a manifest or segment `[LAY-09]`: `/`-separated segments
 /// of `[A-Za-z0-9._-]`, none empty, `.` or `..`; no absolute path, backslash or scheme.
 ///
 /// # Errors
@@ -28,16 +28,16 @@ pub fn validate_relative(path: &str, what: &str) -> Result<()> {
     Error::check_limit(|| format!("{what}: path segments"), hard::MAX_PATH_SEGMENTS, segments)?;
     for seg in path.split('/') {
         if seg.is_empty() || seg == "." || seg == ".." {
-            return Err(Error::invalid(what, format!("path {path:?} has an empty, '.' or '..' segment [LAY-07]")));
+            return Err(Error::invalid(what, format!("path {path:?} has an empty, '.' or '..' segment [LAY-09]")));
         }
         if !seg.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-')) {
-            return Err(Error::invalid(what, format!("path {path:?} has a character outside [A-Za-z0-9._-] [LAY-07]")));
+            return Err(Error::invalid(what, format!("path {path:?} has a character outside [A-Za-z0-9._-] [LAY-09]")));
         }
     }
     Ok(())
 }
 
-/// Checks a branch or tag name `[LAY-04]`.
+/// Checks a branch or tag name `[LAY-07]`.
 ///
 /// # Errors
 /// `usage` when the name breaks the grammar.
@@ -61,14 +61,15 @@ pub fn manifest_key(branch: &str, version: u64) -> String {
     format!("{BRANCHES_DIR}/{branch}/{version:020}.tsm")
 }
 
-/// The version number of a manifest key's file name, if it is one `[LAY-05]`.
+/// The version number of a manifest key's file name, if it is one `[LAY-08]`.
 #[must_use]
 pub fn parse_manifest_name(name: &str) -> Option<u64> {
     let digits = name.strip_suffix(".tsm")?;
     if digits.len() != 20 || !digits.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
-    digits.parse().ok()
+    // Version 0 does not exist [LAY-08].
+    digits.parse().ok().filter(|&v| v > 0)
 }
 
 /// The key of a tag record.
@@ -77,7 +78,7 @@ pub fn tag_key(name: &str) -> String {
     format!("{TAGS_DIR}/{name}.tst")
 }
 
-/// The content-addressed key of a new object: the first 16 bytes of its SHA-256 in hex `[LAY-03]`.
+/// The content-addressed key of a new object: the first 16 bytes of its SHA-256 in hex `[LAY-04]`.
 #[must_use]
 pub fn content_key(dir: &str, ext: &str, bytes: &[u8]) -> String {
     use sha2::Digest;

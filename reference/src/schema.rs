@@ -15,7 +15,7 @@ pub enum Dim {
     Ragged,
 }
 
-/// Per-column compression of value pages `[CMP-01]`.
+/// Per-column compression of value pages `[CMP-02]`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Compression {
     /// Stored as is (pages can be handed out without copying).
@@ -239,7 +239,7 @@ impl Column {
     }
 
     /// Number of per-row sizes the shape block stores: one per ragged dim, plus one for the
-    /// byte length of a `utf8`/`bytes` row `[DF-21]`.
+    /// byte length of a `utf8`/`bytes` row `[SHP-03]`.
     #[must_use]
     pub fn ragged_dims(&self) -> usize {
         self.shape.iter().filter(|d| matches!(d, Dim::Ragged)).count() + usize::from(self.dtype.is_variable())
@@ -250,6 +250,10 @@ impl Column {
     pub fn fixed_row_bytes(&self) -> Option<u64> {
         if self.ragged_dims() > 0 {
             return None;
+        }
+        // A zero dim makes the product zero whatever the others are [SHP-04].
+        if self.shape.contains(&Dim::Fixed(0)) {
+            return Some(0);
         }
         let mut n = self.dtype.item_size() as u64;
         for d in &self.shape {
@@ -269,18 +273,21 @@ impl Column {
         validate_name(&self.name, &what())?;
         Error::check_limit(|| format!("{}: rank", what()), hard::MAX_RANK, self.shape.len() as u64)?;
         if self.dtype.is_variable() && !self.shape.is_empty() {
-            return Err(Error::invalid(what(), "utf8 and bytes columns must have rank 0 [SHP-04]"));
+            return Err(Error::invalid(what(), "utf8 and bytes columns must have rank 0 [DT-04]"));
         }
         if let Compression::Zstd { level } = self.compression
             && !(1..=22).contains(&level)
         {
-            return Err(Error::invalid(what(), format!("zstd level {level} outside 1..=22 [CMP-03]")));
+            return Err(Error::invalid(what(), format!("zstd level {level} outside 1..=22 [CMP-01]")));
         }
         validate_metadata(&self.metadata, &what())?;
         if let Some(bytes) = self.fixed_row_bytes() {
             Error::check_limit(|| format!("{}: row bytes", what()), hard::MAX_ROW_BYTES, bytes)?;
         } else if self.ragged_dims() == 0 {
             return Err(Error::limit(format!("{}: row bytes", what()), hard::MAX_ROW_BYTES, u64::MAX));
+        }
+        if let Kind::ClassLabel { names } = &self.kind {
+            Error::check_limit(|| format!("{}: class names", what()), hard::MAX_CLASS_NAMES, names.len() as u64)?;
         }
         self.validate_kind().map_err(|reason| Error::invalid(what(), reason))
     }
@@ -299,14 +306,14 @@ impl Column {
                 if rank == want { Ok(()) } else { fail("rank must be 3 for hwc/chw and 2 for hw [KND-02]") }
             }
             Kind::Video { .. } => {
-                if !d.is_numeric() || rank != 4 {
+                if !d.is_numeric() || d == DType::Bool || rank != 4 {
                     fail("numeric dtype with rank 4 [T,H,W,C] required [KND-03]")
                 } else {
                     Ok(())
                 }
             }
             Kind::Audio { sample_rate } => {
-                if !d.is_numeric() || !(rank == 1 || rank == 2) {
+                if !d.is_numeric() || d == DType::Bool || !(rank == 1 || rank == 2) {
                     fail("numeric dtype with rank 1 or 2 required [KND-04]")
                 } else if *sample_rate == 0 {
                     fail("sample_rate must be > 0 [KND-04]")
@@ -339,9 +346,7 @@ impl Column {
                 if !d.is_integer() || rank > 1 {
                     return fail("integer dtype with rank 0 or 1 required [KND-08]");
                 }
-                if names.len() as u64 > hard::MAX_CLASS_NAMES {
-                    return fail("too many class names [LIM-13]");
-                }
+                // (The count itself is checked as a limit in `validate`.)
                 let mut sorted: Vec<&String> = names.iter().collect();
                 sorted.sort();
                 if sorted.windows(2).any(|w| w[0] == w[1]) {
@@ -417,7 +422,7 @@ impl Schema {
         self.columns.iter().find(|c| c.id == id)
     }
 
-    /// Checks every column and the schema-wide rules: count, unique names and ids `[MOD-03]`.
+    /// Checks every column and the schema-wide rules: count, unique names and ids `[MAN-04]`.
     ///
     /// # Errors
     /// `invalid` or `limit` naming the first rule broken.
@@ -435,22 +440,22 @@ impl Schema {
         let mut ids: Vec<u32> = self.columns.iter().map(|c| c.id).collect();
         ids.sort_unstable();
         if let Some([a, _]) = ids.windows(2).find(|w| w[0] == w[1]) {
-            return Err(Error::invalid("schema", format!("duplicate column id {a} [MOD-04]")));
+            return Err(Error::invalid("schema", format!("duplicate column id {a} [MOD-02]")));
         }
         Ok(())
     }
 }
 
-/// Checks a column name: 1..=256 bytes, no control characters `[MOD-02]`.
+/// Checks a column name: 1..=256 bytes, no control characters `[MOD-03]`.
 pub(crate) fn validate_name(name: &str, what: &str) -> Result<()> {
     Error::check_limit(|| format!("{what}: name bytes"), hard::MAX_NAME_BYTES, name.len() as u64)?;
     if name.is_empty() || name.chars().any(char::is_control) {
-        return Err(Error::invalid(what, "names must be non-empty without control characters [MOD-02]"));
+        return Err(Error::invalid(what, "names must be non-empty without control characters [MOD-03]"));
     }
     Ok(())
 }
 
-/// Checks a metadata list: bounded, keys unique and sorted `[MOD-05]`.
+/// Checks a metadata list: bounded, keys unique and sorted `[MOD-04]`.
 pub(crate) fn validate_metadata(m: &[(String, String)], what: &str) -> Result<()> {
     Error::check_limit(|| format!("{what}: metadata entries"), hard::MAX_METADATA_ENTRIES, m.len() as u64)?;
     for (k, v) in m {
@@ -458,7 +463,7 @@ pub(crate) fn validate_metadata(m: &[(String, String)], what: &str) -> Result<()
         Error::check_limit(|| format!("{what}: metadata entry"), hard::MAX_METADATA_VALUE_BYTES, longest)?;
     }
     if m.windows(2).any(|w| w[0].0 >= w[1].0) {
-        return Err(Error::invalid(what, "metadata keys must be unique and sorted [MOD-05]"));
+        return Err(Error::invalid(what, "metadata keys must be unique and sorted [MOD-04]"));
     }
     Ok(())
 }

@@ -5,7 +5,7 @@ use crate::dtype::DType;
 use crate::manifest::{ColumnStats, Scalar};
 use crate::schema::Column;
 
-/// Computes the statistics of one column's rows `[STAT-02]`: null count always; min and max for
+/// Computes the statistics of one column's rows `[STAT-04]`: null count always; min and max for
 /// rank-0 numeric and bool columns, ignoring nulls and NaNs.
 pub(crate) fn compute(column: &Column, data: &ColumnData) -> ColumnStats {
     let null_count = (0..data.len()).filter(|&i| !data.is_valid(i)).count() as u64;

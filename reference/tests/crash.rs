@@ -3,6 +3,7 @@
 //! The test binary re-runs itself as the child (`TESSERA_CHILD=<mode>`), so no extra binary is
 //! needed. Trial counts scale with `TESSERA_CRASH_TRIALS` (default 200).
 
+use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -115,11 +116,22 @@ fn killed_writers_never_leave_a_torn_version() {
         rng ^= rng << 17;
         let mode = if trial % 2 == 0 { "append" } else { "delete" };
         let mut child = spawn(loc, (trial % 7) as i64, None, "killed_writers_never_leave_a_torn_version", mode);
-        // Kill somewhere between process start-up and a few commits in.
-        std::thread::sleep(Duration::from_micros(2_000 + rng % 40_000));
+        // Kill after 0, 1 or 2 reported commits plus up to 4 ms: progress-based, so the kill
+        // lands inside the next commit (upload, manifest create, delete) whatever the load.
+        let wait_for = rng % 3;
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let mut reported = 0u64;
+        while reported < wait_for {
+            match lines.next() {
+                Some(Ok(l)) if l.starts_with("committed") => reported += 1,
+                Some(Ok(_)) => {}
+                _ => break,
+            }
+        }
+        std::thread::sleep(Duration::from_micros((rng >> 8) % 4_000));
         child.kill().unwrap();
-        let out = child.wait_with_output().unwrap();
-        let reported = String::from_utf8_lossy(&out.stdout).matches("committed").count() as u64;
+        child.wait().unwrap();
+        reported += lines.map_while(Result::ok).filter(|l| l.starts_with("committed")).count() as u64;
         // The dataset opens at its last committed version and everything in it is intact.
         let ds = Dataset::open_at(&store, &At::Latest, Limits::default()).unwrap();
         assert!(ds.version() >= last_version, "versions never go backwards");
@@ -134,5 +146,5 @@ fn killed_writers_never_leave_a_torn_version() {
         assert_eq!(old.version(), v);
     }
     eprintln!("{trials} kills; {} versions committed", ds.version());
-    assert!(ds.version() > trials / 4, "most trials got some commits in before the kill");
+    assert!(ds.version() > trials / 2, "most trials got commits in before the kill");
 }

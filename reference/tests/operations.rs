@@ -118,14 +118,18 @@ fn merge_fast_forward_three_way_and_conflict() {
     assert!(out.fast_forward);
     assert_eq!(out.dataset.row_count(), 10);
     // Both sides move: three-way merge of appends and deletes.
-    let dev = dev.append(&ids_batch(200, 1), "more dev", WriteOptions::default()).unwrap();
+    let dev = dev.append(&ids_batch(200, 2), "more dev", WriteOptions::default()).unwrap();
     let dev = dev.delete_rows(&[0], "dev deletes row 0", &WriteOptions::default()).unwrap();
+    // A deletion vector inside a fragment the merge brings over under a new id (regression:
+    // the vector kept naming the old id and the merged version did not read).
+    let dev = dev.delete_rows(&[dev.row_count() - 1], "dev deletes 201", &WriteOptions::default()).unwrap();
     let main = Dataset::open(loc).unwrap().append(&ids_batch(300, 1), "main row", WriteOptions::default()).unwrap();
     let out = dev.merge_into("main", "merge dev", &WriteOptions::default()).unwrap();
     assert!(!out.fast_forward);
     let mut ids = col::<i64>(&out.dataset, "id");
     ids.sort_unstable();
     let mut want: Vec<i64> = (1..8).chain([100, 101, 200, 300]).collect();
+    out.dataset.verify().unwrap();
     want.sort_unstable();
     assert_eq!(ids, want);
     assert_eq!(out.dataset.manifest().merged.as_ref().map(|r| r.version), Some(dev.version()));
@@ -171,4 +175,25 @@ fn gc_deletes_only_unreferenced_old_objects() {
         ds.checkout(&At::Version(v)).unwrap().verify().unwrap();
     }
     assert_eq!(collect_garbage(&store, Duration::ZERO, true).unwrap().garbage, vec![]);
+}
+
+#[test]
+fn tags_are_checked_when_opened_through_open_at() {
+    let dir = tempfile::tempdir().unwrap();
+    let loc = dir.path().to_str().unwrap();
+    let ds = setup(loc, 4);
+    ds.create_tag("t", "", &WriteOptions::default()).unwrap();
+    // Retrying an identical tag write is not a conflict; a different one is.
+    ds.create_tag("t", "", &WriteOptions { timestamp_ms: Some(0), ..WriteOptions::default() }).unwrap_err();
+    let store = Store::open(loc).unwrap();
+    assert_eq!(Dataset::open_at(&store, &At::Tag("t".into()), tessera::Limits::default()).unwrap().version(), 2);
+    // Rewrite the tagged manifest with different (valid) content: the tag must notice.
+    let key = dir.path().join("branches/main/00000000000000000002.tsm");
+    let bytes = std::fs::read(&key).unwrap();
+    let mut m: tessera::manifest::Manifest =
+        tessera::envelope::open(tessera::envelope::ObjectKind::Manifest, &bytes, 1 << 20, "m").unwrap();
+    m.message = "rewritten".into();
+    std::fs::write(&key, tessera::envelope::seal(tessera::envelope::ObjectKind::Manifest, &m).unwrap()).unwrap();
+    let e = Dataset::open_at(&store, &At::Tag("t".into()), tessera::Limits::default()).unwrap_err();
+    assert_eq!(e.class(), ErrorClass::Invalid, "{e}");
 }

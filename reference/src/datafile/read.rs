@@ -23,17 +23,17 @@ pub struct Tail {
     pub footer_crc32: u32,
 }
 
-/// Parses the 24-byte trailer of a file of `file_size` bytes `[VAL-10]`.
+/// Parses the 24-byte trailer of a file of `file_size` bytes `[VAL-09]`.
 ///
 /// # Errors
 /// `malformed` for a short file, bad end magic, trailer CRC or footer placement; `limit` for
 /// a footer above the limit.
 pub fn parse_tail(trailer: &[u8], file_size: u64, limits: &Limits, what: &str) -> Result<Tail> {
     if file_size < ALIGN + TRAILER_LEN || trailer.len() != TRAILER_LEN as usize {
-        return Err(Error::malformed(what, format!("{file_size} bytes is too short for a data file [DF-02]")));
+        return Err(Error::malformed(what, format!("{file_size} bytes is too short for a data file [DF-01]")));
     }
     if trailer[16..24] != END_MAGIC {
-        return Err(Error::malformed(what, "bad trailer magic [DF-13]"));
+        return Err(Error::malformed(what, "bad trailer magic [DF-06]"));
     }
     let stored = u32::from_le_bytes([trailer[12], trailer[13], trailer[14], trailer[15]]);
     let computed = crc32fast::hash(&trailer[..12]);
@@ -46,7 +46,7 @@ pub fn parse_tail(trailer: &[u8], file_size: u64, limits: &Limits, what: &str) -
         .checked_sub(TRAILER_LEN)
         .and_then(|x| x.checked_sub(footer_len))
         .filter(|&o| o >= ALIGN && o % ALIGN == 0)
-        .ok_or_else(|| Error::malformed(what, format!("footer length {footer_len} does not fit the file [DF-14]")))?;
+        .ok_or_else(|| Error::malformed(what, format!("footer length {footer_len} does not fit the file [DF-08]")))?;
     Ok(Tail {
         footer_offset,
         footer_len,
@@ -54,20 +54,20 @@ pub fn parse_tail(trailer: &[u8], file_size: u64, limits: &Limits, what: &str) -
     })
 }
 
-/// Checks the 32-byte header `[VAL-11]`.
+/// Checks the 32-byte header `[VAL-09]`.
 ///
 /// # Errors
 /// `malformed` (magic, reserved bytes, CRC) or `unsupported` (major version).
 pub fn check_header(header: &[u8], what: &str) -> Result<()> {
     if header.len() < HEADER_LEN as usize || header[..8] != MAGIC {
-        return Err(Error::malformed(what, "bad data file magic [DF-03]"));
+        return Err(Error::malformed(what, "bad data file magic [DF-02]"));
     }
     let major = u16::from_le_bytes([header[8], header[9]]);
     if major != MAJOR {
-        return Err(Error::unsupported(what, format!("data file major version {major} [GEN-03]")));
+        return Err(Error::unsupported(what, format!("data file major version {major} [FLG-01]")));
     }
     if header[12..28].iter().any(|&b| b != 0) {
-        return Err(Error::malformed(what, "reserved header bytes are not zero [DF-04]"));
+        return Err(Error::malformed(what, "reserved header bytes are not zero [DF-03]"));
     }
     let stored = u32::from_le_bytes([header[28], header[29], header[30], header[31]]);
     let computed = crc32fast::hash(&header[..28]);
@@ -88,7 +88,7 @@ pub struct DataFile {
 
 impl DataFile {
     /// Validates the footer bytes (`footer_bytes` = exactly the footer) against the trailer,
-    /// the manifest's expectations and the schema `[VAL-12]`..`[VAL-19]`.
+    /// the manifest's expectations and the schema `[VAL-10]`..`[VAL-11]`.
     ///
     /// `columns[i]` is the schema column expected at position `i` of the footer (ascending id).
     ///
@@ -108,7 +108,7 @@ impl DataFile {
             return Err(Error::Checksum { what: format!("{what}: footer"), stored: tail.footer_crc32, computed });
         }
         if computed != expected_footer_crc {
-            return Err(Error::invalid(what, "footer CRC differs from the manifest's reference: wrong file [SEG-05]"));
+            return Err(Error::invalid(what, "footer CRC differs from the manifest's reference: wrong file [SEG-07]"));
         }
         let footer: Footer = envelope::decode_body(footer_bytes, &format!("{what}: footer"))?;
         let f = Self { what: what.to_string(), tail, footer, limits: limits.clamped() };
@@ -121,10 +121,10 @@ impl DataFile {
         let rows = self.footer.row_count;
         Error::check_limit(|| format!("{what}: rows"), hard::MAX_FILE_ROWS, rows)?;
         if rows != expected_rows {
-            return Err(Error::invalid(what, format!("file has {rows} rows, fragment has {expected_rows} [DF-20]")));
+            return Err(Error::invalid(what, format!("file has {rows} rows, fragment has {expected_rows} [DF-11]")));
         }
         if self.footer.columns.windows(2).any(|w| w[0].column_id >= w[1].column_id) {
-            return Err(Error::invalid(what, "footer column ids must ascend [DF-21]"));
+            return Err(Error::invalid(what, "footer column ids must ascend [DF-12]"));
         }
         let mut all: Vec<Block> = Vec::new();
         for chunk in &self.footer.columns {
@@ -135,7 +135,7 @@ impl DataFile {
         }
         for col in columns {
             let chunk = self.chunk(col.id).ok_or_else(|| {
-                Error::invalid(what, format!("file lacks column {} that the fragment reads from it [DF-21]", col.id))
+                Error::invalid(what, format!("file lacks column {} that the fragment reads from it [DF-13]", col.id))
             })?;
             self.validate_chunk(chunk, col, rows)?;
         }
@@ -144,7 +144,7 @@ impl DataFile {
             if w[0].range().end > w[1].offset {
                 return Err(Error::invalid(
                     what,
-                    format!("blocks at {} and {} overlap [DF-11]", w[0].offset, w[1].offset),
+                    format!("blocks at {} and {} overlap [DF-24]", w[0].offset, w[1].offset),
                 ));
             }
         }
@@ -156,19 +156,19 @@ impl DataFile {
         if chunk.dtype != col.dtype {
             return Err(Error::invalid(
                 &what,
-                format!("dtype {} differs from the schema's {} [DF-22]", chunk.dtype, col.dtype),
+                format!("dtype {} differs from the schema's {} [DF-14]", chunk.dtype, col.dtype),
             ));
         }
         if chunk.ragged_dims as usize != col.ragged_dims() {
-            return Err(Error::invalid(&what, "ragged_dims differs from the schema [DF-22]"));
+            return Err(Error::invalid(&what, "ragged_dims differs from the schema [DF-14]"));
         }
         if chunk.validity.is_some() != col.nullable || chunk.shapes.is_some() != (col.ragged_dims() > 0) {
-            return Err(Error::invalid(&what, "validity/shapes block presence does not match the schema [DF-23]"));
+            return Err(Error::invalid(&what, "validity/shapes block presence does not match the schema [DF-15]"));
         }
         if let Some(b) = &chunk.validity {
             self.check_block(b, &what)?;
             if b.codec != Codec::None || b.raw_len != rows.div_ceil(8) {
-                return Err(Error::invalid(&what, "validity block must be uncompressed, ceil(rows/8) bytes [DF-24]"));
+                return Err(Error::invalid(&what, "validity block must be uncompressed, ceil(rows/8) bytes [DF-16]"));
             }
         }
         if let Some(b) = &chunk.shapes {
@@ -177,7 +177,7 @@ impl DataFile {
             if b.codec != Codec::None || Some(b.raw_len) != want {
                 return Err(Error::invalid(
                     &what,
-                    "shapes block must be uncompressed, rows × ragged_dims × 8 bytes [DF-25]",
+                    "shapes block must be uncompressed, rows × ragged_dims × 8 bytes [DF-17]",
                 ));
             }
         }
@@ -187,7 +187,7 @@ impl DataFile {
         for (i, p) in chunk.pages.iter().enumerate() {
             self.check_block(&p.block, &format!("{what} page {i}"))?;
             if p.row_count == 0 {
-                return Err(Error::invalid(&what, format!("page {i} has no rows [DF-26]")));
+                return Err(Error::invalid(&what, format!("page {i} has no rows [DF-18]")));
             }
             total = total.checked_add(p.row_count).ok_or_else(|| Error::invalid(&what, "page row counts overflow"))?;
             if let Some(rb) = fixed
@@ -195,12 +195,12 @@ impl DataFile {
             {
                 return Err(Error::invalid(
                     &what,
-                    format!("page {i} raw length {} != {} rows × {rb} bytes [DF-27]", p.block.raw_len, p.row_count),
+                    format!("page {i} raw length {} != {} rows × {rb} bytes [DF-19]", p.block.raw_len, p.row_count),
                 ));
             }
         }
         if total != rows {
-            return Err(Error::invalid(&what, format!("pages hold {total} rows, file has {rows} [DF-26]")));
+            return Err(Error::invalid(&what, format!("pages hold {total} rows, file has {rows} [DF-18]")));
         }
         Ok(())
     }
@@ -212,7 +212,7 @@ impl DataFile {
         if !in_bounds {
             return Err(Error::invalid(
                 what,
-                format!("block at {} (+{}) is misaligned or out of bounds [DF-10]", b.offset, b.stored_len),
+                format!("block at {} (+{}) is misaligned or out of bounds [DF-21]", b.offset, b.stored_len),
             ));
         }
         codec::check_sizes(b.codec, b.stored_len, b.raw_len, self.limits.max_block_raw, &|| what.to_string())
@@ -255,7 +255,7 @@ impl DataFile {
     }
 
     /// Decodes rows `rows` of `column` from the stored bytes of the blocks
-    /// [`DataFile::blocks_for`] returned (same order), verifying every CRC `[VAL-20]`.
+    /// [`DataFile::blocks_for`] returned (same order), verifying every CRC `[VAL-12]`.
     ///
     /// # Errors
     /// `malformed` for a CRC or codec failure, `invalid` for sizes that disagree, `limit` for
@@ -276,7 +276,7 @@ impl DataFile {
         let validity = if chunk.validity.is_some() {
             let bits = next("validity")?;
             if !n_rows.is_multiple_of(8) && bits.last().is_some_and(|&last| last >> (n_rows % 8) != 0) {
-                return Err(Error::invalid(&what, "validity padding bits are not zero [DF-24]"));
+                return Err(Error::invalid(&what, "validity padding bits are not zero [DF-16]"));
             }
             Some((0..n_rows).map(|i| bits[(i / 8) as usize] >> (i % 8) & 1 == 1).collect::<Vec<bool>>())
         } else {
@@ -298,7 +298,7 @@ impl DataFile {
                 && !v[r as usize]
                 && sz.iter().any(|&s| s != 0)
             {
-                return Err(Error::invalid(&what, format!("null row {r} has non-zero ragged sizes [DF-24]")));
+                return Err(Error::invalid(&what, format!("null row {r} has non-zero ragged sizes [MOD-06]")));
             }
             Ok(n)
         };
@@ -321,7 +321,7 @@ impl DataFile {
                 return Err(Error::invalid(
                     &what,
                     format!(
-                        "page at {} holds {} bytes, its rows need {sum} [DF-27]",
+                        "page at {} holds {} bytes, its rows need {sum} [DF-19]",
                         page.block.offset, page.block.raw_len
                     ),
                 ));
@@ -358,7 +358,7 @@ impl DataFile {
     }
 
     /// Checks that every byte between header, blocks and footer is zero padding, given the
-    /// whole file `[DF-12]`. Used by `verify`.
+    /// whole file `[DF-05]`. Used by `verify`.
     ///
     /// # Errors
     /// `invalid` naming the first non-zero padding byte.
@@ -370,7 +370,7 @@ impl DataFile {
         for r in blocks.iter().cloned().chain(std::iter::once(self.tail.footer_offset..self.tail.footer_offset)) {
             let gap = file.get(at as usize..r.start as usize).unwrap_or(&[]);
             if let Some(p) = gap.iter().position(|&b| b != 0) {
-                return Err(Error::invalid(&self.what, format!("non-zero padding byte at {} [DF-12]", at + p as u64)));
+                return Err(Error::invalid(&self.what, format!("non-zero padding byte at {} [DF-05]", at + p as u64)));
             }
             at = at.max(r.end);
         }
@@ -384,14 +384,14 @@ impl DataFile {
     }
 }
 
-/// Element-level checks: bool is 0/1, utf8 is UTF-8 `[DT-02]` `[DT-03]`.
+/// Element-level checks: bool is 0/1, utf8 is UTF-8 `[DT-02]` `[DT-05]`.
 fn check_elements(dtype: DType, row: &[u8], what: &str, r: u64) -> Result<()> {
     match dtype {
         DType::Bool if row.iter().any(|&b| b > 1) => {
             Err(Error::invalid(what, format!("row {r}: bool element not 0 or 1 [DT-02]")))
         }
         DType::Utf8 if std::str::from_utf8(row).is_err() => {
-            Err(Error::invalid(what, format!("row {r}: not UTF-8 [DT-03]")))
+            Err(Error::invalid(what, format!("row {r}: not UTF-8 [DT-05]")))
         }
         _ => Ok(()),
     }

@@ -18,7 +18,7 @@ pub struct EncodedFile {
     pub footer_crc32: u32,
 }
 
-/// Encodes one data file. Deterministic: the same input gives the same bytes `[DF-40]`.
+/// Encodes one data file. Deterministic: the same input gives the same bytes `[DF-29]`.
 #[derive(Clone, Debug)]
 pub struct DataFileWriter {
     page_bytes: u64,
@@ -121,7 +121,7 @@ impl DataFileWriter {
     }
 }
 
-/// Pads to the next 64-byte boundary with zeros `[DF-10]`.
+/// Pads to the next 64-byte boundary with zeros `[DF-25]`.
 fn pad(out: &mut Vec<u8>) {
     let n = (out.len() as u64).next_multiple_of(ALIGN) as usize;
     out.resize(n, 0);
