@@ -395,7 +395,9 @@ fn build(
     let mut fragments = Vec::new();
     let mut removed = Vec::new();
     let mut row_count = bm.row_count;
-    let mut stats_lists: Vec<Vec<ColumnStats>> = vec![bm.stats.clone()];
+    // Appends extend the aggregate; other changes recompute it from the resulting fragments.
+    let mut stats_lists: Vec<Vec<ColumnStats>> =
+        if base.fragments().is_empty() { Vec::new() } else { vec![bm.stats.clone()] };
     match change {
         Change::Append(pending) => {
             for p in pending {
@@ -477,6 +479,19 @@ fn build(
         }
     }
     let mut segments = bm.segments.clone();
+    let final_schema = match change {
+        Change::Rewrite(Rewrite { schema: Some(s), .. }) => s.clone(),
+        _ => bm.schema.clone(),
+    };
+    if let Change::Delete(_) = change {
+        stats_lists = base
+            .fragments()
+            .iter()
+            .filter(|f| !removed.contains(&f.fragment.id) && !fragments.iter().any(|n| n.id == f.fragment.id))
+            .map(|f| f.fragment.stats.clone())
+            .chain(fragments.iter().map(|f| f.stats.clone()))
+            .collect();
+    }
     let delta = if fragments.is_empty() && removed.is_empty() {
         None
     } else {
@@ -510,7 +525,7 @@ fn build(
         next_fragment_id,
         row_count,
         segments,
-        stats: stats::merge_all(stats_lists.iter().map(Vec::as_slice)),
+        stats: aggregate_stats(&stats_lists, &final_schema),
         metadata: bm.metadata.clone(),
     };
     Ok((manifest, delta))
@@ -540,6 +555,16 @@ fn renumber_deletion(
     };
     store.put_if_absent(&key, Bytes::from(bytes))?;
     Ok(out)
+}
+
+/// The version-wide statistics `[STAT-06]`: a schema column is included only when every list
+/// (fragment, or the previous aggregate) has it.
+fn aggregate_stats(lists: &[Vec<ColumnStats>], schema: &Schema) -> Vec<ColumnStats> {
+    let mut merged = stats::merge_all(lists.iter().map(Vec::as_slice));
+    merged.retain(|s| {
+        schema.column_by_id(s.column_id).is_some() && lists.iter().all(|l| l.iter().any(|x| x.column_id == s.column_id))
+    });
+    merged
 }
 
 /// Writes an index segment (content-addressed) and returns its reference.

@@ -620,8 +620,6 @@ fn branch_base(store: &Store, branch: &str, limits: &Limits) -> Result<Option<Ve
     let Some(first) = store.list(&dir)?.iter().filter_map(|(n, _)| paths::parse_manifest_name(n)).min() else {
         return Ok(None);
     };
-    let key = paths::manifest_key(branch, first);
-    let bytes = store.get(&key)?;
-    let m: Manifest = envelope::open(ObjectKind::Manifest, &bytes, limits.clamped().max_manifest_body, &key)?;
+    let (m, _) = load_manifest_exact(store, branch, first, limits)?;
     Ok(m.base)
 }

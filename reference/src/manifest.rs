@@ -232,6 +232,7 @@ impl Manifest {
         if self.version == 0 {
             return Err(Error::invalid(what, "version 0 does not exist [LAY-08]"));
         }
+        self.validate_lineage(what)?;
         Error::check_limit(
             || format!("{what}: message bytes"),
             hard::MAX_METADATA_VALUE_BYTES,
@@ -251,6 +252,26 @@ impl Manifest {
             paths::validate_relative(&s.path, what)?;
         }
         Ok(())
+    }
+
+    /// The lineage rules `[MAN-02]`: well-formed refs; a branch's first manifest names its base
+    /// with the same version; otherwise the parent is the previous version of the same branch.
+    fn validate_lineage(&self, what: &str) -> Result<()> {
+        for r in [&self.parent, &self.base, &self.merged].into_iter().flatten() {
+            if paths::validate_ref_name(&r.branch).is_err() || r.version == 0 {
+                return Err(Error::invalid(what, format!("bad version reference {}@{} [MAN-02]", r.branch, r.version)));
+            }
+        }
+        let ok = match (&self.base, self.version) {
+            (Some(b), v) => b.version == v && b.branch != self.branch,
+            (None, 1) => self.parent.is_none(),
+            (None, v) => self.parent.as_ref().is_some_and(|p| p.branch == self.branch && p.version == v - 1),
+        };
+        if ok {
+            Ok(())
+        } else {
+            Err(Error::invalid(what, "parent/base do not fit the version's place in its branch [MAN-02]"))
+        }
     }
 
     /// The manifest's own (branch, version).
