@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything the project needs that cargo does not: libtorch (PyTorch 2.11.0 from
-# PyPI) into the project-local virtualenv .venv, which .cargo/config.toml points LIBTORCH at.
+# PyPI) into the project-local virtualenv .venv, which .cargo/config.toml points LIBTORCH at,
+# and the local object-storage test servers (moto into .venv, Azurite into .tools/azurite; see
+# scripts/servers.sh; TESSERA_SKIP_SERVERS=1 skips them).
 # Idempotent: a second run only checks.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,4 +28,10 @@ fi
 SITE=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 ln -sfn "$SITE/torch" .venv/libtorch
 test -f .venv/libtorch/lib/libtorch_cpu.so || { echo "setup: libtorch not found under .venv/libtorch" >&2; exit 1; }
+if [ "${TESSERA_SKIP_SERVERS:-0}" != 1 ] && ! bash scripts/servers.sh install; then
+  case ${CI:-} in
+    ""|false|0) echo "setup: WARNING: test servers not installed; S3/Azure storage tests will be skipped" >&2 ;;
+    *) echo "setup: installing the S3/Azure test servers failed (scripts/servers.sh install)" >&2; exit 1 ;;
+  esac
+fi
 echo "setup: ok (libtorch at $(readlink .venv/libtorch))"

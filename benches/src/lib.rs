@@ -1,4 +1,5 @@
 //! Benchmarks for Tessera: bench binaries under `src/bin/` and shared helpers here.
 
-pub mod counting;
+/// The request-counting store lives in the test kit; re-exported under its old path.
+pub use tessera_testkit::counting;
 pub mod mm224;

@@ -111,7 +111,8 @@ pub fn schema(image_compression: Compression) -> Schema {
 /// Storage errors.
 pub fn generate(dir: &Path, rows: usize, image_compression: Compression) -> tessera::Result<Dataset> {
     if dir.exists() {
-        std::fs::remove_dir_all(dir).map_err(|e| tessera::Error::Usage(format!("cannot clear {}: {e}", dir.display())))?;
+        std::fs::remove_dir_all(dir)
+            .map_err(|e| tessera::Error::Usage(format!("cannot clear {}: {e}", dir.display())))?;
     }
     let loc = dir.to_str().ok_or_else(|| tessera::Error::Usage("non-UTF-8 path".into()))?;
     let ds = Dataset::create(loc, schema(image_compression), &WriteOptions::default())?;

@@ -214,7 +214,10 @@ impl DatasetWriter {
             let mut bytes = self.buffered_bytes;
             while end < rows {
                 let row: u64 = per_row.iter().map(|o| o[end + 1] - o[end]).sum();
-                if bytes > 0 && bytes + row > self.options.target_file_bytes {
+                let buffered_rows = self.buffer.as_ref().map_or(0, |b| b.first().map_or(0, ColumnData::len));
+                if (bytes > 0 && bytes + row > self.options.target_file_bytes)
+                    || (buffered_rows + end - start) as u64 >= crate::limits::hard::MAX_FILE_ROWS
+                {
                     break;
                 }
                 bytes += row;

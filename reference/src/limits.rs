@@ -28,7 +28,9 @@ pub mod hard {
     /// Bytes of one row of one column `[LIM-09]`.
     pub const MAX_ROW_BYTES: u64 = 1 << 30;
     /// Rows in one data file `[LIM-10]`.
-    pub const MAX_FILE_ROWS: u64 = 1 << 32;
+    /// (2^24: rows can be zero bytes wide, so the row count, not the file size, bounds the
+    /// per-row bookkeeping a reader allocates.)
+    pub const MAX_FILE_ROWS: u64 = 1 << 24;
     /// Pages in one column chunk `[LIM-11]`.
     pub const MAX_PAGES: u64 = 1 << 24;
     /// Bytes of a relative path `[LIM-12]`.

@@ -57,7 +57,9 @@ fn main() {
     let versions: i64 = args.next().and_then(|s| s.parse().ok()).unwrap_or(1_000);
     let schema = Schema::new([Column::new("id", DType::I64, &[])]).unwrap();
 
-    let root = args.next().map_or_else(|| std::env::temp_dir().join(format!("commit-scale-{}", std::process::id())), Into::into);
+    let root = args
+        .next()
+        .map_or_else(|| std::env::temp_dir().join(format!("commit-scale-{}", std::process::id())), Into::into);
     let local = |dir: &str, fsync: bool| -> Arc<CountingStore> {
         let path = root.join(dir);
         std::fs::create_dir_all(&path).unwrap();

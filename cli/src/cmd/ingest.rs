@@ -1,0 +1,1176 @@
+//! `tessera ingest`: decode inputs once into typed columns and commit them as one new version.
+//!
+//! Pipeline: a producer thread walks the inputs in order (file lists, tar entries, array row
+//! chunks, text lines) and sends work items over a bounded channel; `--jobs` worker threads
+//! (std::thread::scope) decode them in parallel; the main thread puts results back in input
+//! order, assembles column buffers and hands batches to the reference crate's
+//! [`tessera::DatasetWriter`], which writes data files as they fill. The commit happens only
+//! after every input was processed, so a failed ingest commits nothing.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+
+use image::imageops::FilterType;
+use tessera::{
+    Batch, Column, ColumnData, Compression, DType, Dataset, DatasetWriter, Dim, ImageLayout, Kind, Limits, Schema,
+    Store, WriteOptions,
+};
+
+use super::{Ctx, DatasetFlag, emit, emit_json, fmt_bytes, parse_size};
+use crate::error::{CliError, CliResult, Exit};
+use crate::input::imagefolder::{self, FolderColumns, ImageOptions};
+use crate::input::wds::{self, RawSample, WdsOptions};
+use crate::input::{self, Bad, Decoded, InferOptions, Sample, Value, jsonl, npy};
+use crate::progress::{Progress, Total, visible};
+
+/// Arguments of `tessera ingest`.
+#[derive(clap::Args, Debug)]
+#[command(after_long_help = INGEST_HELP)]
+pub(crate) struct Args {
+    /// Inputs (an image-folder root; .tar shards or a folder of them; .npy/.npz files or a folder
+    /// of them; .jsonl files), followed by the dataset unless --dataset is given.
+    #[arg(required = true, value_name = "INPUT")]
+    inputs: Vec<String>,
+    #[command(flatten)]
+    ds: DatasetFlag,
+    /// Input format; `auto` decides by file extensions and folder layout.
+    #[arg(long, value_enum, default_value = "auto")]
+    format: Format,
+    /// Resize images (shorter side) and center-crop to N×N or H×W (e.g. 224, 224x160). Without
+    /// it images keep their native size in a ragged [?, ?, C] column.
+    #[arg(long, value_name = "N|HxW")]
+    size: Option<String>,
+    /// Resampling filter for --size.
+    #[arg(long, value_enum, default_value = "triangle")]
+    filter: Filter,
+    /// Channels images are converted to: 1 (gray), 3 (RGB) or 4 (RGBA).
+    #[arg(long, default_value_t = 3, value_parser = parse_channels)]
+    channels: u8,
+    /// Also store each image's original encoded bytes (column `<image column>_encoded`, dtype bytes).
+    #[arg(long)]
+    keep_encoded: bool,
+    /// Per-column compression, COL=CODEC with CODEC none, lz4, zstd or zstd:LEVEL; `*` sets the
+    /// default for unnamed columns. Repeatable or comma-separated. New datasets only.
+    #[arg(long, value_name = "COL=CODEC", value_delimiter = ',')]
+    compress: Vec<String>,
+    /// Tensor columns (npy, WebDataset .npy fields) to store with all dims ragged, for arrays
+    /// whose shape varies between samples.
+    #[arg(long, value_name = "COL", value_delimiter = ',')]
+    ragged: Vec<String>,
+    /// Commit message.
+    #[arg(short, long)]
+    message: Option<String>,
+    /// Append to this branch (must exist) instead of main.
+    #[arg(long, value_name = "BRANCH")]
+    branch: Option<String>,
+    /// Skip corrupt inputs (listed in the summary) instead of stopping the ingest.
+    #[arg(long)]
+    skip_bad: bool,
+    /// Decoding threads (default: the number of CPUs).
+    #[arg(short, long)]
+    jobs: Option<usize>,
+    /// Target raw size of one data file (e.g. 64M, 512K).
+    #[arg(long, default_value = "64M", value_name = "SIZE")]
+    file_size: String,
+    /// Name of the image column (image folders).
+    #[arg(long, default_value = "image", value_name = "NAME")]
+    image_column: String,
+    /// Name of the label column (image folders).
+    #[arg(long, default_value = "label", value_name = "NAME")]
+    label_column: String,
+}
+
+const INGEST_HELP: &str = "\
+Examples:
+  tessera ingest ./imagenet/train ./imagenet.tessera --size 224
+  tessera ingest shards/*.tar -d s3://bucket/ds --skip-bad -m 'add shard batch 7'
+  tessera ingest features.npz labels.npy ./ds
+  tessera ingest captions.jsonl ./captions
+
+Columns: image folders give `image` (u8, kind image hwc; [H, W, C] with --size, else
+[?, ?, C]) and `label` (i64, kind class_label with the sorted folder names). WebDataset fields
+map by extension: jpg/jpeg/png/webp -> image tensor, npy -> tensor, cls -> i64, txt -> text,
+json -> json, other -> bytes; `KEY.jpg` becomes column `image`, `KEY.seg.png` column `seg`.
+NumPy arrays become one column each (first axis = rows); NAME.lengths.npy + NAME.values.npy
+form a ragged column and NAME.valid.npy its null mask. JSON Lines fields become scalar or
+text columns (first non-null value decides; int then float gives f64; nulls make a column
+nullable). A tessera.schema.json next to the inputs (written by `tessera export`) restores
+kinds, class names and dtypes.
+
+An existing dataset gets a new version appended (the inputs must have its columns; image
+folder classes are mapped to its class names by name); a missing one is created. A corrupt
+input stops the ingest before anything is committed (exit 1, its path on stderr), unless
+--skip-bad. Data files written before the failure stay unreferenced until garbage-collected.
+Creating a dataset commits an empty version 1 first; the data is version 2.";
+
+/// Input formats.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum Format {
+    /// Decide from the inputs.
+    Auto,
+    /// ROOT/<class>/**/<image>.
+    Imagefolder,
+    /// WebDataset .tar shards.
+    Wds,
+    /// NumPy .npy / .npz.
+    Npy,
+    /// JSON Lines.
+    Jsonl,
+}
+
+/// Resampling filters.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+enum Filter {
+    /// Nearest neighbour.
+    Nearest,
+    /// Bilinear (antialiased when shrinking).
+    Triangle,
+    /// Bicubic.
+    CatmullRom,
+    /// Gaussian.
+    Gaussian,
+    /// Lanczos with window 3.
+    Lanczos3,
+}
+
+impl Filter {
+    fn image(self) -> FilterType {
+        match self {
+            Self::Nearest => FilterType::Nearest,
+            Self::Triangle => FilterType::Triangle,
+            Self::CatmullRom => FilterType::CatmullRom,
+            Self::Gaussian => FilterType::Gaussian,
+            Self::Lanczos3 => FilterType::Lanczos3,
+        }
+    }
+}
+
+fn parse_channels(s: &str) -> Result<u8, String> {
+    match s {
+        "1" => Ok(1),
+        "3" => Ok(3),
+        "4" => Ok(4),
+        _ => Err("channels must be 1, 3 or 4".into()),
+    }
+}
+
+/// Parses `224` or `224x160` (height x width).
+fn parse_image_size(s: &str) -> CliResult<(u32, u32)> {
+    let bad = || CliError::usage(format!("bad --size {s:?} (use N or HxW, e.g. 224 or 224x160)"));
+    let (h, w) = match s.split_once(['x', 'X']) {
+        Some((h, w)) => (h.trim().parse::<u32>().map_err(|_| bad())?, w.trim().parse::<u32>().map_err(|_| bad())?),
+        None => {
+            let n = s.trim().parse::<u32>().map_err(|_| bad())?;
+            (n, n)
+        }
+    };
+    if h == 0 || w == 0 || h > 65_535 || w > 65_535 {
+        return Err(bad());
+    }
+    Ok((h, w))
+}
+
+/// Parses `none`, `lz4`, `zstd`, `zstd:LEVEL`.
+fn parse_codec(s: &str) -> Result<Compression, String> {
+    match s.trim() {
+        "none" => Ok(Compression::None),
+        "lz4" => Ok(Compression::Lz4),
+        "zstd" => Ok(Compression::Zstd { level: 3 }),
+        other => match other.strip_prefix("zstd:").map(str::parse::<i32>) {
+            Some(Ok(level)) if (1..=22).contains(&level) => Ok(Compression::Zstd { level }),
+            _ => Err(format!("bad codec {other:?} (none, lz4, zstd or zstd:1..22)")),
+        },
+    }
+}
+
+/// Parses the `--compress` entries into (column or `*`, compression).
+fn parse_compress(entries: &[String]) -> CliResult<Vec<(String, Compression)>> {
+    entries
+        .iter()
+        .filter(|e| !e.trim().is_empty())
+        .map(|e| {
+            let (col, codec) = e
+                .split_once('=')
+                .ok_or_else(|| CliError::usage(format!("bad --compress {e:?} (use COL=CODEC, e.g. image=lz4)")))?;
+            Ok((col.trim().to_string(), parse_codec(codec).map_err(CliError::usage)?))
+        })
+        .collect()
+}
+
+/// A source, opened and ready to produce work.
+enum Source {
+    Folder(imagefolder::Folder),
+    Wds(Vec<PathBuf>),
+    Npy(npy::NpySource),
+    Jsonl(jsonl::Plan),
+}
+
+/// One unit of work for the decoders.
+enum Work {
+    Image(PathBuf, usize),
+    Wds(RawSample),
+    Lines(Vec<(String, String)>),
+    Ready(Vec<Sample>),
+    Bad(Bad),
+}
+
+/// What the decoder threads share.
+struct Decoder {
+    classes: Arc<[String]>,
+    folder_columns: FolderColumns,
+    wds: WdsOptions,
+    jsonl: Option<jsonl::Plan>,
+}
+
+impl Decoder {
+    fn decode(&self, work: Work) -> Vec<Decoded> {
+        match work {
+            Work::Image(path, class) => vec![imagefolder::decode_file(
+                &path,
+                class,
+                &self.classes,
+                &self.wds.image,
+                &self.folder_columns,
+            )],
+            Work::Wds(raw) => vec![wds::decode_sample(raw, &self.wds)],
+            Work::Lines(lines) => match &self.jsonl {
+                Some(plan) => lines.into_iter().map(|(origin, l)| jsonl::decode_line(origin, &l, plan)).collect(),
+                None => Vec::new(),
+            },
+            Work::Ready(samples) => samples.into_iter().map(Ok).collect(),
+            Work::Bad(b) => vec![Err(b)],
+        }
+    }
+}
+
+/// Decides the format of the inputs.
+fn detect(inputs: &[PathBuf]) -> CliResult<Format> {
+    let mut kinds = HashSet::new();
+    for p in inputs {
+        if !p.exists() {
+            return Err(CliError::not_found(format!("input {} does not exist", p.display())));
+        }
+        if p.is_dir() {
+            let entries: Vec<PathBuf> = std::fs::read_dir(p)
+                .map_err(|e| CliError::io(p, &e))?
+                .filter_map(Result::ok)
+                .map(|e| e.path())
+                .collect();
+            let has = |exts: &[&str]| entries.iter().any(|e| e.is_file() && exts.contains(&input::extension(e).as_str()));
+            if has(&["tar"]) {
+                kinds.insert(Format::Wds);
+            } else if has(&["npy", "npz"]) {
+                kinds.insert(Format::Npy);
+            } else if has(&["jsonl", "ndjson"]) {
+                kinds.insert(Format::Jsonl);
+            } else if entries.iter().any(|e| e.is_dir()) {
+                kinds.insert(Format::Imagefolder);
+            } else {
+                return Err(CliError::usage(format!("cannot tell the format of folder {} (use --format)", p.display())));
+            }
+        } else {
+            match input::extension(p).as_str() {
+                "tar" => kinds.insert(Format::Wds),
+                "npy" | "npz" => kinds.insert(Format::Npy),
+                "jsonl" | "ndjson" => kinds.insert(Format::Jsonl),
+                _ => return Err(CliError::usage(format!("cannot tell the format of {} (use --format)", p.display()))),
+            };
+        }
+    }
+    match kinds.len() {
+        1 => Ok(kinds.into_iter().next().unwrap_or(Format::Auto)),
+        _ => Err(CliError::usage("inputs mix formats; ingest one format at a time")),
+    }
+}
+
+/// Expands folders of shards into their `.tar` files.
+fn tar_files(inputs: &[PathBuf]) -> CliResult<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    for p in inputs {
+        if p.is_dir() {
+            let mut found: Vec<PathBuf> = std::fs::read_dir(p)
+                .map_err(|e| CliError::io(p, &e))?
+                .filter_map(Result::ok)
+                .map(|e| e.path())
+                .filter(|f| input::extension(f) == "tar")
+                .collect();
+            found.sort();
+            out.extend(found);
+        } else if p.exists() {
+            out.push(p.clone());
+        } else {
+            return Err(CliError::not_found(format!("input {} does not exist", p.display())));
+        }
+    }
+    if out.is_empty() {
+        return Err(CliError::not_found("no .tar shards in the inputs"));
+    }
+    Ok(out)
+}
+
+fn format_name(f: Format) -> &'static str {
+    match f {
+        Format::Auto => "auto",
+        Format::Imagefolder => "imagefolder",
+        Format::Wds => "wds",
+        Format::Npy => "npy",
+        Format::Jsonl => "jsonl",
+    }
+}
+
+/// Runs `tessera ingest`.
+///
+/// # Errors
+/// See the exit codes in `tessera --help`.
+pub(crate) fn run(ctx: &Ctx, mut args: Args) -> CliResult<Exit> {
+    let location = match args.ds.dataset.clone() {
+        Some(d) => d,
+        None if args.inputs.len() >= 2 => args.inputs.pop().unwrap_or_default(),
+        None => return Err(CliError::usage("give the dataset after the inputs, or with --dataset/-d")),
+    };
+    let inputs: Vec<PathBuf> = args.inputs.iter().map(PathBuf::from).collect();
+    let format = if args.format == Format::Auto { detect(&inputs)? } else { args.format };
+    let size = args.size.as_deref().map(parse_image_size).transpose()?;
+    let compress = parse_compress(&args.compress)?;
+    let target_file_bytes = parse_size(&args.file_size).map_err(CliError::usage)?;
+    let jobs = args.jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(2, usize::from)).clamp(1, 256);
+    let branch = args.branch.clone().unwrap_or_else(|| "main".to_string());
+    let infer = InferOptions { fixed_images: size.is_some(), ragged: args.ragged.iter().cloned().collect() };
+    let image = ImageOptions { size, filter: args.filter.image(), channels: args.channels };
+    let folder_columns = FolderColumns {
+        image: args.image_column.clone(),
+        label: args.label_column.clone(),
+        encoded: args.keep_encoded.then(|| format!("{}_encoded", args.image_column)),
+    };
+
+    // Open the source; plan the columns where the source knows them up front.
+    let (source, planned, sidecar_dir): (Source, Option<Vec<Column>>, Option<PathBuf>) = match format {
+        Format::Imagefolder | Format::Auto => {
+            let [root] = inputs.as_slice() else {
+                return Err(CliError::usage("an image-folder ingest takes one root folder"));
+            };
+            if !root.is_dir() {
+                return Err(CliError::not_found(format!("image folder {} does not exist", root.display())));
+            }
+            let folder = imagefolder::scan(root)?;
+            let c = u64::from(image.channels);
+            let shape = match size {
+                Some((h, w)) => [Dim::Fixed(u64::from(h)), Dim::Fixed(u64::from(w)), Dim::Fixed(c)],
+                None => [Dim::Ragged, Dim::Ragged, Dim::Fixed(c)],
+            };
+            let mut cols = vec![
+                Column::new(&folder_columns.image, DType::U8, &shape).with_kind(Kind::Image { layout: ImageLayout::Hwc }),
+                Column::new(&folder_columns.label, DType::I64, &[])
+                    .with_kind(Kind::ClassLabel { names: folder.classes.to_vec() }),
+            ];
+            if let Some(enc) = &folder_columns.encoded {
+                cols.push(Column::new(enc, DType::Bytes, &[]));
+            }
+            let cols = cols.into_iter().map(|c| { let z = input::default_compression(&c); c.with_compression(z) }).collect();
+            (Source::Folder(folder), Some(cols), None)
+        }
+        Format::Wds => {
+            let shards = tar_files(&inputs)?;
+            let dir = shards.first().and_then(|s| s.parent()).map(Path::to_path_buf);
+            (Source::Wds(shards), None, dir)
+        }
+        Format::Npy => {
+            let src = npy::open(&inputs)?;
+            let cols = src.columns(&infer.ragged);
+            let dir = src.dir.clone();
+            (Source::Npy(src), Some(cols), Some(dir))
+        }
+        Format::Jsonl => {
+            let plan = jsonl::scan(&inputs)?;
+            let cols = plan.columns();
+            (Source::Jsonl(plan), Some(cols), Some(jsonl::sidecar_dir(&inputs)))
+        }
+    };
+    let sidecar = match &sidecar_dir {
+        Some(d) => input::read_sidecar(d)?,
+        None => None,
+    };
+
+    // The target: an existing dataset to append to, or a location to create one at.
+    let store = open_target_store(&location)?;
+    let base = match tessera::dataset::latest_version(&store, &branch) {
+        Ok(_) => Some(Dataset::open_at(&store, &tessera::At::Branch(branch.clone()), Limits::default())?),
+        Err(e) if e.class() == tessera::ErrorClass::NotFound => {
+            if branch != "main" {
+                return Err(CliError::not_found(format!(
+                    "branch {branch:?} does not exist in {location} (create it with `tessera branch`)"
+                )));
+            }
+            None
+        }
+        Err(e) => return Err(e.into()),
+    };
+    if let (Some(b), Source::Folder(folder)) = (&base, &source) {
+        check_classes(b.schema(), &folder_columns.label, &folder.classes)?;
+    }
+    if base.is_some() && !compress.is_empty() {
+        ctx.info("note: --compress is ignored when appending (compression is part of the existing schema)");
+    }
+
+    let total = match &source {
+        Source::Folder(f) => Total::Count(f.files.len() as u64, "images"),
+        Source::Wds(shards) => Total::Bytes(shards.iter().filter_map(|s| std::fs::metadata(s).ok()).map(|m| m.len()).sum()),
+        Source::Npy(n) => Total::Count(n.rows, "rows"),
+        Source::Jsonl(p) => Total::Count(p.lines, "rows"),
+    };
+    let ignored = match &source {
+        Source::Folder(f) => f.ignored.len(),
+        _ => 0,
+    };
+    let classes: Arc<[String]> = match &source {
+        Source::Folder(f) => f.classes.clone(),
+        _ => Arc::from(Vec::new()),
+    };
+    let decoder = Decoder {
+        classes,
+        folder_columns,
+        wds: WdsOptions { image, keep_encoded: args.keep_encoded },
+        jsonl: match &source {
+            Source::Jsonl(p) => Some(p.clone()),
+            _ => None,
+        },
+    };
+    let options = WriteOptions { target_file_bytes, ..WriteOptions::default() };
+    let mut sink = Sink {
+        ctx: *ctx,
+        store,
+        location: location.clone(),
+        base,
+        branch,
+        options,
+        planned: planned.map(|p| finish_columns(p, sidecar.as_deref(), &compress)).transpose()?,
+        sidecar,
+        compress,
+        infer,
+        target: None,
+        skip_bad: args.skip_bad,
+        skipped: Vec::new(),
+        rows: 0,
+        images: 0,
+        raw_bytes: 0,
+        input_bytes: 0,
+        appended_bytes: 0,
+        progress: Progress::new("ingest", total, visible(ctx.quiet)),
+    };
+
+    let producer = move |send: &mut dyn FnMut(Work) -> bool| produce(source, send);
+    let result = pipeline(jobs, producer, &decoder, &mut |out| sink.consume(out));
+    sink.progress.finish();
+    if let Err(e) = result {
+        return Err(sink.abort_notes(e));
+    }
+    let message = args
+        .message
+        .take()
+        .unwrap_or_else(|| format!("ingest {} from {}", format_name(format), args.inputs.join(" ")));
+    sink.finish(&message, format_name(format), ignored)
+}
+
+/// Refuses to turn an unrelated, non-empty local folder into a dataset.
+fn open_target_store(location: &str) -> CliResult<Store> {
+    if !location.contains("://") {
+        let p = Path::new(location);
+        if p.is_file() {
+            return Err(CliError::usage(format!("{location} is a file, not a dataset folder")));
+        }
+        if p.is_dir()
+            && !p.join("branches").is_dir()
+            && std::fs::read_dir(p).map_err(|e| CliError::io(p, &e))?.next().is_some()
+        {
+            return Err(CliError::usage(format!(
+                "{location} is a non-empty folder that is not a Tessera dataset (is the dataset argument last?)"
+            )));
+        }
+    }
+    Ok(Store::open(location)?)
+}
+
+/// Checks that every folder class exists in the dataset's class names (appends map by name).
+fn check_classes(schema: &Schema, label: &str, classes: &[String]) -> CliResult<()> {
+    let Some(col) = schema.column(label) else { return Ok(()) };
+    if let Kind::ClassLabel { names } = &col.kind {
+        let unknown: Vec<&String> = classes.iter().filter(|c| !names.contains(c)).collect();
+        if !unknown.is_empty() {
+            return Err(CliError::usage(format!(
+                "classes {unknown:?} are not in the dataset's {label:?} class names {names:?}; the schema cannot change in an append"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Applies the sidecar and the `--compress` flags to planned or inferred columns.
+fn finish_columns(
+    cols: Vec<Column>,
+    sidecar: Option<&[Column]>,
+    compress: &[(String, Compression)],
+) -> CliResult<Vec<Column>> {
+    let mut cols = match sidecar {
+        Some(s) => input::apply_sidecar(cols, s),
+        None => cols,
+    };
+    for (name, _) in compress {
+        if name != "*" && !cols.iter().any(|c| c.name == *name) {
+            let names: Vec<&str> = cols.iter().map(|c| c.name.as_str()).collect();
+            return Err(CliError::usage(format!("--compress names unknown column {name:?} (columns: {names:?})")));
+        }
+    }
+    let default = compress.iter().find(|(n, _)| n == "*").map(|(_, c)| *c);
+    for c in &mut cols {
+        if let Some((_, z)) = compress.iter().find(|(n, _)| *n == c.name) {
+            c.compression = *z;
+        } else if let Some(z) = default {
+            c.compression = z;
+        }
+    }
+    Ok(cols)
+}
+
+/// Sends the source's work items in input order; stops when `send` returns false.
+fn produce(source: Source, send: &mut dyn FnMut(Work) -> bool) {
+    match source {
+        Source::Folder(f) => {
+            for (path, class) in f.files {
+                if !send(Work::Image(path, class)) {
+                    return;
+                }
+            }
+        }
+        Source::Wds(shards) => wds::read_shards(&shards, &mut |r| {
+            send(match r {
+                Ok(s) => Work::Wds(s),
+                Err(b) => Work::Bad(b),
+            })
+        }),
+        Source::Npy(mut src) => {
+            let per_chunk = src.rows_per_chunk(4 << 20);
+            let mut start = 0;
+            while start < src.rows {
+                let w = match src.read_chunk(start, per_chunk) {
+                    Ok(samples) => Work::Ready(samples),
+                    Err(b) => Work::Bad(b),
+                };
+                if !send(w) {
+                    return;
+                }
+                start += per_chunk;
+            }
+        }
+        Source::Jsonl(plan) => jsonl::read_lines(&plan.files, 256, &mut |r| {
+            send(match r {
+                Ok(lines) => Work::Lines(lines),
+                Err(b) => Work::Bad(b),
+            })
+        }),
+    }
+}
+
+/// Runs the producer, `jobs` decoders and the in-order consumer (on this thread). When the
+/// consumer fails, dropping its receiver makes the decoders and then the producer stop.
+fn pipeline<P>(
+    jobs: usize,
+    producer: P,
+    decoder: &Decoder,
+    consume: &mut dyn FnMut(Vec<Decoded>) -> CliResult<()>,
+) -> CliResult<()>
+where
+    P: FnOnce(&mut dyn FnMut(Work) -> bool) + Send,
+{
+    std::thread::scope(|s| {
+        let (work_tx, work_rx) = mpsc::sync_channel::<(u64, Work)>(jobs * 2);
+        let (out_tx, out_rx) = mpsc::sync_channel::<(u64, Vec<Decoded>)>(jobs * 4);
+        let work_rx = Arc::new(Mutex::new(work_rx));
+        s.spawn(move || {
+            let mut seq = 0u64;
+            producer(&mut |w| {
+                let ok = work_tx.send((seq, w)).is_ok();
+                seq += 1;
+                ok
+            });
+        });
+        for _ in 0..jobs {
+            let rx = Arc::clone(&work_rx);
+            let tx = out_tx.clone();
+            s.spawn(move || {
+                loop {
+                    let next = match rx.lock() {
+                        Ok(guard) => guard.recv(),
+                        Err(_) => return,
+                    };
+                    let Ok((seq, work)) = next else { return };
+                    if tx.send((seq, decoder.decode(work))).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+        drop(out_tx);
+        drop(work_rx);
+        consume_in_order(out_rx, consume)
+    })
+}
+
+/// Feeds results to `consume` in sequence order. Returning drops the receiver.
+fn consume_in_order(
+    rx: mpsc::Receiver<(u64, Vec<Decoded>)>,
+    consume: &mut dyn FnMut(Vec<Decoded>) -> CliResult<()>,
+) -> CliResult<()> {
+    let mut pending: BTreeMap<u64, Vec<Decoded>> = BTreeMap::new();
+    let mut next = 0u64;
+    for (seq, out) in rx {
+        pending.insert(seq, out);
+        while let Some(o) = pending.remove(&next) {
+            next += 1;
+            consume(o)?;
+        }
+    }
+    Ok(())
+}
+
+/// The writer side: schema, dataset, column buffers, counters.
+struct Sink {
+    ctx: Ctx,
+    store: Store,
+    location: String,
+    base: Option<Dataset>,
+    branch: String,
+    options: WriteOptions,
+    planned: Option<Vec<Column>>,
+    sidecar: Option<Vec<Column>>,
+    compress: Vec<(String, Compression)>,
+    infer: InferOptions,
+    target: Option<Target>,
+    skip_bad: bool,
+    skipped: Vec<Bad>,
+    rows: u64,
+    images: u64,
+    raw_bytes: u64,
+    input_bytes: u64,
+    appended_bytes: u64,
+    progress: Progress,
+}
+
+/// The dataset being appended to, once the schema is known.
+struct Target {
+    base: Dataset,
+    created: bool,
+    writer: DatasetWriter,
+    asm: Assembler,
+}
+
+/// Rows buffered before a batch goes to the writer.
+const BATCH_ROWS: usize = 1024;
+/// Raw bytes buffered before a batch goes to the writer.
+const BATCH_BYTES: u64 = 8 << 20;
+
+impl Sink {
+    fn consume(&mut self, out: Vec<Decoded>) -> CliResult<()> {
+        let units = out.len() as u64;
+        let mut rows = 0;
+        let mut bytes = 0;
+        for d in out {
+            match d {
+                Ok(sample) => {
+                    bytes += sample.input_bytes;
+                    if self.target.is_none() {
+                        self.start(&sample)?;
+                    }
+                    let origin = sample.origin.clone();
+                    let in_bytes = sample.input_bytes;
+                    let pushed = match self.target.as_mut() {
+                        Some(t) => t.asm.push(sample),
+                        None => continue,
+                    };
+                    match pushed {
+                        Ok(images) => {
+                            rows += 1;
+                            self.rows += 1;
+                            self.images += images;
+                            self.input_bytes += in_bytes;
+                        }
+                        Err(reason) => self.bad(Bad::new(origin, reason))?,
+                    }
+                    if self.target.as_ref().is_some_and(|t| t.asm.rows >= BATCH_ROWS || t.asm.bytes >= BATCH_BYTES) {
+                        self.flush()?;
+                    }
+                }
+                Err(b) => self.bad(b)?,
+            }
+        }
+        self.progress.advance(units, rows, bytes);
+        Ok(())
+    }
+
+    /// A bad input: skipped and listed with `--skip-bad`, else the end of the ingest.
+    fn bad(&mut self, b: Bad) -> CliResult<()> {
+        if self.skip_bad {
+            self.progress.println(&format!("skipping {}: {}", b.origin, b.reason));
+            self.skipped.push(b);
+            Ok(())
+        } else {
+            Err(CliError::data(format!("bad input {}: {}", b.origin, b.reason))
+                .note("use --skip-bad to skip bad inputs and list them in the summary"))
+        }
+    }
+
+    /// Fixes the schema (planned, or inferred from the first sample), opens or creates the
+    /// dataset, and starts the writer.
+    fn start(&mut self, first: &Sample) -> CliResult<()> {
+        let cols = match self.planned.take() {
+            Some(c) => c,
+            None => {
+                let mut cols = Vec::new();
+                for (name, v) in &first.fields {
+                    let c = input::infer_column(name, v, &self.infer)
+                        .ok_or_else(|| CliError::data(format!("{}: field {name:?} has no value to infer a type from", first.origin)))?;
+                    cols.push(c);
+                }
+                finish_columns(cols, self.sidecar.as_deref(), &self.compress)?
+            }
+        };
+        let (base, created) = match self.base.take() {
+            Some(b) => {
+                check_columns(b.schema(), &cols)?;
+                (b, false)
+            }
+            None => {
+                let schema = Schema::new(cols).map_err(|e| CliError::usage(format!("cannot build a schema: {e}")))?;
+                let ds = Dataset::create_in(&self.store, schema, &self.options)?;
+                (ds, true)
+            }
+        };
+        let asm = Assembler::new(base.schema());
+        let writer = base.writer(self.options.clone());
+        self.target = Some(Target { base, created, writer, asm });
+        Ok(())
+    }
+
+    fn flush(&mut self) -> CliResult<()> {
+        let Some(t) = self.target.as_mut() else { return Ok(()) };
+        if t.asm.rows == 0 {
+            return Ok(());
+        }
+        let (batch, raw) = t.asm.take_batch()?;
+        t.writer.append(&batch)?;
+        self.raw_bytes += raw;
+        self.appended_bytes += raw;
+        Ok(())
+    }
+
+    /// Adds what a failure leaves behind to its error.
+    fn abort_notes(&self, e: CliError) -> CliError {
+        let mut e = e.note("no version was committed");
+        if self.appended_bytes >= self.options.target_file_bytes {
+            e = e.note("data files already written for this ingest are unreferenced garbage until collected");
+        }
+        if self.target.as_ref().is_some_and(|t| t.created) {
+            e = e.note(format!("the dataset at {} was created (empty version 1) before the failure", self.location));
+        }
+        e
+    }
+
+    fn finish(mut self, message: &str, format: &str, ignored: usize) -> CliResult<Exit> {
+        if let Err(e) = self.flush() {
+            return Err(self.abort_notes(e));
+        }
+        let seconds_decode = self.progress.seconds();
+        let Some(t) = self.target.take() else {
+            if self.skipped.is_empty() {
+                return Err(CliError::not_found("no samples in the inputs; nothing committed"));
+            }
+            return Err(CliError::data(format!("all {} inputs were bad; nothing committed", self.skipped.len())));
+        };
+        let first_new = t.base.manifest().next_fragment_id;
+        let new = t.writer.commit(message).map_err(|e| self.abort_notes(e.into()))?;
+        let stored: u64 = new
+            .fragments()
+            .iter()
+            .filter(|f| f.fragment.id >= first_new)
+            .flat_map(|f| f.fragment.files.iter())
+            .map(|f| f.size)
+            .sum();
+        let seconds = self.progress.seconds().max(seconds_decode).max(1e-9);
+        let skipped: Vec<serde_json::Value> =
+            self.skipped.iter().map(|b| serde_json::json!({"input": b.origin, "error": b.reason})).collect();
+        if self.ctx.json {
+            emit_json(&serde_json::json!({
+                "dataset": self.location, "branch": new.branch(), "version": new.version(), "created": t.created,
+                "format": format, "rows": self.rows, "images": self.images, "bytes_raw": self.raw_bytes,
+                "bytes_stored": stored, "bytes_input": self.input_bytes, "seconds": seconds,
+                "rows_per_sec": self.rows as f64 / seconds, "images_per_sec": self.images as f64 / seconds,
+                "skipped": skipped, "ignored_files": ignored,
+            }));
+        } else {
+            let mut s = format!(
+                "ingested {} rows{} into {} as {}@{} ({}) in {seconds:.2} s\n",
+                self.rows,
+                if self.images > 0 { format!(" ({} images)", self.images) } else { String::new() },
+                self.location,
+                new.branch(),
+                new.version(),
+                if t.created { "new dataset" } else { "appended" },
+            );
+            let ratio = if stored > 0 { self.raw_bytes as f64 / stored as f64 } else { 0.0 };
+            s += &format!(
+                "  bytes: raw {}, stored {} (ratio {ratio:.2}), input {}\n",
+                fmt_bytes(self.raw_bytes),
+                fmt_bytes(stored),
+                fmt_bytes(self.input_bytes)
+            );
+            s += &format!("  rate: {:.0} rows/s", self.rows as f64 / seconds);
+            if self.images > 0 {
+                s += &format!(", {:.0} images/s", self.images as f64 / seconds);
+            }
+            s += &format!(", {:.1} MB/s input\n", self.input_bytes as f64 / seconds / 1e6);
+            if ignored > 0 {
+                s += &format!("  ignored {ignored} files that are not images\n");
+            }
+            if !self.skipped.is_empty() {
+                s += &format!("  skipped {} bad inputs:\n", self.skipped.len());
+                for b in &self.skipped {
+                    s += &format!("    {}: {}\n", b.origin, b.reason);
+                }
+            }
+            emit(&s);
+        }
+        Ok(Exit::Ok)
+    }
+}
+
+/// Checks that the input's columns can be appended to the dataset's schema.
+fn check_columns(schema: &Schema, cols: &[Column]) -> CliResult<()> {
+    let extra: Vec<&str> =
+        cols.iter().filter(|c| schema.column(&c.name).is_none()).map(|c| c.name.as_str()).collect();
+    let missing: Vec<&str> = schema
+        .columns
+        .iter()
+        .filter(|c| !c.nullable && !cols.iter().any(|x| x.name == c.name))
+        .map(|c| c.name.as_str())
+        .collect();
+    if !extra.is_empty() || !missing.is_empty() {
+        let have: Vec<&str> = schema.columns.iter().map(|c| c.name.as_str()).collect();
+        return Err(CliError::usage(format!(
+            "the inputs do not match the dataset's columns {have:?}: extra {extra:?}, missing {missing:?}"
+        )));
+    }
+    for c in cols {
+        if let Some(s) = schema.column(&c.name)
+            && !input::sidecar_fits(c, s)
+        {
+            return Err(CliError::usage(format!(
+                "column {:?}: input is {} {}, the dataset has {} {}",
+                c.name,
+                c.dtype,
+                super::fmt_shape(&c.shape),
+                s.dtype,
+                super::fmt_shape(&s.shape)
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// A row's encoding: `None` for null, else full shape and little-endian bytes.
+type Row = Option<(Vec<u64>, Vec<u8>)>;
+
+/// Turns samples into column buffers for the schema, validating each sample completely
+/// before any of its values is added (a bad sample leaves the buffers untouched).
+struct Assembler {
+    columns: Vec<Column>,
+    builders: Vec<ColumnData>,
+    index: HashMap<String, usize>,
+    class_ids: Vec<Option<HashMap<String, i64>>>,
+    rows: usize,
+    bytes: u64,
+}
+
+impl Assembler {
+    fn new(schema: &Schema) -> Self {
+        let columns = schema.columns.clone();
+        let builders = columns.iter().map(ColumnData::for_column).collect();
+        let index = columns.iter().enumerate().map(|(i, c)| (c.name.clone(), i)).collect();
+        let class_ids = columns
+            .iter()
+            .map(|c| match &c.kind {
+                Kind::ClassLabel { names } => {
+                    Some(names.iter().enumerate().map(|(i, n)| (n.clone(), i as i64)).collect())
+                }
+                _ => None,
+            })
+            .collect();
+        Self { columns, builders, index, class_ids, rows: 0, bytes: 0 }
+    }
+
+    /// Adds a sample; returns how many image values it held.
+    fn push(&mut self, sample: Sample) -> Result<u64, String> {
+        let mut rows: Vec<Option<Row>> = vec![None; self.columns.len()];
+        let mut images = 0;
+        for (name, v) in sample.fields {
+            let Some(&i) = self.index.get(&name) else {
+                return Err(format!("field {name:?} is not a column of the dataset"));
+            };
+            if rows[i].is_some() {
+                return Err(format!("field {name:?} appears twice"));
+            }
+            images += u64::from(matches!(v, Value::Image(_)));
+            let row = encode(&self.columns[i], v, self.class_ids[i].as_ref()).map_err(|e| format!("column {name:?}: {e}"))?;
+            if let Some((shape, _)) = &row {
+                check_shape(&self.columns[i], shape).map_err(|e| format!("column {name:?}: {e}"))?;
+            }
+            rows[i] = Some(row);
+        }
+        for (c, r) in self.columns.iter().zip(&rows) {
+            if r.is_none() && !c.nullable {
+                return Err(format!("missing field {:?}", c.name));
+            }
+        }
+        for (i, r) in rows.into_iter().enumerate() {
+            match r.flatten() {
+                Some((shape, bytes)) => {
+                    self.bytes += bytes.len() as u64;
+                    self.builders[i].push_row(&shape, &bytes).map_err(|e| e.to_string())?;
+                }
+                None => self.builders[i].push_null().map_err(|e| e.to_string())?,
+            }
+        }
+        self.rows += 1;
+        Ok(images)
+    }
+
+    /// The buffered rows as a batch, and their raw bytes.
+    fn take_batch(&mut self) -> CliResult<(Batch, u64)> {
+        let mut batch = Batch::new();
+        let mut raw = 0;
+        for (c, b) in self.columns.iter().zip(self.builders.iter_mut()) {
+            let data = std::mem::replace(b, ColumnData::for_column(c));
+            raw += data.values().len() as u64;
+            batch.push(c.name.clone(), data)?;
+        }
+        self.rows = 0;
+        self.bytes = 0;
+        Ok((batch, raw))
+    }
+}
+
+/// Checks a row shape against a column: rank, fixed dims.
+fn check_shape(c: &Column, shape: &[u64]) -> Result<(), String> {
+    if c.dtype.is_variable() {
+        return if shape.len() == 1 { Ok(()) } else { Err("expected a string".into()) };
+    }
+    if shape.len() != c.shape.len() {
+        return Err(format!("value has shape {shape:?}, column has {}", super::fmt_shape(&c.shape)));
+    }
+    for (d, &s) in c.shape.iter().zip(shape) {
+        if let Dim::Fixed(f) = d
+            && *f != s
+        {
+            return Err(format!("value has shape {shape:?}, column has {}", super::fmt_shape(&c.shape)));
+        }
+    }
+    Ok(())
+}
+
+/// Encodes a value for a column (dtype conversions, class names, JSON checks).
+fn encode(c: &Column, v: Value, class_ids: Option<&HashMap<String, i64>>) -> Result<Row, String> {
+    let scalar = |bytes: Vec<u8>| Ok(Some((Vec::new(), bytes)));
+    match v {
+        Value::Null => {
+            if c.nullable {
+                Ok(None)
+            } else {
+                Err("null in a non-nullable column".into())
+            }
+        }
+        Value::Image(img) => {
+            if c.dtype != DType::U8 {
+                return Err(format!("an 8-bit image cannot go in a {} column", c.dtype));
+            }
+            let (h, w, ch) = (u64::from(img.height), u64::from(img.width), u64::from(img.channels));
+            let shape = if c.shape.len() == 2 && ch == 1 { vec![h, w] } else { vec![h, w, ch] };
+            Ok(Some((shape, img.pixels)))
+        }
+        Value::Tensor { dtype, shape, bytes } => {
+            if c.dtype.is_variable() {
+                if dtype != DType::U8 || shape.len() != 1 {
+                    return Err(format!("a {dtype} array of rank {} cannot be a {} value", shape.len(), c.dtype));
+                }
+                if c.dtype == DType::Utf8 {
+                    check_text(c, &bytes)?;
+                }
+                return Ok(Some((shape, bytes)));
+            }
+            if dtype == c.dtype || (c.dtype == DType::Bf16 && dtype == DType::U16) {
+                if dtype == DType::Bool && bytes.iter().any(|&b| b > 1) {
+                    return Err("bool elements must be 0 or 1".into());
+                }
+                if let Some(ids) = class_ids {
+                    check_ids(c.dtype, &bytes, ids.len())?;
+                }
+                Ok(Some((shape, bytes)))
+            } else if shape.is_empty() && c.shape.is_empty() && dtype.is_integer() && c.dtype.is_integer() {
+                let x = int_of(dtype, &bytes).ok_or("bad integer")?;
+                scalar(int_bytes(c, x, class_ids)?)
+            } else {
+                Err(format!("array dtype {dtype} differs from the column's {}", c.dtype))
+            }
+        }
+        Value::Class { index, names } => {
+            let name = names.get(index).ok_or("class index out of range")?;
+            let id = match class_ids {
+                Some(ids) => *ids.get(name).ok_or_else(|| format!("class {name:?} is not in the column's class names"))?,
+                None => index as i64,
+            };
+            scalar(int_bytes(c, id, None)?)
+        }
+        Value::Int(x) => {
+            if c.dtype.is_float() {
+                scalar(float_bytes(c.dtype, x as f64)?)
+            } else {
+                scalar(int_bytes(c, x, class_ids)?)
+            }
+        }
+        Value::Float(x) => scalar(float_bytes(c.dtype, x)?),
+        Value::Bool(b) => {
+            if c.dtype == DType::Bool {
+                scalar(vec![u8::from(b)])
+            } else {
+                Err(format!("a bool cannot go in a {} column", c.dtype))
+            }
+        }
+        Value::Text(s) | Value::Json(s) => {
+            if !c.dtype.is_variable() {
+                return Err(format!("text cannot go in a {} column", c.dtype));
+            }
+            check_text(c, s.as_bytes())?;
+            let bytes = s.into_bytes();
+            Ok(Some((vec![bytes.len() as u64], bytes)))
+        }
+        Value::Bytes(b) => {
+            if !c.dtype.is_variable() {
+                return Err(format!("bytes cannot go in a {} column", c.dtype));
+            }
+            if c.dtype == DType::Utf8 {
+                check_text(c, &b)?;
+            }
+            Ok(Some((vec![b.len() as u64], b)))
+        }
+    }
+}
+
+/// UTF-8 for utf8 columns; valid JSON for json columns.
+fn check_text(c: &Column, bytes: &[u8]) -> Result<(), String> {
+    let s = std::str::from_utf8(bytes).map_err(|_| "text is not UTF-8".to_string())?;
+    if c.kind == Kind::Json {
+        serde_json::from_str::<serde_json::Value>(s).map_err(|e| format!("invalid JSON: {e}"))?;
+    }
+    Ok(())
+}
+
+/// Class ids of a little-endian integer array must index the names.
+fn check_ids(dtype: DType, bytes: &[u8], n: usize) -> Result<(), String> {
+    for e in bytes.chunks_exact(dtype.item_size()) {
+        match int_of(dtype, e) {
+            Some(x) if x >= 0 && (x as u64) < n as u64 => {}
+            other => return Err(format!("class id {other:?} is not below {n}")),
+        }
+    }
+    Ok(())
+}
+
+/// The value of one little-endian integer element (None beyond i64).
+fn int_of(dtype: DType, e: &[u8]) -> Option<i64> {
+    let mut b = [0u8; 8];
+    let n = dtype.item_size();
+    b[..n].copy_from_slice(e.get(..n)?);
+    Some(match dtype {
+        DType::I8 => i64::from(i8::from_le_bytes([b[0]])),
+        DType::I16 => i64::from(i16::from_le_bytes([b[0], b[1]])),
+        DType::I32 => i64::from(i32::from_le_bytes([b[0], b[1], b[2], b[3]])),
+        DType::I64 => i64::from_le_bytes(b),
+        DType::U64 => i64::try_from(u64::from_le_bytes(b)).ok()?,
+        _ => u64::from_le_bytes(b) as i64,
+    })
+}
+
+/// An integer in the column's dtype, range-checked (and against class names).
+fn int_bytes(c: &Column, x: i64, class_ids: Option<&HashMap<String, i64>>) -> Result<Vec<u8>, String> {
+    if let Some(ids) = class_ids
+        && !(0..ids.len() as i64).contains(&x)
+    {
+        return Err(format!("class id {x} is not below {}", ids.len()));
+    }
+    let range = || format!("{x} does not fit {}", c.dtype);
+    Ok(match c.dtype {
+        DType::I64 => x.to_le_bytes().to_vec(),
+        DType::I32 => i32::try_from(x).map_err(|_| range())?.to_le_bytes().to_vec(),
+        DType::I16 => i16::try_from(x).map_err(|_| range())?.to_le_bytes().to_vec(),
+        DType::I8 => i8::try_from(x).map_err(|_| range())?.to_le_bytes().to_vec(),
+        DType::U64 => u64::try_from(x).map_err(|_| range())?.to_le_bytes().to_vec(),
+        DType::U32 => u32::try_from(x).map_err(|_| range())?.to_le_bytes().to_vec(),
+        DType::U16 => u16::try_from(x).map_err(|_| range())?.to_le_bytes().to_vec(),
+        DType::U8 => u8::try_from(x).map_err(|_| range())?.to_le_bytes().to_vec(),
+        other => return Err(format!("an integer cannot go in a {other} column")),
+    })
+}
+
+/// A float in the column's dtype.
+fn float_bytes(dtype: DType, x: f64) -> Result<Vec<u8>, String> {
+    Ok(match dtype {
+        DType::F64 => x.to_le_bytes().to_vec(),
+        DType::F32 => (x as f32).to_le_bytes().to_vec(),
+        DType::F16 => half::f16::from_f64(x).to_le_bytes().to_vec(),
+        DType::Bf16 => half::bf16::from_f64(x).to_le_bytes().to_vec(),
+        other => return Err(format!("a float cannot go in a {other} column")),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn option_parsing() {
+        assert_eq!(parse_image_size("224").unwrap(), (224, 224));
+        assert_eq!(parse_image_size("224x160").unwrap(), (224, 160));
+        assert!(parse_image_size("0").is_err());
+        assert!(parse_image_size("big").is_err());
+        assert_eq!(parse_codec("zstd:7"), Ok(Compression::Zstd { level: 7 }));
+        assert!(parse_codec("zstd:99").is_err());
+        let c = parse_compress(&["image=lz4".into(), "*=none".into()]).unwrap();
+        assert_eq!(c, vec![("image".into(), Compression::Lz4), ("*".into(), Compression::None)]);
+        assert!(parse_compress(&["image".into()]).is_err());
+    }
+
+    #[test]
+    fn assembler_validates_whole_samples() {
+        let schema = Schema::new([
+            Column::new("x", DType::F32, &[Dim::Fixed(2)]),
+            Column::new("n", DType::I32, &[]).nullable(),
+        ])
+        .unwrap();
+        let mut a = Assembler::new(&schema);
+        let t = |v: [f32; 2]| Value::Tensor {
+            dtype: DType::F32,
+            shape: vec![2],
+            bytes: v.iter().flat_map(|f| f.to_le_bytes()).collect(),
+        };
+        let s = |fields| Sample { origin: "s".into(), fields, input_bytes: 0 };
+        a.push(s(vec![("x".into(), t([1.0, 2.0])), ("n".into(), Value::Int(3))])).unwrap();
+        a.push(s(vec![("x".into(), t([1.0, 2.0]))])).unwrap();
+        // Wrong shape, out of range, unknown field: rejected without touching the buffers.
+        let bad = Value::Tensor { dtype: DType::F32, shape: vec![1], bytes: vec![0; 4] };
+        assert!(a.push(s(vec![("n".into(), Value::Int(1)), ("x".into(), bad)])).is_err());
+        assert!(a.push(s(vec![("x".into(), t([0.0, 0.0])), ("n".into(), Value::Int(1 << 40))])).is_err());
+        assert!(a.push(s(vec![("y".into(), Value::Int(1))])).is_err());
+        let (batch, _) = a.take_batch().unwrap();
+        assert_eq!(batch.num_rows(), 2);
+        assert!(!batch.get("n").unwrap().is_valid(1));
+    }
+}

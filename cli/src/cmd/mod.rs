@@ -1,0 +1,256 @@
+//! The subcommands, and what they share: dataset selection, version selection, output and
+//! formatting helpers.
+
+pub(crate) mod diff;
+pub(crate) mod export;
+pub(crate) mod info;
+pub(crate) mod ingest;
+pub(crate) mod log;
+pub(crate) mod refs;
+pub(crate) mod show;
+pub(crate) mod verify;
+
+use std::io::Write;
+use std::path::Path;
+
+use tessera::{At, Compression, Dataset, Dim, ImageLayout, Kind, Limits, Store};
+
+use crate::error::{CliError, CliResult};
+
+/// Options every command sees.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Ctx {
+    /// Print JSON instead of text.
+    pub(crate) json: bool,
+    /// No progress bars or informational messages.
+    pub(crate) quiet: bool,
+}
+
+impl Ctx {
+    /// Prints an informational line on stderr unless quiet.
+    pub(crate) fn info(&self, line: &str) {
+        if !self.quiet {
+            eprintln!("{line}");
+        }
+    }
+}
+
+/// The `--dataset/-d` flag (each command also takes the dataset positionally).
+#[derive(clap::Args, Debug, Default)]
+pub(crate) struct DatasetFlag {
+    /// Dataset location: a local path or a store URL (file://, s3://, gs://, az://, https://).
+    #[arg(short = 'd', long = "dataset", value_name = "DATASET")]
+    pub(crate) dataset: Option<String>,
+}
+
+impl DatasetFlag {
+    /// The dataset location from the flag or the positional argument (exactly one).
+    ///
+    /// # Errors
+    /// Usage error when neither or both (different) are given.
+    pub(crate) fn location(&self, positional: Option<&str>) -> CliResult<String> {
+        match (self.dataset.as_deref(), positional) {
+            (Some(a), Some(b)) if a != b => {
+                Err(CliError::usage(format!("two datasets given: --dataset {a:?} and {b:?}")))
+            }
+            (Some(a), _) | (None, Some(a)) => Ok(a.to_string()),
+            (None, None) => Err(CliError::usage("no dataset given (pass it positionally or with --dataset/-d)")),
+        }
+    }
+}
+
+/// Which version to open: `--version`, `--branch`, `--tag`.
+#[derive(clap::Args, Debug, Default, Clone)]
+pub(crate) struct AtArgs {
+    /// Version number (of main, or of --branch).
+    #[arg(long, value_name = "N")]
+    pub(crate) version: Option<u64>,
+    /// Branch: its latest version, or version --version of it.
+    #[arg(long, value_name = "BRANCH")]
+    pub(crate) branch: Option<String>,
+    /// Tag naming the version.
+    #[arg(long, value_name = "TAG", conflicts_with_all = ["version", "branch"])]
+    pub(crate) tag: Option<String>,
+}
+
+impl AtArgs {
+    /// The reference crate's selector (tags are handled by [`open_version`]).
+    pub(crate) fn at(&self) -> At {
+        match (&self.tag, &self.branch, self.version) {
+            (Some(t), _, _) => At::Tag(t.clone()),
+            (None, Some(b), Some(v)) => At::BranchVersion(b.clone(), v),
+            (None, Some(b), None) => At::Branch(b.clone()),
+            (None, None, Some(v)) => At::Version(v),
+            (None, None, None) => At::Latest,
+        }
+    }
+}
+
+/// Opens a store for reading. Local paths must exist: `Store::open` would create a missing
+/// directory, which a typo in a read-only command should not do.
+///
+/// # Errors
+/// Not found for a missing local path; the store's own errors.
+pub(crate) fn open_store(location: &str) -> CliResult<Store> {
+    if !location.contains("://") && !Path::new(location).exists() {
+        return Err(CliError::not_found(format!("no dataset at {location} (path does not exist)")));
+    }
+    Ok(Store::open(location)?)
+}
+
+/// Opens the selected version, checking a tag's recorded manifest CRC.
+///
+/// # Errors
+/// Not found for a missing dataset/version/branch/tag; validation errors (data faults).
+pub(crate) fn open_version(store: &Store, at: &At) -> CliResult<Dataset> {
+    let r = match at {
+        At::Tag(t) => Dataset::open_tag(store, t, Limits::default()),
+        other => Dataset::open_at(store, other, Limits::default()),
+    };
+    r.map_err(|e| {
+        let is_missing = e.class() == tessera::ErrorClass::NotFound;
+        let err = CliError::from(e);
+        if is_missing && matches!(at, At::Latest) {
+            CliError::not_found(format!("no dataset at {} ({})", store.url(), err.message))
+        } else {
+            err
+        }
+    })
+}
+
+/// Opens the dataset a command names at the version it selects.
+///
+/// # Errors
+/// As [`open_store`] and [`open_version`].
+pub(crate) fn open(flag: &DatasetFlag, positional: Option<&str>, at: &AtArgs) -> CliResult<Dataset> {
+    let location = flag.location(positional)?;
+    let store = open_store(&location)?;
+    open_version(&store, &at.at())
+}
+
+/// Writes text to stdout, ignoring a closed pipe (`tessera log | head`).
+pub(crate) fn emit(text: &str) {
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(text.as_bytes());
+    if !text.ends_with('\n') {
+        let _ = out.write_all(b"\n");
+    }
+    let _ = out.flush();
+}
+
+/// Writes a JSON value to stdout (pretty-printed).
+pub(crate) fn emit_json(v: &serde_json::Value) {
+    emit(&serde_json::to_string_pretty(v).unwrap_or_else(|_| v.to_string()));
+}
+
+/// "12.3 MiB" style sizes.
+pub(crate) fn fmt_bytes(n: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = n as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 { format!("{n} B") } else { format!("{v:.1} {}", UNITS[u]) }
+}
+
+/// A shape as `[224, 224, 3]`, ragged dims as `?`; `utf8`/`bytes` columns show `[]`.
+pub(crate) fn fmt_shape(shape: &[Dim]) -> String {
+    let dims: Vec<String> = shape
+        .iter()
+        .map(|d| match d {
+            Dim::Fixed(n) => n.to_string(),
+            Dim::Ragged => "?".to_string(),
+        })
+        .collect();
+    format!("[{}]", dims.join(", "))
+}
+
+/// A kind with its parameters, e.g. `image(hwc)` or `class_label(3: cat, dog, …)`.
+pub(crate) fn fmt_kind(kind: &Kind) -> String {
+    match kind {
+        Kind::Image { layout } => {
+            let l = match layout {
+                ImageLayout::Hwc => "hwc",
+                ImageLayout::Chw => "chw",
+                ImageLayout::Hw => "hw",
+            };
+            format!("image({l})")
+        }
+        Kind::ClassLabel { names } => {
+            let shown: Vec<&str> = names.iter().take(5).map(String::as_str).collect();
+            let more = if names.len() > 5 { ", …" } else { "" };
+            format!("class_label({}: {}{more})", names.len(), shown.join(", "))
+        }
+        Kind::Audio { sample_rate } => format!("audio({sample_rate} Hz)"),
+        Kind::Video { fps_milli } => format!("video({}.{:03} fps)", fps_milli / 1000, fps_milli % 1000),
+        Kind::Tokens { vocab_size: Some(v) } => format!("tokens(vocab {v})"),
+        other => other.name().to_string(),
+    }
+}
+
+/// `none`, `lz4`, `zstd:3`.
+pub(crate) fn fmt_compression(c: Compression) -> String {
+    match c {
+        Compression::None => "none".into(),
+        Compression::Lz4 => "lz4".into(),
+        Compression::Zstd { level } => format!("zstd:{level}"),
+    }
+}
+
+/// A Unix-ms timestamp as `2024-05-01 12:34:56Z` (UTC).
+pub(crate) fn fmt_time(ms: u64) -> String {
+    let secs = ms / 1000;
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60)
+}
+
+/// Parses sizes like `64M`, `512K`, `1G`, `1000` (bytes; binary multiples).
+pub(crate) fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let (num, mult) = match t.char_indices().last() {
+        Some((i, c)) if c.is_ascii_alphabetic() => {
+            let m: u64 = match c.to_ascii_uppercase() {
+                'K' => 1 << 10,
+                'M' => 1 << 20,
+                'G' => 1 << 30,
+                'B' => 1,
+                _ => return Err(format!("bad size {s:?} (use e.g. 64M, 512K, 1G)")),
+            };
+            (&t[..i], m)
+        }
+        _ => (t, 1),
+    };
+    let n: u64 = num.trim().parse().map_err(|_| format!("bad size {s:?} (use e.g. 64M, 512K, 1G)"))?;
+    n.checked_mul(mult).filter(|&v| v > 0).ok_or_else(|| format!("bad size {s:?}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formats() {
+        assert_eq!(fmt_time(0), "1970-01-01 00:00:00Z");
+        assert_eq!(fmt_time(1_700_000_000_000), "2023-11-14 22:13:20Z");
+        assert_eq!(fmt_time(951_782_400_000), "2000-02-29 00:00:00Z");
+        assert_eq!(parse_size("64M"), Ok(64 << 20));
+        assert_eq!(parse_size("1000"), Ok(1000));
+        assert!(parse_size("12X").is_err());
+        assert!(parse_size("0").is_err());
+        assert_eq!(fmt_bytes(1536), "1.5 KiB");
+        assert_eq!(fmt_shape(&[Dim::Ragged, Dim::Fixed(3)]), "[?, 3]");
+    }
+}

@@ -1,0 +1,146 @@
+//! `tessera tag` and `tessera branch`: name a version, fork a branch, list them.
+
+use serde_json::json;
+use tessera::{At, Dataset, Limits, WriteOptions};
+
+use super::{Ctx, DatasetFlag, emit, emit_json, open_store, open_version};
+use crate::error::{CliError, CliResult, Exit};
+
+/// Arguments of `tessera tag`.
+#[derive(clap::Args, Debug)]
+pub(crate) struct TagArgs {
+    /// The new tag's name (1..=64 of [A-Za-z0-9._-]).
+    #[arg(value_name = "NAME", required_unless_present = "list")]
+    name: Option<String>,
+    /// Dataset path or URL (or --dataset).
+    #[arg(value_name = "DATASET")]
+    dataset: Option<String>,
+    #[command(flatten)]
+    ds: DatasetFlag,
+    /// Version to tag (default: the latest of --branch).
+    #[arg(long, value_name = "N")]
+    version: Option<u64>,
+    /// Branch of --version (default main).
+    #[arg(long, value_name = "BRANCH")]
+    branch: Option<String>,
+    /// Tag message.
+    #[arg(short, long, default_value = "")]
+    message: String,
+    /// List the tags and the versions they name instead.
+    #[arg(long, conflicts_with_all = ["version", "branch", "message"])]
+    list: bool,
+}
+
+/// Arguments of `tessera branch`.
+#[derive(clap::Args, Debug)]
+pub(crate) struct BranchArgs {
+    /// The new branch's name (1..=64 of [A-Za-z0-9._-]).
+    #[arg(value_name = "NAME", required_unless_present = "list")]
+    name: Option<String>,
+    /// Dataset path or URL (or --dataset).
+    #[arg(value_name = "DATASET")]
+    dataset: Option<String>,
+    #[command(flatten)]
+    ds: DatasetFlag,
+    /// Version to branch from (default: the latest of --from-branch).
+    #[arg(long, value_name = "N")]
+    from_version: Option<u64>,
+    /// Branch to branch from (default main).
+    #[arg(long, value_name = "BRANCH")]
+    from_branch: Option<String>,
+    /// Tag to branch from.
+    #[arg(long, value_name = "TAG", conflicts_with_all = ["from_version", "from_branch"])]
+    from_tag: Option<String>,
+    /// List the branches and their latest versions instead.
+    #[arg(long, conflicts_with_all = ["from_version", "from_branch", "from_tag"])]
+    list: bool,
+}
+
+/// With `--list`, a lone positional is the dataset, not a name.
+fn list_location(ds: &DatasetFlag, name: Option<&str>, dataset: Option<&str>) -> CliResult<String> {
+    match (name, dataset) {
+        (Some(_), Some(_)) => Err(CliError::usage("--list takes no name")),
+        (n, d) => ds.location(d.or(n)),
+    }
+}
+
+fn at(branch: Option<&String>, version: Option<u64>) -> At {
+    match (branch, version) {
+        (Some(b), Some(v)) => At::BranchVersion(b.clone(), v),
+        (Some(b), None) => At::Branch(b.clone()),
+        (None, Some(v)) => At::Version(v),
+        (None, None) => At::Latest,
+    }
+}
+
+/// Runs `tessera tag`.
+///
+/// # Errors
+/// Not found for the version; conflict if the tag exists; usage for a bad name.
+pub(crate) fn run_tag(ctx: &Ctx, args: TagArgs) -> CliResult<Exit> {
+    if args.list {
+        let store = open_store(&list_location(&args.ds, args.name.as_deref(), args.dataset.as_deref())?)?;
+        let ds = open_version(&store, &At::Latest)?;
+        let mut out = Vec::new();
+        for t in ds.tags()? {
+            let target = Dataset::open_tag(&store, &t, Limits::default())?;
+            out.push((t, target.branch().to_string(), target.version()));
+        }
+        if ctx.json {
+            let v: Vec<_> = out.iter().map(|(t, b, v)| json!({"tag": t, "branch": b, "version": v})).collect();
+            emit_json(&json!(v));
+        } else {
+            emit(&out.iter().map(|(t, b, v)| format!("{t}  {b}@{v}\n")).collect::<String>());
+        }
+        return Ok(Exit::Ok);
+    }
+    let name = args.name.unwrap_or_default();
+    let store = open_store(&args.ds.location(args.dataset.as_deref())?)?;
+    let ds = open_version(&store, &at(args.branch.as_ref(), args.version))?;
+    ds.create_tag(&name, &args.message, &WriteOptions::default())?;
+    if ctx.json {
+        emit_json(&json!({"tag": name, "branch": ds.branch(), "version": ds.version()}));
+    } else {
+        emit(&format!("tagged {}@{} as {name}", ds.branch(), ds.version()));
+    }
+    Ok(Exit::Ok)
+}
+
+/// Runs `tessera branch`.
+///
+/// # Errors
+/// Not found for the source version; conflict if the branch exists; usage for a bad name.
+pub(crate) fn run_branch(ctx: &Ctx, args: BranchArgs) -> CliResult<Exit> {
+    if args.list {
+        let store = open_store(&list_location(&args.ds, args.name.as_deref(), args.dataset.as_deref())?)?;
+        let ds = open_version(&store, &At::Latest)?;
+        let mut out = Vec::new();
+        for b in ds.branches()? {
+            let v = tessera::dataset::latest_version(&store, &b)?;
+            out.push((b, v));
+        }
+        if ctx.json {
+            let v: Vec<_> = out.iter().map(|(b, v)| json!({"branch": b, "version": v})).collect();
+            emit_json(&json!(v));
+        } else {
+            emit(&out.iter().map(|(b, v)| format!("{b}  {b}@{v}\n")).collect::<String>());
+        }
+        return Ok(Exit::Ok);
+    }
+    let name = args.name.unwrap_or_default();
+    let store = open_store(&args.ds.location(args.dataset.as_deref())?)?;
+    let source = match &args.from_tag {
+        Some(t) => At::Tag(t.clone()),
+        None => at(args.from_branch.as_ref(), args.from_version),
+    };
+    let ds = open_version(&store, &source)?;
+    let new = ds.create_branch(&name, &WriteOptions::default())?;
+    if ctx.json {
+        emit_json(&json!({
+            "branch": new.branch(), "version": new.version(), "from": format!("{}@{}", ds.branch(), ds.version()),
+        }));
+    } else {
+        emit(&format!("created branch {name} at {}@{} (as {name}@{})", ds.branch(), ds.version(), new.version()));
+    }
+    Ok(Exit::Ok)
+}

@@ -1,0 +1,167 @@
+//! Writes one case directory and checks the reference's behaviour on it.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use tessera::{At, Dataset, Limits, Store};
+
+use super::{Result, Summary, bail};
+use crate::canonical_json;
+use crate::case::{Args, CaseClass, CaseMeta, Expect, Operation, SPEC_VERSION};
+use crate::reference_impl::{self, Outcome};
+
+/// The provenance every generated case records.
+pub const PROVENANCE: &str = "gen:tessera-fixtures";
+
+/// What a case is: its id, the requirements it exercises, one sentence about it, and the
+/// version it reads.
+#[derive(Clone, Debug)]
+pub(crate) struct Spec<'a> {
+    /// `<prefix>-<area>-<NNNN>-<slug>`.
+    pub(crate) id: &'a str,
+    /// Requirement ids.
+    pub(crate) reqs: &'a [&'a str],
+    /// What the input is (and for rejects, its fault).
+    pub(crate) description: &'a str,
+    /// Which version to read.
+    pub(crate) args: Option<Args>,
+}
+
+impl<'a> Spec<'a> {
+    /// A case reading the latest version of `main`.
+    pub(crate) fn new(id: &'a str, reqs: &'a [&'a str], description: &'a str) -> Self {
+        Self { id, reqs, description, args: None }
+    }
+
+    /// The same case reading the version `args` name.
+    pub(crate) fn with_args(mut self, args: Args) -> Self {
+        self.args = Some(args);
+        self
+    }
+}
+
+/// Writes cases under a `cases/` directory and counts them.
+#[derive(Debug)]
+pub(crate) struct Emitter {
+    root: PathBuf,
+    counts: BTreeMap<(CaseClass, String), usize>,
+    ids: BTreeSet<String>,
+}
+
+impl Emitter {
+    /// An emitter writing under `root` (the `cases/` directory).
+    pub(crate) fn new(root: &Path) -> Self {
+        Self { root: root.to_path_buf(), counts: BTreeMap::new(), ids: BTreeSet::new() }
+    }
+
+    /// The counts of what was written.
+    pub(crate) fn finish(self) -> Summary {
+        Summary { counts: self.counts }
+    }
+
+    /// Builds a valid case: `build` writes the dataset into the given `input/` directory; the
+    /// reference must read it (and verify it), and its dump becomes `expected.json`.
+    pub(crate) fn valid(&mut self, spec: Spec<'_>, build: impl FnOnce(&Path) -> Result<()>) -> Result<()> {
+        let (dir, input) = self.start(&spec, CaseClass::Valid, build)?;
+        let dump = match reference_impl::read(&input, spec.args.as_ref()) {
+            Outcome::Accepted(v) => v,
+            other => bail!("valid case {}: {}", spec.id, other.summary()),
+        };
+        verify(&input, spec.args.as_ref())
+            .map_err(|e| super::GenError(format!("valid case {}: verify: {e}", spec.id)))?;
+        std::fs::write(dir.join("expected.json"), canonical_json::to_string_pretty(&dump))?;
+        write_meta(&dir, spec, CaseClass::Valid, Vec::new(), None)
+    }
+
+    /// Builds a must-reject (or unsupported) case: the reference must fail with `class` and a
+    /// message containing `hint`, which shows the fault it trips over is the intended one.
+    pub(crate) fn reject(
+        &mut self,
+        spec: Spec<'_>,
+        class: &str,
+        hint: &str,
+        build: impl FnOnce(&Path) -> Result<()>,
+    ) -> Result<()> {
+        let case_class = if class == "unsupported" { CaseClass::Unsupported } else { CaseClass::Reject };
+        let (dir, input) = self.start(&spec, case_class, build)?;
+        match reference_impl::read(&input, spec.args.as_ref()) {
+            Outcome::Rejected { class: got, message } if got == class && message.contains(hint) => {}
+            other => bail!("reject case {}: expected [{class}] with {hint:?}, got {}", spec.id, other.summary()),
+        }
+        write_meta(&dir, spec, case_class, vec![class.to_string()], Some(hint.to_string()))
+    }
+
+    /// Creates the case directory and runs `build` on its `input/`.
+    fn start(
+        &mut self,
+        spec: &Spec<'_>,
+        class: CaseClass,
+        build: impl FnOnce(&Path) -> Result<()>,
+    ) -> Result<(PathBuf, PathBuf)> {
+        let Some((prefix, area)) = spec.id.split('-').next().zip(spec.id.split('-').nth(1)) else {
+            bail!("bad case id {:?}", spec.id)
+        };
+        if prefix != class.prefix() {
+            bail!("case {}: prefix {prefix:?} does not fit class {class}", spec.id);
+        }
+        if !self.ids.insert(spec.id.to_string()) {
+            bail!("case id {} used twice", spec.id);
+        }
+        let dir = self.root.join(class.dir()).join(area).join(spec.id);
+        let input = dir.join("input");
+        std::fs::create_dir_all(&input)?;
+        build(&input).map_err(|e| super::GenError(format!("case {}: {e}", spec.id)))?;
+        remove_staging_files(&input)?;
+        *self.counts.entry((class, area.to_string())).or_default() += 1;
+        Ok((dir, input))
+    }
+}
+
+/// Writes `case.toml` for a finished case (after checking the metadata round-trips).
+fn write_meta(dir: &Path, spec: Spec<'_>, class: CaseClass, error: Vec<String>, hint: Option<String>) -> Result<()> {
+    let meta = CaseMeta {
+        id: spec.id.to_string(),
+        spec: SPEC_VERSION.to_string(),
+        requirements: spec.reqs.iter().map(ToString::to_string).collect(),
+        expect: if class == CaseClass::Valid { Expect::Accept } else { Expect::Reject },
+        error,
+        operation: Operation::Read,
+        args: spec.args,
+        description: spec.description.to_string(),
+        provenance: PROVENANCE.to_string(),
+        hint,
+    };
+    let area = spec.id.split('-').nth(1).unwrap_or_default();
+    if let Err(e) = meta.validate(class, area, spec.id) {
+        bail!("case {}: bad metadata: {e}", spec.id);
+    }
+    let text = meta.to_toml();
+    if CaseMeta::parse(&text).ok().as_ref() != Some(&meta) {
+        bail!("case {}: case.toml does not round-trip", spec.id);
+    }
+    std::fs::write(dir.join("case.toml"), text)?;
+    Ok(())
+}
+
+/// Runs the reference's full verification (every byte, padding included) on a valid case.
+fn verify(input: &Path, args: Option<&Args>) -> tessera::Result<()> {
+    let store = Store::open(input.to_str().unwrap_or_default())?;
+    let ds = match reference_impl::at_for(args) {
+        At::Tag(t) => Dataset::open_tag(&store, &t, Limits::default())?,
+        at => Dataset::open_at(&store, &at, Limits::default())?,
+    };
+    ds.verify().map(|_| ())
+}
+
+/// Removes temporary files a local object store may leave (`<key>#<n>`), recursively.
+fn remove_staging_files(dir: &Path) -> Result<()> {
+    for entry in std::fs::read_dir(dir)? {
+        let path = entry?.path();
+        if path.is_dir() {
+            remove_staging_files(&path)?;
+        } else if path.file_name().is_some_and(|n| n.to_string_lossy().contains('#')) {
+            std::fs::remove_file(&path)?;
+        }
+    }
+    Ok(())
+}

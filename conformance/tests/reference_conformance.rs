@@ -1,0 +1,59 @@
+//! Runs every fixture against the reference implementation: valid cases must read to their
+//! `expected.json`, reject and unsupported cases must fail with a listed error class. The
+//! reference must also fail for the reason the case's `hint` names (a check that applies to
+//! the reference only: other implementations word their errors their own way).
+
+use tessera_conformance::case::{CaseClass, load_cases};
+use tessera_conformance::compare;
+use tessera_conformance::fixtures_dir;
+use tessera_conformance::reference_impl::{self, Outcome};
+
+#[test]
+fn reference_passes_every_case() {
+    let cases = load_cases(&fixtures_dir().join("cases")).unwrap_or_else(|e| panic!("{e}"));
+    let count = |c: CaseClass| cases.iter().filter(|x| x.class == c).count();
+    let (valid, reject, unsupported) =
+        (count(CaseClass::Valid), count(CaseClass::Reject), count(CaseClass::Unsupported));
+    assert!(valid >= 20, "only {valid} valid cases");
+    assert!(reject + unsupported >= 30, "only {} reject and unsupported cases", reject + unsupported);
+
+    let mut failures = Vec::new();
+    let mut passed = [0usize; 3];
+    for case in &cases {
+        let outcome = reference_impl::read(&case.input(), case.meta.args.as_ref());
+        let problem = match (case.class, &outcome) {
+            (_, Outcome::Crashed(msg)) => Some(format!("CRASH: {msg}")),
+            (CaseClass::Valid, Outcome::Accepted(got)) => match case.expected() {
+                Err(e) => Some(format!("cannot read expected.json: {e}")),
+                Ok(want) => {
+                    let d = compare::diff(&want, got);
+                    (!d.is_empty()).then(|| format!("FAIL_OUTPUT_MISMATCH\n{}", compare::render(&d, 20)))
+                }
+            },
+            (CaseClass::Valid, other) => Some(format!("FAIL_SHOULD_ACCEPT: {}", other.summary())),
+            (_, Outcome::Accepted(_)) => Some("FAIL_SHOULD_REJECT: the read succeeded".into()),
+            (_, Outcome::Rejected { class, message }) => {
+                if case.meta.error.contains(class) {
+                    case.meta
+                        .hint
+                        .as_deref()
+                        .filter(|h| !message.contains(h))
+                        .map(|h| format!("FAIL_WRONG_REASON: the message does not mention {h:?}: {message}"))
+                } else {
+                    Some(format!("FAIL_WRONG_CLASS: expected one of {:?}, got [{class}] {message}", case.meta.error))
+                }
+            }
+        };
+        match problem {
+            None => passed[case.class as usize] += 1,
+            Some(p) => failures.push(format!("{} ({}): {p}", case.meta.id, case.dir.display())),
+        }
+    }
+    let total: usize = passed.iter().sum();
+    println!(
+        "valid: {}/{valid} | reject: {}/{reject} | unsupported: {}/{unsupported}",
+        passed[0], passed[1], passed[2]
+    );
+    println!("{total} passed, {} failed", failures.len());
+    assert!(failures.is_empty(), "{} case(s) failed:\n{}", failures.len(), failures.join("\n"));
+}

@@ -1,0 +1,2 @@
+#![no_main]
+libfuzzer_sys::fuzz_target!(|input: tessera_fuzz_harness::ArbitraryDataset| tessera_fuzz_harness::roundtrip(&input));

@@ -1,0 +1,405 @@
+//! Batch layout: how each projected column becomes tensors, where each row's bytes go in
+//! the batch buffer, padding of ragged rows, lengths/offsets/validity tensors.
+//!
+//! | column | values tensor | extra tensors |
+//! |---|---|---|
+//! | fixed shape `[d1, …]` | `[B, d1, …]` | `valid: bool [B]` when nullable |
+//! | ragged dims | `[B, max d1, …]`, zero padded | `lengths: i64 [B]` (one ragged dim) or `[B, k]`; `offsets: i64 [B+1]` on request |
+//! | `utf8` / `bytes` | `u8 [B, max len]`, zero padded | `lengths: i64 [B]` |
+//!
+//! Element types map one to one onto torch kinds, except the unsigned types torch lacks:
+//! `u16` widens to `i32`, `u32` to `i64`, and `u64` converts to `i64` (a value above
+//! `i64::MAX` is a data error rather than a silent wrap).
+
+use tch::{Kind, Tensor};
+use tessera::{Column, DType, Dim};
+
+use crate::error::{LoaderError, Result};
+
+#[cfg(target_endian = "big")]
+compile_error!("tessera-loader-tch copies little-endian stored bytes into tensors as is; big-endian hosts are unsupported");
+
+/// How stored elements become tensor elements.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Conversion {
+    /// Same bytes.
+    Copy,
+    /// `u16` → `i32`.
+    U16ToI32,
+    /// `u32` → `i64`.
+    U32ToI64,
+    /// `u64` → `i64`, refusing values above `i64::MAX`.
+    U64ToI64,
+}
+
+/// Extra element checks stored bytes must pass.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Check {
+    None,
+    /// Every byte is 0 or 1.
+    Bool,
+    /// The row is UTF-8.
+    Utf8,
+}
+
+/// How one projected column is laid out in batches.
+#[derive(Clone, Debug)]
+pub(crate) struct ColumnLayout {
+    pub(crate) name: String,
+    pub(crate) column: Column,
+    pub(crate) kind: Kind,
+    pub(crate) conv: Conversion,
+    pub(crate) check: Check,
+    pub(crate) in_item: usize,
+    pub(crate) out_item: usize,
+    /// Per-row dims; `utf8`/`bytes` rows are `[Ragged]` bytes.
+    pub(crate) dims: Vec<Dim>,
+    /// Ragged sizes per row (the data file's shape block width).
+    pub(crate) ragged: usize,
+    pub(crate) nullable: bool,
+    /// Row bytes when no dim is ragged.
+    pub(crate) fixed_row_bytes: Option<u64>,
+}
+
+impl ColumnLayout {
+    pub(crate) fn new(column: &Column) -> Result<Self> {
+        let (kind, conv) = match column.dtype {
+            DType::Bool => (Kind::Bool, Conversion::Copy),
+            DType::U8 | DType::Utf8 | DType::Bytes => (Kind::Uint8, Conversion::Copy),
+            DType::I8 => (Kind::Int8, Conversion::Copy),
+            DType::I16 => (Kind::Int16, Conversion::Copy),
+            DType::I32 => (Kind::Int, Conversion::Copy),
+            DType::I64 => (Kind::Int64, Conversion::Copy),
+            DType::F16 => (Kind::Half, Conversion::Copy),
+            DType::Bf16 => (Kind::BFloat16, Conversion::Copy),
+            DType::F32 => (Kind::Float, Conversion::Copy),
+            DType::F64 => (Kind::Double, Conversion::Copy),
+            DType::U16 => (Kind::Int, Conversion::U16ToI32),
+            DType::U32 => (Kind::Int64, Conversion::U32ToI64),
+            DType::U64 => (Kind::Int64, Conversion::U64ToI64),
+        };
+        let check = match column.dtype {
+            DType::Bool => Check::Bool,
+            DType::Utf8 => Check::Utf8,
+            _ => Check::None,
+        };
+        let dims = if column.dtype.is_variable() { vec![Dim::Ragged] } else { column.shape.clone() };
+        let ragged = column.ragged_dims();
+        if dims.iter().filter(|d| matches!(d, Dim::Ragged)).count() != ragged {
+            return Err(LoaderError::config(format!("column {:?}: inconsistent ragged dims", column.name)));
+        }
+        Ok(Self {
+            name: column.name.clone(),
+            column: column.clone(),
+            kind,
+            conv,
+            check,
+            in_item: column.dtype.item_size(),
+            out_item: kind.elt_size_in_bytes(),
+            dims,
+            ragged,
+            nullable: column.nullable,
+            fixed_row_bytes: column.fixed_row_bytes(),
+        })
+    }
+
+    /// True for `utf8`/`bytes` columns.
+    pub(crate) fn is_text(&self) -> bool {
+        self.column.dtype.is_variable()
+    }
+
+    /// A row's dims given its ragged sizes.
+    pub(crate) fn row_dims(&self, sizes: &[u64]) -> Vec<u64> {
+        let mut it = sizes.iter();
+        self.dims
+            .iter()
+            .map(|d| match d {
+                Dim::Fixed(x) => *x,
+                Dim::Ragged => it.next().copied().unwrap_or(0),
+            })
+            .collect()
+    }
+
+    /// Stored bytes of a row given its ragged sizes (`None` on overflow).
+    pub(crate) fn in_row_bytes(&self, sizes: &[u64]) -> Option<u64> {
+        if let Some(b) = self.fixed_row_bytes {
+            return Some(b);
+        }
+        self.row_dims(sizes).iter().try_fold(self.in_item as u64, |a, &d| a.checked_mul(d))
+    }
+}
+
+/// Where a batch's rows go in one column's buffer.
+#[derive(Clone, Debug)]
+pub(crate) struct ColumnPlan {
+    /// Padded per-row dims (`[d1, …]`); the tensor is `[B, d1, …]`.
+    pub(crate) out_dims: Vec<u64>,
+    /// Output bytes per row slot.
+    pub(crate) slot_bytes: usize,
+    /// Ragged sizes of every row, `B * ragged`.
+    pub(crate) sizes: Vec<u64>,
+    /// Whether each row may be written as one contiguous run at the start of its slot.
+    pub(crate) prefix: bool,
+}
+
+impl ColumnPlan {
+    /// Plans a column for rows with the given ragged sizes (`rows * layout.ragged` values).
+    pub(crate) fn new(layout: &ColumnLayout, rows: usize, sizes: Vec<u64>) -> Result<Self> {
+        let too_big = || LoaderError::config(format!("column {:?}: batch slot size overflows", layout.name));
+        let mut out_dims: Vec<u64> = layout.row_dims(&[]);
+        let mut ragged_pos = Vec::new();
+        for (i, d) in layout.dims.iter().enumerate() {
+            if matches!(d, Dim::Ragged) {
+                ragged_pos.push(i);
+                out_dims[i] = 0;
+            }
+        }
+        if layout.ragged > 0 {
+            for row in sizes.chunks_exact(layout.ragged).take(rows) {
+                for (k, &i) in ragged_pos.iter().enumerate() {
+                    out_dims[i] = out_dims[i].max(row[k]);
+                }
+            }
+        }
+        let elems = out_dims.iter().try_fold(1u64, |a, &d| a.checked_mul(d)).ok_or_else(too_big)?;
+        let slot = elems.checked_mul(layout.out_item as u64).ok_or_else(too_big)?;
+        let slot_bytes = usize::try_from(slot).map_err(|_| too_big())?;
+        slot_bytes.checked_mul(rows).ok_or_else(too_big)?;
+        // Rows fill a prefix of their slot when only the first dim can be shorter than the
+        // padded one and no element conversion is needed.
+        let prefix = layout.conv == Conversion::Copy && ragged_pos.iter().all(|&i| i == 0);
+        Ok(Self { out_dims, slot_bytes, sizes, prefix })
+    }
+
+    /// Bytes of the whole column buffer for `rows` rows.
+    pub(crate) fn buffer_bytes(&self, rows: usize) -> usize {
+        self.slot_bytes * rows
+    }
+
+    /// Ragged sizes of row `j`.
+    pub(crate) fn row_sizes<'a>(&'a self, layout: &ColumnLayout, j: usize) -> &'a [u64] {
+        self.sizes.get(j * layout.ragged..(j + 1) * layout.ragged).unwrap_or(&[])
+    }
+
+    /// When row `j`'s stored bytes can be written verbatim, the byte range of the column
+    /// buffer they go to (the rest of the slot is padding to zero with [`ColumnPlan::pad`]).
+    pub(crate) fn direct_range(&self, layout: &ColumnLayout, j: usize) -> Option<std::ops::Range<usize>> {
+        if !self.prefix {
+            return None;
+        }
+        let len = usize::try_from(layout.in_row_bytes(self.row_sizes(layout, j))?).ok()?;
+        let start = j * self.slot_bytes;
+        (len <= self.slot_bytes).then_some(start..start + len)
+    }
+
+    /// Zeroes the padding after a verbatim row written with [`ColumnPlan::direct_range`].
+    pub(crate) fn pad(&self, buf: &mut [u8], j: usize, written: usize) {
+        let start = j * self.slot_bytes;
+        if let Some(tail) = buf.get_mut(start + written..start + self.slot_bytes) {
+            tail.fill(0);
+        }
+    }
+
+    /// Writes row `j` from its stored bytes `src` into its slot of `buf`: converts elements,
+    /// places each innermost run at its padded position, and zeroes the padding.
+    pub(crate) fn write_row(&self, layout: &ColumnLayout, buf: &mut [u8], j: usize, src: &[u8]) -> Result<()> {
+        let what = || format!("column {:?}", layout.name);
+        let dims = layout.row_dims(self.row_sizes(layout, j));
+        let elems: usize = dims.iter().map(|&d| d as usize).product();
+        if elems * layout.in_item != src.len() {
+            return Err(LoaderError::corrupt(what(), format!("row has {} bytes, its shape needs more", src.len())));
+        }
+        let slot_start = j * self.slot_bytes;
+        let slot = buf
+            .get_mut(slot_start..slot_start + self.slot_bytes)
+            .ok_or_else(|| LoaderError::WorkerPanicked(format!("{}: row slot outside the batch buffer", what())))?;
+        check_elements(layout, src)?;
+        if self.prefix {
+            let out_len = elems * layout.out_item;
+            convert(layout, src, &mut slot[..out_len])?;
+            slot[out_len..].fill(0);
+            return Ok(());
+        }
+        slot.fill(0);
+        let rank = dims.len();
+        let inner = dims.last().copied().unwrap_or(1) as usize;
+        if inner == 0 || elems == 0 {
+            return Ok(());
+        }
+        // Strides of the padded slot, in elements.
+        let mut stride = vec![1usize; rank];
+        for i in (0..rank.saturating_sub(1)).rev() {
+            stride[i] = stride[i + 1] * self.out_dims[i + 1] as usize;
+        }
+        let outer_dims = &dims[..rank.saturating_sub(1)];
+        let mut index = vec![0u64; outer_dims.len()];
+        for run in 0..elems / inner {
+            let dst_elem: usize = index.iter().zip(&stride).map(|(&i, &s)| i as usize * s).sum();
+            let src_at = run * inner * layout.in_item;
+            let dst_at = dst_elem * layout.out_item;
+            convert(
+                layout,
+                &src[src_at..src_at + inner * layout.in_item],
+                &mut slot[dst_at..dst_at + inner * layout.out_item],
+            )?;
+            for k in (0..index.len()).rev() {
+                index[k] += 1;
+                if index[k] < outer_dims[k] {
+                    break;
+                }
+                index[k] = 0;
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks and converts a row written verbatim (by a direct read) in place.
+    pub(crate) fn check_direct(&self, layout: &ColumnLayout, buf: &[u8], range: std::ops::Range<usize>) -> Result<()> {
+        match buf.get(range) {
+            Some(row) => check_elements(layout, row),
+            None => Err(LoaderError::WorkerPanicked("direct row outside the batch buffer".into())),
+        }
+    }
+
+    /// The batch's tensors for this column, given the filled values tensor.
+    pub(crate) fn side_tensors(
+        &self,
+        layout: &ColumnLayout,
+        rows: usize,
+        validity: Option<&[bool]>,
+        offsets: bool,
+    ) -> Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
+        let ctx = |e| LoaderError::tensor(format!("column {:?} side tensors", layout.name), e);
+        let lengths = if layout.ragged > 0 {
+            let v: Vec<i64> = self.sizes.iter().map(|&s| s as i64).collect();
+            let t = Tensor::f_from_slice(&v).map_err(ctx)?;
+            let t = if layout.ragged == 1 { t } else { t.f_view([rows as i64, layout.ragged as i64]).map_err(ctx)? };
+            Some(t)
+        } else {
+            None
+        };
+        let offsets = if layout.ragged > 0 && offsets {
+            let mut acc = 0i64;
+            let mut v = Vec::with_capacity(rows + 1);
+            v.push(0);
+            for j in 0..rows {
+                let n: u64 = layout.row_dims(self.row_sizes(layout, j)).iter().product();
+                acc += n as i64;
+                v.push(acc);
+            }
+            Some(Tensor::f_from_slice(&v).map_err(ctx)?)
+        } else {
+            None
+        };
+        let valid = match validity {
+            Some(v) => Some(Tensor::f_from_slice(v).map_err(ctx)?),
+            None => None,
+        };
+        Ok((lengths, offsets, valid))
+    }
+
+    /// The values tensor's shape.
+    pub(crate) fn tensor_shape(&self, rows: usize) -> Vec<i64> {
+        std::iter::once(rows as i64).chain(self.out_dims.iter().map(|&d| d as i64)).collect()
+    }
+}
+
+fn check_elements(layout: &ColumnLayout, row: &[u8]) -> Result<()> {
+    match layout.check {
+        Check::None => Ok(()),
+        Check::Bool if row.iter().any(|&b| b > 1) => {
+            Err(LoaderError::corrupt(format!("column {:?}", layout.name), "bool element is not 0 or 1"))
+        }
+        Check::Utf8 if std::str::from_utf8(row).is_err() => {
+            Err(LoaderError::corrupt(format!("column {:?}", layout.name), "text is not UTF-8"))
+        }
+        Check::Bool | Check::Utf8 => Ok(()),
+    }
+}
+
+/// Converts little-endian stored elements into output elements (lengths already checked).
+fn convert(layout: &ColumnLayout, src: &[u8], dst: &mut [u8]) -> Result<()> {
+    match layout.conv {
+        Conversion::Copy => dst.copy_from_slice(src),
+        Conversion::U16ToI32 => {
+            for (s, d) in src.chunks_exact(2).zip(dst.chunks_exact_mut(4)) {
+                d.copy_from_slice(&i32::from(u16::from_le_bytes([s[0], s[1]])).to_le_bytes());
+            }
+        }
+        Conversion::U32ToI64 => {
+            for (s, d) in src.chunks_exact(4).zip(dst.chunks_exact_mut(8)) {
+                d.copy_from_slice(&i64::from(u32::from_le_bytes([s[0], s[1], s[2], s[3]])).to_le_bytes());
+            }
+        }
+        Conversion::U64ToI64 => {
+            for (s, d) in src.chunks_exact(8).zip(dst.chunks_exact_mut(8)) {
+                let mut b = [0u8; 8];
+                b.copy_from_slice(s);
+                let v = i64::try_from(u64::from_le_bytes(b)).map_err(|_| {
+                    LoaderError::corrupt(format!("column {:?}", layout.name), "u64 value above i64::MAX")
+                })?;
+                d.copy_from_slice(&v.to_le_bytes());
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn layout(dtype: DType, shape: &[Dim]) -> ColumnLayout {
+        ColumnLayout::new(&Column::new("c", dtype, shape)).unwrap()
+    }
+
+    #[test]
+    fn ragged_rows_are_padded_and_converted() {
+        // [Ragged, 2] u16 → i32; rows of 1 and 3 lines.
+        let l = layout(DType::U16, &[Dim::Ragged, Dim::Fixed(2)]);
+        let p = ColumnPlan::new(&l, 2, vec![1, 3]).unwrap();
+        assert_eq!((p.out_dims.clone(), p.slot_bytes, p.prefix), (vec![3, 2], 24, false));
+        let mut buf = vec![0xAAu8; 48];
+        let row0: Vec<u8> = [1u16, 2].iter().flat_map(|v| v.to_le_bytes()).collect();
+        let row1: Vec<u8> = [3u16, 4, 5, 6, 7, 65535].iter().flat_map(|v| v.to_le_bytes()).collect();
+        p.write_row(&l, &mut buf, 0, &row0).unwrap();
+        p.write_row(&l, &mut buf, 1, &row1).unwrap();
+        let vals: Vec<i32> = buf.chunks_exact(4).map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+        assert_eq!(vals, [1, 2, 0, 0, 0, 0, 3, 4, 5, 6, 7, 65535]);
+        assert!(p.write_row(&l, &mut buf, 0, &row1).is_err(), "length mismatch");
+    }
+
+    #[test]
+    fn inner_ragged_dims_use_strided_runs() {
+        let l = layout(DType::U8, &[Dim::Fixed(2), Dim::Ragged]);
+        let p = ColumnPlan::new(&l, 2, vec![1, 2]).unwrap();
+        assert_eq!((p.out_dims.clone(), p.prefix), (vec![2, 2], false));
+        let mut buf = vec![9u8; 8];
+        p.write_row(&l, &mut buf, 0, &[1, 2]).unwrap();
+        p.write_row(&l, &mut buf, 1, &[3, 4, 5, 6]).unwrap();
+        assert_eq!(buf, [1, 0, 2, 0, 3, 4, 5, 6]);
+    }
+
+    #[test]
+    fn direct_ranges_and_checks() {
+        let l = layout(DType::Utf8, &[]);
+        let p = ColumnPlan::new(&l, 2, vec![2, 0]).unwrap();
+        assert_eq!(p.direct_range(&l, 0), Some(0..2));
+        assert_eq!(p.direct_range(&l, 1), Some(2..2));
+        let mut buf = vec![1u8; 4];
+        assert!(p.write_row(&l, &mut buf, 0, &[0xff, 0xfe]).is_err(), "not UTF-8");
+        let b = layout(DType::Bool, &[Dim::Fixed(2)]);
+        let p = ColumnPlan::new(&b, 1, vec![]).unwrap();
+        assert!(p.write_row(&b, &mut [0u8; 2], 0, &[1, 2]).is_err());
+        let u = layout(DType::U64, &[]);
+        let p = ColumnPlan::new(&u, 1, vec![]).unwrap();
+        assert!(p.write_row(&u, &mut [0u8; 8], 0, &u64::MAX.to_le_bytes()).is_err());
+        let (lengths, offsets, valid) = ColumnPlan::new(&l, 2, vec![2, 5])
+            .unwrap()
+            .side_tensors(&l, 2, Some(&[true, false]), true)
+            .unwrap();
+        assert_eq!(Vec::<i64>::try_from(lengths.unwrap()).unwrap(), [2, 5]);
+        assert_eq!(Vec::<i64>::try_from(offsets.unwrap()).unwrap(), [0, 2, 7]);
+        assert_eq!(Vec::<bool>::try_from(valid.unwrap()).unwrap(), [true, false]);
+    }
+}

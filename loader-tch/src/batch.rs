@@ -1,0 +1,282 @@
+//! What the training loop receives: named column tensors of one batch.
+
+use std::sync::Arc;
+
+use tch::{Device, Kind, Tensor};
+
+use crate::error::{LoaderError, Result};
+use crate::pool::Lease;
+
+/// The tensors of one column of a batch (`B` rows).
+#[derive(Debug)]
+pub struct ColumnTensors {
+    /// The values: `[B, ...]` for fixed shapes; zero-padded `[B, max, ...]` for ragged
+    /// columns; `u8 [B, max_len]` for `utf8`/`bytes`.
+    pub values: Tensor,
+    /// Ragged sizes, `i64 [B]` (one ragged dim or text) or `[B, k]`; `None` for fixed shapes.
+    pub lengths: Option<Tensor>,
+    /// `i64 [B + 1]` element offsets of the rows packed back to back, when requested.
+    pub offsets: Option<Tensor>,
+    /// `bool [B]` validity for nullable columns (null rows hold zeros / zero lengths).
+    pub valid: Option<Tensor>,
+}
+
+impl ColumnTensors {
+    fn map(&self, f: &dyn Fn(&Tensor) -> std::result::Result<Tensor, tch::TchError>) -> Result<Self> {
+        let ctx = |e| LoaderError::tensor("moving or splitting a batch", e);
+        let opt = |t: &Option<Tensor>| t.as_ref().map(|t| f(t).map_err(ctx)).transpose();
+        Ok(Self { values: f(&self.values).map_err(ctx)?, lengths: opt(&self.lengths)?, offsets: opt(&self.offsets)?, valid: opt(&self.valid)? })
+    }
+}
+
+/// A sample the loader replaced because its stored bytes were corrupt
+/// ([`LoaderConfig::skip_bad_samples`](crate::LoaderConfig::skip_bad_samples)).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SkippedSample {
+    /// Epoch.
+    pub epoch: u64,
+    /// Batch index within this rank's epoch.
+    pub batch: usize,
+    /// Row slot within the batch.
+    pub slot: usize,
+    /// The global row that could not be read.
+    pub row: u64,
+    /// The global row delivered in its place (the next readable row of the epoch's order).
+    pub replacement: u64,
+    /// Why the row was skipped.
+    pub error: String,
+}
+
+/// One batch: named column tensors, the global rows they hold, and where the batch sits
+/// in the epoch.
+///
+/// On the CPU the value tensors are views of a pooled buffer that is recycled when the
+/// batch (and every [`Batch::split`] part of it) is dropped. Use a tensor freely while you
+/// hold the batch; to keep one longer, [`Batch::take`] it (or copy it). Holding a
+/// `shallow_clone` of a borrowed tensor past the batch's drop would see the memory refilled.
+#[derive(Debug)]
+pub struct Batch {
+    pub(crate) names: Vec<String>,
+    pub(crate) columns: Vec<Option<ColumnTensors>>,
+    pub(crate) text: Vec<bool>,
+    pub(crate) rows: Vec<u64>,
+    pub(crate) epoch: u64,
+    pub(crate) index: usize,
+    pub(crate) position: u64,
+    pub(crate) skipped: Vec<SkippedSample>,
+    /// Declared last: the tensors above drop before the buffers go back to the pool.
+    pub(crate) lease: Option<Arc<Lease>>,
+}
+
+impl Batch {
+    /// Rows in the batch.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.rows.len()
+    }
+
+    /// True for a batch without rows.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty()
+    }
+
+    /// The global (live) row index of each sample, in batch order.
+    #[must_use]
+    pub fn rows(&self) -> &[u64] {
+        &self.rows
+    }
+
+    /// The epoch this batch belongs to.
+    #[must_use]
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    /// This batch's index among the rank's batches of the epoch.
+    #[must_use]
+    pub fn index(&self) -> usize {
+        self.index
+    }
+
+    /// Position of the batch's first sample in the epoch's (padded) global order; seeds
+    /// per-batch transforms.
+    #[must_use]
+    pub fn position(&self) -> u64 {
+        self.position
+    }
+
+    /// Samples replaced in this batch (skip-bad-sample mode).
+    #[must_use]
+    pub fn skipped(&self) -> &[SkippedSample] {
+        &self.skipped
+    }
+
+    /// Column names in projection order (taken columns included).
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.names.iter().map(String::as_str)
+    }
+
+    fn position_of(&self, name: &str) -> Result<usize> {
+        self.names.iter().position(|n| n == name).ok_or_else(|| LoaderError::NoColumn(name.to_string()))
+    }
+
+    /// All tensors of a column.
+    ///
+    /// # Errors
+    /// [`LoaderError::NoColumn`] for an unknown or taken column.
+    pub fn column(&self, name: &str) -> Result<&ColumnTensors> {
+        let i = self.position_of(name)?;
+        self.columns[i].as_ref().ok_or_else(|| LoaderError::NoColumn(format!("{name} (taken)")))
+    }
+
+    /// The values tensor of a column.
+    ///
+    /// # Errors
+    /// As [`Batch::column`].
+    pub fn tensor(&self, name: &str) -> Result<&Tensor> {
+        Ok(&self.column(name)?.values)
+    }
+
+    /// Replaces a column's tensors (what transforms do), or adds a new column.
+    pub fn set(&mut self, name: &str, tensors: ColumnTensors) {
+        match self.names.iter().position(|n| n == name) {
+            Some(i) => self.columns[i] = Some(tensors),
+            None => {
+                self.names.push(name.to_string());
+                self.columns.push(Some(tensors));
+                self.text.push(false);
+            }
+        }
+    }
+
+    /// Takes a column's tensors out of the batch, to keep beyond the batch's life. Its
+    /// buffer leaves the pool (it is no longer recycled nor counted).
+    ///
+    /// # Errors
+    /// As [`Batch::column`].
+    pub fn take(&mut self, name: &str) -> Result<ColumnTensors> {
+        let i = self.position_of(name)?;
+        let t = self.columns[i].take().ok_or_else(|| LoaderError::NoColumn(format!("{name} (taken)")))?;
+        if let Some(lease) = &self.lease {
+            lease.forfeit(i);
+        }
+        Ok(t)
+    }
+
+    /// A text column's rows as strings (`utf8` columns; bytes are checked at load time).
+    ///
+    /// # Errors
+    /// [`LoaderError::NoColumn`]; [`LoaderError::Corrupt`] for bytes that are not UTF-8.
+    pub fn strings(&self, name: &str) -> Result<Vec<String>> {
+        self.byte_strings(name)?
+            .into_iter()
+            .map(|b| String::from_utf8(b).map_err(|_| LoaderError::corrupt(name, "text is not UTF-8")))
+            .collect()
+    }
+
+    /// A ragged `u8` column's rows (`bytes`/`utf8` columns) as byte vectors.
+    ///
+    /// # Errors
+    /// [`LoaderError::NoColumn`], or a column that is not `u8` with lengths.
+    pub fn byte_strings(&self, name: &str) -> Result<Vec<Vec<u8>>> {
+        let c = self.column(name)?;
+        let ctx = |e| LoaderError::tensor(format!("reading column {name:?} as strings"), e);
+        let (Some(lengths), Kind::Uint8) = (&c.lengths, c.values.kind()) else {
+            return Err(LoaderError::config(format!("column {name:?} is not a text or bytes column")));
+        };
+        let values = c.values.f_to_device(Device::Cpu).map_err(ctx)?.f_contiguous().map_err(ctx)?;
+        let lengths: Vec<i64> = Vec::try_from(lengths.f_to_device(Device::Cpu).map_err(ctx)?.f_reshape([-1]).map_err(ctx)?)
+            .map_err(ctx)?;
+        let width = values.size().get(1).copied().unwrap_or(0).max(0) as usize;
+        let mut flat = vec![0u8; values.numel()];
+        let n = flat.len();
+        values.f_copy_data_u8(&mut flat, n).map_err(ctx)?;
+        Ok(lengths
+            .iter()
+            .enumerate()
+            .map(|(i, &n)| {
+                let n = (n.max(0) as usize).min(width);
+                flat.get(i * width..i * width + n).map(<[u8]>::to_vec).unwrap_or_default()
+            })
+            .collect())
+    }
+
+    /// Moves every tensor to `device` (`non_blocking` copies from pinned memory on CUDA).
+    /// The batch's host buffers stay leased until the returned batch is dropped, and are
+    /// synchronised before they are refilled.
+    ///
+    /// # Errors
+    /// [`LoaderError::Tensor`] when a copy fails.
+    pub fn to_device(self, device: Device) -> Result<Batch> {
+        if device == Device::Cpu {
+            return Ok(self);
+        }
+        let mut out = self.shell();
+        out.columns = self
+            .columns
+            .iter()
+            .map(|c| c.as_ref().map(|c| c.map(&|t| t.f_to_device_(device, t.kind(), true, false))).transpose())
+            .collect::<Result<_>>()?;
+        if let (Device::Cuda(index), Some(lease)) = (device, &self.lease) {
+            lease.mark_cuda(index);
+        }
+        out.lease.clone_from(&self.lease);
+        Ok(out)
+    }
+
+    /// Splits the batch into `parts` equal batches along the row dimension (one per device
+    /// for single-process multi-GPU training). The parts share the host buffers.
+    ///
+    /// # Errors
+    /// [`LoaderError::Config`] when the rows do not divide evenly.
+    pub fn split(&self, parts: usize) -> Result<Vec<Batch>> {
+        let n = self.len();
+        if parts == 0 || !n.is_multiple_of(parts) {
+            return Err(LoaderError::config(format!("a batch of {n} rows cannot be split into {parts} equal parts")));
+        }
+        let m = n / parts;
+        (0..parts)
+            .map(|k| {
+                let start = (k * m) as i64;
+                let mut b = self.shell();
+                b.rows = self.rows[k * m..(k + 1) * m].to_vec();
+                b.position = self.position + (k * m) as u64;
+                b.columns = self
+                    .columns
+                    .iter()
+                    .map(|c| {
+                        c.as_ref()
+                            .map(|c| -> Result<ColumnTensors> {
+                                let mut part = c.map(&|t| t.f_narrow(0, start, m as i64))?;
+                                if let Some(off) = &c.offsets {
+                                    let ctx = |e| LoaderError::tensor("splitting offsets", e);
+                                    let o = off.f_narrow(0, start, m as i64 + 1).map_err(ctx)?;
+                                    let base = o.f_get(0).map_err(ctx)?;
+                                    part.offsets = Some(o.f_sub(&base).map_err(ctx)?);
+                                }
+                                Ok(part)
+                            })
+                            .transpose()
+                    })
+                    .collect::<Result<_>>()?;
+                b.lease.clone_from(&self.lease);
+                Ok(b)
+            })
+            .collect()
+    }
+
+    fn shell(&self) -> Batch {
+        Batch {
+            names: self.names.clone(),
+            columns: Vec::new(),
+            text: self.text.clone(),
+            rows: self.rows.clone(),
+            epoch: self.epoch,
+            index: self.index,
+            position: self.position,
+            skipped: self.skipped.clone(),
+            lease: None,
+        }
+    }
+}

@@ -1,0 +1,347 @@
+//! Loader configuration, and rank/world discovery from torchrun's environment variables.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tch::Device;
+use tessera::{At, Limits};
+
+use crate::error::{LoaderError, Result};
+use crate::sampler::ShuffleMode;
+use crate::transform::BatchTransform;
+
+/// Retries of transient storage errors: exponential backoff with full jitter.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RetryPolicy {
+    /// Retries after the first attempt (0 disables retrying).
+    pub max_retries: u32,
+    /// Backoff before the first retry.
+    pub initial_backoff: Duration,
+    /// Ceiling of one backoff.
+    pub max_backoff: Duration,
+    /// Growth factor per retry (≥ 1).
+    pub multiplier: f64,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        Self {
+            max_retries: 6,
+            initial_backoff: Duration::from_millis(20),
+            max_backoff: Duration::from_secs(2),
+            multiplier: 2.0,
+        }
+    }
+}
+
+impl RetryPolicy {
+    /// The upper bound of the backoff before retry `retry` (0-based): `initial * multiplier^retry`,
+    /// capped at `max_backoff`. The actual sleep is uniform in `[0, bound]` ("full jitter"), so
+    /// ranks that failed together do not retry together.
+    #[must_use]
+    pub fn backoff_bound(&self, retry: u32) -> Duration {
+        let factor = self.multiplier.max(1.0).powi(retry.min(64) as i32);
+        let secs = (self.initial_backoff.as_secs_f64() * factor).min(self.max_backoff.as_secs_f64());
+        Duration::from_secs_f64(secs.max(0.0))
+    }
+}
+
+/// How ragged columns (a `Ragged` dim, or `utf8`/`bytes`) are handed out.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RaggedOptions {
+    /// Also produce an `i64 [B + 1]` offsets tensor: the element offsets the rows would have
+    /// if packed back to back (row `i` has `offsets[i+1] - offsets[i]` elements).
+    pub offsets: bool,
+}
+
+/// Rank and world size of a data-parallel job.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DistEnv {
+    /// This process's rank, `0..world_size`.
+    pub rank: usize,
+    /// Number of processes.
+    pub world_size: usize,
+    /// Rank on this node: the CUDA device index a process-per-GPU job uses.
+    pub local_rank: usize,
+}
+
+impl Default for DistEnv {
+    fn default() -> Self {
+        Self { rank: 0, world_size: 1, local_rank: 0 }
+    }
+}
+
+impl DistEnv {
+    /// Reads `RANK`, `WORLD_SIZE` and `LOCAL_RANK` as torchrun sets them. Unset variables
+    /// default to a single process (rank 0 of 1, local rank 0).
+    ///
+    /// # Errors
+    /// [`LoaderError::Config`] for a value that is not a number, `WORLD_SIZE` of 0, or
+    /// `RANK >= WORLD_SIZE`.
+    pub fn from_env() -> Result<Self> {
+        Self::from_lookup(|k| std::env::var(k).ok())
+    }
+
+    /// As [`DistEnv::from_env`] with a custom variable lookup (for tests and launchers).
+    ///
+    /// # Errors
+    /// As [`DistEnv::from_env`].
+    pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Self> {
+        let num = |key: &str, default: usize| -> Result<usize> {
+            match get(key) {
+                None => Ok(default),
+                Some(v) => v.trim().parse::<usize>().map_err(|_| {
+                    LoaderError::config(format!("environment variable {key}={v:?} is not a non-negative integer"))
+                }),
+            }
+        };
+        let env = Self { rank: num("RANK", 0)?, world_size: num("WORLD_SIZE", 1)?, local_rank: num("LOCAL_RANK", 0)? };
+        if env.world_size == 0 {
+            return Err(LoaderError::config("WORLD_SIZE must be at least 1"));
+        }
+        if env.rank >= env.world_size {
+            return Err(LoaderError::config(format!(
+                "RANK {} must be less than WORLD_SIZE {}",
+                env.rank, env.world_size
+            )));
+        }
+        Ok(env)
+    }
+}
+
+/// Everything the loader needs to know. Build with [`LoaderConfig::new`] and adjust fields.
+///
+/// Defaults: latest version of `main`, every column, batch 32, global shuffle, seed 0,
+/// `drop_last = false` (the last global batch is padded by repeating rows from the start
+/// of the epoch's order), rank 0 of 1, 2 workers, 6 batch buffers, 1 GiB memory budget,
+/// checksums verified, bad samples are errors, CPU output.
+#[derive(Clone, Debug)]
+pub struct LoaderConfig {
+    /// Dataset root: a local path or a store URL (`file://`, `s3://`, `gs://`, `az://`,
+    /// `http(s)://`, `memory://`).
+    pub location: String,
+    /// Which version to read (pinned for the loader's lifetime).
+    pub at: At,
+    /// Column projection, in output order; `None` reads every column.
+    pub columns: Option<Vec<String>>,
+    /// Rows per batch on this rank.
+    pub batch_size: usize,
+    /// Epoch order; see [`ShuffleMode`] for the quality of each mode.
+    pub shuffle: ShuffleMode,
+    /// Seed of every random choice (order, transforms).
+    pub seed: u64,
+    /// Drop the incomplete last global batch instead of padding it (padding repeats rows
+    /// from the start of the epoch's order, so every row is seen at least once).
+    pub drop_last: bool,
+    /// Data-parallel rank and world size.
+    pub dist: DistEnv,
+    /// Decode/assembly worker threads (≥ 1). Results never depend on it.
+    pub workers: usize,
+    /// Batch buffers in the pipeline (ready + being filled), ≥ 2. Bounded by the budget.
+    pub prefetch_batches: usize,
+    /// Total bytes the loader may hold: batch buffers, fetch/decode buffers, the block
+    /// shuffle window cache and per-file metadata.
+    pub memory_budget: u64,
+    /// Largest byte count one storage request may ask for (ranges are split above it).
+    pub max_fetch_bytes: u64,
+    /// Verify every page's CRC-32 (pages are then read whole). `false` lets uncompressed
+    /// rows be read alone, which is much cheaper for big samples in a global shuffle.
+    pub verify_checksums: bool,
+    /// Replace samples whose stored bytes are corrupt by the next valid row of the epoch's
+    /// order instead of failing; skipped samples are reported.
+    pub skip_bad_samples: bool,
+    /// Retries of transient storage errors.
+    pub retry: RetryPolicy,
+    /// Where batches are delivered. CUDA output is staged through pinned host buffers and
+    /// copied with `non_blocking = true`.
+    pub device: Device,
+    /// Recycle batch buffers when a [`Batch`](crate::Batch) is dropped (see the crate docs
+    /// for the one rule this implies). `false` allocates fresh tensors for every batch.
+    pub reuse_buffers: bool,
+    /// Ragged output options.
+    pub ragged: RaggedOptions,
+    /// Per-batch transforms, applied in order on the consumer thread after the batch is on
+    /// `device`, each with a generator seeded from (seed, epoch, batch position).
+    pub transforms: Vec<Arc<dyn BatchTransform>>,
+    /// Reader limits for untrusted datasets.
+    pub limits: Limits,
+}
+
+impl LoaderConfig {
+    /// The defaults (see the type docs) for a dataset at `location`.
+    #[must_use]
+    pub fn new(location: impl Into<String>) -> Self {
+        Self {
+            location: location.into(),
+            at: At::Latest,
+            columns: None,
+            batch_size: 32,
+            shuffle: ShuffleMode::Global,
+            seed: 0,
+            drop_last: false,
+            dist: DistEnv::default(),
+            workers: 2,
+            prefetch_batches: 6,
+            memory_budget: 1 << 30,
+            max_fetch_bytes: 16 << 20,
+            verify_checksums: true,
+            skip_bad_samples: false,
+            retry: RetryPolicy::default(),
+            device: Device::Cpu,
+            reuse_buffers: true,
+            ragged: RaggedOptions::default(),
+            transforms: Vec::new(),
+            limits: Limits::default(),
+        }
+    }
+
+    /// Sets the projection.
+    #[must_use]
+    pub fn with_columns<S: AsRef<str>>(mut self, columns: &[S]) -> Self {
+        self.columns = Some(columns.iter().map(|c| c.as_ref().to_string()).collect());
+        self
+    }
+
+    /// Sets the batch size per rank.
+    #[must_use]
+    pub fn with_batch_size(mut self, batch_size: usize) -> Self {
+        self.batch_size = batch_size;
+        self
+    }
+
+    /// Sets the shuffle mode.
+    #[must_use]
+    pub fn with_shuffle(mut self, shuffle: ShuffleMode) -> Self {
+        self.shuffle = shuffle;
+        self
+    }
+
+    /// Sets the seed.
+    #[must_use]
+    pub fn with_seed(mut self, seed: u64) -> Self {
+        self.seed = seed;
+        self
+    }
+
+    /// Sets rank and world size explicitly.
+    #[must_use]
+    pub fn with_rank(mut self, rank: usize, world_size: usize) -> Self {
+        self.dist = DistEnv { rank, world_size, local_rank: rank };
+        self
+    }
+
+    /// Sets the number of worker threads.
+    #[must_use]
+    pub fn with_workers(mut self, workers: usize) -> Self {
+        self.workers = workers;
+        self
+    }
+
+    /// Sets the memory budget in bytes.
+    #[must_use]
+    pub fn with_memory_budget(mut self, bytes: u64) -> Self {
+        self.memory_budget = bytes;
+        self
+    }
+
+    /// Takes rank and world size from torchrun's `RANK`/`WORLD_SIZE`/`LOCAL_RANK`; when the
+    /// configured device is CUDA, the device becomes `Cuda(LOCAL_RANK)`.
+    ///
+    /// # Errors
+    /// As [`DistEnv::from_env`].
+    pub fn with_torchrun_env(mut self) -> Result<Self> {
+        self.dist = DistEnv::from_env()?;
+        if let Device::Cuda(_) = self.device {
+            self.device = Device::Cuda(self.dist.local_rank);
+        }
+        Ok(self)
+    }
+
+    /// Checks the fields that need no dataset.
+    ///
+    /// # Errors
+    /// [`LoaderError::Config`] naming the first bad field.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |m: &str| Err(LoaderError::config(m));
+        if self.batch_size == 0 {
+            return bad("batch_size must be at least 1");
+        }
+        if self.workers == 0 {
+            return bad("workers must be at least 1");
+        }
+        if self.prefetch_batches < 2 {
+            return bad("prefetch_batches must be at least 2");
+        }
+        if self.dist.world_size == 0 || self.dist.rank >= self.dist.world_size {
+            return bad("rank must be less than world_size, and world_size at least 1");
+        }
+        if self.max_fetch_bytes == 0 {
+            return bad("max_fetch_bytes must be at least 1");
+        }
+        if let ShuffleMode::Block { window_fragments: 0 } = self.shuffle {
+            return bad("block shuffle needs window_fragments >= 1");
+        }
+        if !(self.retry.multiplier.is_finite() && self.retry.multiplier >= 1.0) {
+            return bad("retry.multiplier must be a finite number >= 1");
+        }
+        if let Some(cols) = &self.columns {
+            if cols.is_empty() {
+                return bad("the column projection is empty");
+            }
+            for (i, c) in cols.iter().enumerate() {
+                if cols[..i].contains(c) {
+                    return Err(LoaderError::config(format!("column {c:?} is projected twice")));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env<'a>(vars: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
+        move |k| vars.iter().find(|(n, _)| *n == k).map(|(_, v)| (*v).to_string())
+    }
+
+    #[test]
+    fn torchrun_variables_are_parsed_and_checked() {
+        assert_eq!(DistEnv::from_lookup(env(&[])).unwrap(), DistEnv::default());
+        let e = DistEnv::from_lookup(env(&[("RANK", "3"), ("WORLD_SIZE", "8"), ("LOCAL_RANK", "1")])).unwrap();
+        assert_eq!(e, DistEnv { rank: 3, world_size: 8, local_rank: 1 });
+        for bad in [
+            &[("RANK", "8"), ("WORLD_SIZE", "8")][..],
+            &[("WORLD_SIZE", "0")],
+            &[("RANK", "-1"), ("WORLD_SIZE", "2")],
+            &[("RANK", "x")],
+        ] {
+            assert!(matches!(DistEnv::from_lookup(env(bad)), Err(LoaderError::Config(_))), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn backoff_grows_and_is_capped() {
+        let p = RetryPolicy::default();
+        assert_eq!(p.backoff_bound(0), Duration::from_millis(20));
+        assert_eq!(p.backoff_bound(1), Duration::from_millis(40));
+        assert_eq!(p.backoff_bound(30), Duration::from_secs(2));
+    }
+
+    #[test]
+    fn bad_configs_are_refused() {
+        let ok = LoaderConfig::new("x");
+        assert!(ok.validate().is_ok());
+        for c in [
+            ok.clone().with_batch_size(0),
+            ok.clone().with_workers(0),
+            ok.clone().with_rank(2, 2),
+            ok.clone().with_shuffle(ShuffleMode::Block { window_fragments: 0 }),
+            ok.clone().with_columns(&["a", "a"]),
+            LoaderConfig { prefetch_batches: 1, ..ok.clone() },
+        ] {
+            assert!(c.validate().is_err());
+        }
+    }
+}

@@ -1,0 +1,144 @@
+//! The memory budget holds on datasets several times larger than it: the loader's own
+//! accounting high-water mark stays within the budget in every mode, and a separate process
+//! shows the resident-set growth (VmHWM) stays near the budget, far below the dataset size.
+
+mod common;
+
+use std::sync::Arc;
+
+use tessera::{Batch as Rows, Column, ColumnData, DType, Dataset, Dim, WriteOptions};
+use tessera_loader_tch::{Loader, LoaderConfig, ShuffleMode};
+
+const ROW_BYTES: usize = 4096;
+
+/// `rows` rows of an `id` and a 4 KiB `img` column, in 256 KiB files with 64 KiB pages.
+fn big_dataset(root: &str, rows: usize) -> u64 {
+    let opts = WriteOptions { target_file_bytes: 256 << 10, page_bytes: 64 << 10, ..WriteOptions::default() };
+    let schema = tessera::Schema::new([
+        Column::new("id", DType::I64, &[]),
+        Column::new("img", DType::U8, &[Dim::Fixed(32), Dim::Fixed(32), Dim::Fixed(4)]),
+    ])
+    .unwrap();
+    let ds = Dataset::create(root, schema, &opts).unwrap();
+    let mut w = ds.writer(opts);
+    for start in (0..rows).step_by(1000) {
+        let n = 1000.min(rows - start);
+        let ids: Vec<i64> = (start..start + n).map(|i| i as i64).collect();
+        let img: Vec<u8> = (0..n * ROW_BYTES).map(|k| (k * 31 + start) as u8).collect();
+        let b = Rows::new()
+            .with("id", ColumnData::from_scalars(&ids))
+            .unwrap()
+            .with("img", ColumnData::from_fixed(&[32, 32, 4], &img).unwrap())
+            .unwrap();
+        w.append(&b).unwrap();
+    }
+    let ds = w.commit("big").unwrap();
+    ds.fragments().iter().flat_map(|f| f.fragment.files.iter().map(|x| x.size)).sum()
+}
+
+fn budget_config(root: &str, budget: u64) -> LoaderConfig {
+    common::config(root).with_batch_size(16).with_memory_budget(budget)
+}
+
+#[test]
+fn accounting_high_water_stays_within_the_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().to_str().unwrap();
+    let data = big_dataset(root, 2000);
+    let budget = 3 << 20;
+    assert!(data > 2 * budget, "dataset ({data}) must be several times the budget ({budget})");
+    for (shuffle, verify, workers, remote) in [
+        (ShuffleMode::Global, true, 1, false),
+        (ShuffleMode::Global, true, 3, false),
+        (ShuffleMode::Global, false, 2, false),
+        (ShuffleMode::Block { window_fragments: 2 }, true, 2, false),
+        (ShuffleMode::Global, true, 2, true),
+        (ShuffleMode::Block { window_fragments: 2 }, true, 3, true),
+    ] {
+        let cfg = LoaderConfig { verify_checksums: verify, ..budget_config(root, budget) }
+            .with_shuffle(shuffle)
+            .with_workers(workers);
+        let loader = if remote {
+            let fs = object_store::local::LocalFileSystem::new_with_prefix(dir.path()).unwrap();
+            Loader::open_store(tessera::Store::from_object_store(Arc::new(fs), "", true), cfg).unwrap()
+        } else {
+            Loader::open(cfg).unwrap()
+        };
+        let mut rows = 0;
+        for b in loader.epoch(0).unwrap() {
+            rows += b.unwrap().len();
+        }
+        assert_eq!(rows, 2000);
+        let m = loader.memory_stats();
+        println!("{shuffle:?} verify={verify} workers={workers} remote={remote}: {m:?}");
+        assert!(m.high_water <= budget, "{shuffle:?}: high water {} > budget {budget}", m.high_water);
+        assert!(m.high_water > 0 && m.by_use[0].high_water > 0);
+        assert_eq!(m.overcommits, 0);
+        assert_eq!(m.current, 0, "everything is released after the epoch");
+        if matches!(shuffle, ShuffleMode::Block { .. }) {
+            assert!(m.by_use[2].high_water > 0, "the window was used");
+            // Each data file is read once per epoch (plus its footer and index blocks).
+            assert!(loader.io_stats().bytes <= data + data / 8, "{} read of {data}", loader.io_stats().bytes);
+        }
+    }
+    // A budget that cannot hold two batches is refused up front, with what needs it.
+    let tiny = Loader::open(budget_config(root, 200 << 10)).unwrap();
+    let err = tiny.epoch(0).unwrap_err().to_string();
+    assert!(err.contains("memory budget") && err.contains("batch buffers"), "{err}");
+}
+
+fn status_kib(field: &str) -> u64 {
+    let s = std::fs::read_to_string("/proc/self/status").unwrap();
+    let line = s.lines().find(|l| l.starts_with(field)).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+/// Runs in a child process (see below): reads the whole dataset in both modes and prints the
+/// growth of the peak resident set over the resident set before the loader started.
+#[test]
+fn rss_child() {
+    let Ok(root) = std::env::var("TESSERA_RSS_CHILD_DIR") else { return };
+    let budget: u64 = std::env::var("TESSERA_RSS_BUDGET").unwrap().parse().unwrap();
+    // Warm libtorch and the allocator before the baseline.
+    let _ = tch::Tensor::zeros([1024], (tch::Kind::Uint8, tch::Device::Cpu)).sum(tch::Kind::Int64);
+    let loaders: Vec<Loader> = [ShuffleMode::Global, ShuffleMode::Block { window_fragments: 2 }]
+        .into_iter()
+        .map(|s| Loader::open(budget_config(&root, budget).with_shuffle(s).with_workers(2)).unwrap())
+        .collect();
+    let base = status_kib("VmRSS:");
+    for l in &loaders {
+        for b in l.epoch(0).unwrap() {
+            drop(b.unwrap());
+        }
+    }
+    let hwm = status_kib("VmHWM:");
+    println!("RSS_DELTA_KIB={}", hwm.saturating_sub(base));
+}
+
+#[test]
+fn resident_set_growth_stays_near_the_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().to_str().unwrap();
+    let data = big_dataset(root, 8000);
+    let budget: u64 = 6 << 20;
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "rss_child", "--nocapture", "--test-threads=1"])
+        .env("TESSERA_RSS_CHILD_DIR", root)
+        .env("TESSERA_RSS_BUDGET", budget.to_string())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    let delta: u64 = stdout
+        .lines()
+        .find_map(|l| l.split("RSS_DELTA_KIB=").nth(1))
+        .unwrap_or_else(|| panic!("the child reports its RSS growth: {stdout}"))
+        .trim()
+        .parse()
+        .unwrap();
+    let delta = delta * 1024;
+    println!("dataset {data} bytes, budget {budget}, peak RSS growth {delta}");
+    // Allocator slack and thread stacks on top of the budget, but nowhere near the data.
+    assert!(delta < budget + (12 << 20), "RSS grew by {delta} bytes with a {budget}-byte budget");
+    assert!(delta < data / 2);
+}
