@@ -92,24 +92,24 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let ctx = cmd::Ctx { json: cli.json, quiet: cli.quiet };
     let result = match cli.command {
-        Command::Ingest(a) => cmd::ingest::run(&ctx, a),
-        Command::Info(a) => cmd::info::run(&ctx, &a),
-        Command::Log(a) => cmd::log::run(&ctx, &a),
-        Command::Diff(a) => cmd::diff::run(&ctx, &a),
-        Command::Tag(a) => cmd::refs::run_tag(&ctx, a),
-        Command::Branch(a) => cmd::refs::run_branch(&ctx, a),
-        Command::Show(a) => cmd::show::run(&ctx, &a),
-        Command::Verify(a) => cmd::verify::run(&ctx, &a),
-        Command::Export(a) => cmd::export::run(&ctx, &a),
+        Command::Ingest(a) => cmd::ingest::run(ctx, a),
+        Command::Info(a) => cmd::info::run(ctx, &a),
+        Command::Log(a) => cmd::log::run(ctx, &a),
+        Command::Diff(a) => cmd::diff::run(ctx, &a),
+        Command::Tag(a) => cmd::refs::run_tag(ctx, a),
+        Command::Branch(a) => cmd::refs::run_branch(ctx, a),
+        Command::Show(a) => cmd::show::run(ctx, &a),
+        Command::Verify(a) => cmd::verify::run(ctx, &a),
+        Command::Export(a) => cmd::export::run(ctx, &a),
     };
     match result {
         Ok(exit) => ExitCode::from(exit.code()),
-        Err(e) => report(&ctx, &e),
+        Err(e) => report(ctx, &e),
     }
 }
 
 /// Prints an error (stderr, and stdout as JSON with `--json`) and returns its exit code.
-fn report(ctx: &cmd::Ctx, e: &CliError) -> ExitCode {
+fn report(ctx: cmd::Ctx, e: &CliError) -> ExitCode {
     let mut err = std::io::stderr().lock();
     let _ = writeln!(err, "error: {}", e.message);
     for n in &e.notes {
@@ -123,4 +123,14 @@ fn report(ctx: &cmd::Ctx, e: &CliError) -> ExitCode {
     }
     debug_assert_ne!(e.exit, Exit::Ok);
     ExitCode::from(e.exit.code())
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    #[test]
+    fn clap_definitions_are_consistent() {
+        super::Cli::command().debug_assert();
+    }
 }

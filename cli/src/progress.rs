@@ -82,7 +82,7 @@ impl Progress {
     /// "N rows/s, M MB/s" so far.
     fn rates(&self) -> String {
         let secs = self.start.elapsed().as_secs_f64().max(1e-9);
-        let unit = if self.by_bytes { "rows" } else { self.unit };
+        let unit = if self.unit == "images" { "images" } else { "rows" };
         format!("{:.0} {unit}/s, {:.1} MB/s", self.rows as f64 / secs, self.bytes as f64 / secs / 1e6)
     }
 

@@ -4,6 +4,7 @@
 //! A and B are version numbers (of `--branch`, default main), `BRANCH@N`, or tag names.
 
 use std::collections::BTreeMap;
+use std::fmt::Write as _;
 
 use serde_json::json;
 use tessera::{At, Column, Dataset, FragmentInfo, Store};
@@ -22,7 +23,7 @@ pub(crate) struct Args {
     b: String,
     /// Dataset path or URL (or --dataset).
     #[arg(value_name = "DATASET")]
-    dataset: Option<String>,
+    location: Option<String>,
     #[command(flatten)]
     ds: DatasetFlag,
     /// Branch of plain version numbers.
@@ -62,8 +63,8 @@ fn describe(c: &Column) -> String {
 ///
 /// # Errors
 /// Not found for unknown versions; validation errors.
-pub(crate) fn run(ctx: &Ctx, args: &Args) -> CliResult<Exit> {
-    let store = open_store(&args.ds.location(args.dataset.as_deref())?)?;
+pub(crate) fn run(ctx: Ctx, args: &Args) -> CliResult<Exit> {
+    let store = open_store(&args.ds.location(args.location.as_deref())?)?;
     let a = open_spec(&store, &args.a, &args.branch)?;
     let b = open_spec(&store, &args.b, &args.branch)?;
     let fa: BTreeMap<u64, &FragmentInfo> = a.fragments().iter().map(|f| (f.fragment.id, f)).collect();
@@ -84,11 +85,8 @@ pub(crate) fn run(ctx: &Ctx, args: &Args) -> CliResult<Exit> {
     let (sa, sb) = (a.schema(), b.schema());
     let cols_added: Vec<&Column> = sb.columns.iter().filter(|c| sa.column_by_id(c.id).is_none()).collect();
     let cols_removed: Vec<&Column> = sa.columns.iter().filter(|c| sb.column_by_id(c.id).is_none()).collect();
-    let cols_changed: Vec<(&Column, &Column)> = sb
-        .columns
-        .iter()
-        .filter_map(|c| sa.column_by_id(c.id).filter(|o| *o != c).map(|o| (o, c)))
-        .collect();
+    let cols_changed: Vec<(&Column, &Column)> =
+        sb.columns.iter().filter_map(|c| sa.column_by_id(c.id).filter(|o| *o != c).map(|o| (o, c))).collect();
     let label = |d: &Dataset| format!("{}@{}", d.branch(), d.version());
     if ctx.json {
         let col = |c: &Column| tessera::dump::column_json(c);
@@ -107,10 +105,10 @@ pub(crate) fn run(ctx: &Ctx, args: &Args) -> CliResult<Exit> {
         return Ok(Exit::Ok);
     }
     let mut s = format!("{} -> {}: {} -> {} rows\n", label(&a), label(&b), a.row_count(), b.row_count());
-    s += &format!("  fragments: +{} -{} ~{}\n", added.len(), removed.len(), changed.len());
-    s += &format!("  rows: +{rows_added} added, -{rows_removed} removed");
+    let _ = writeln!(s, "  fragments: +{} -{} ~{}", added.len(), removed.len(), changed.len());
+    let _ = write!(s, "  rows: +{rows_added} added, -{rows_removed} removed");
     if rows_deleted > 0 || rows_restored > 0 {
-        s += &format!(", -{rows_deleted} deleted, +{rows_restored} restored in kept fragments");
+        let _ = write!(s, ", -{rows_deleted} deleted, +{rows_restored} restored in kept fragments");
     }
     s += "\n";
     if cols_added.is_empty() && cols_removed.is_empty() && cols_changed.is_empty() {
@@ -118,14 +116,14 @@ pub(crate) fn run(ctx: &Ctx, args: &Args) -> CliResult<Exit> {
     } else {
         s += "  schema:\n";
         for c in &cols_added {
-            s += &format!("    + {}: {}\n", c.name, describe(c));
+            let _ = writeln!(s, "    + {}: {}", c.name, describe(c));
         }
         for c in &cols_removed {
-            s += &format!("    - {}: {}\n", c.name, describe(c));
+            let _ = writeln!(s, "    - {}: {}", c.name, describe(c));
         }
         for (o, n) in &cols_changed {
             let name = if o.name == n.name { n.name.clone() } else { format!("{} -> {}", o.name, n.name) };
-            s += &format!("    ~ {name}: {} -> {}\n", describe(o), describe(n));
+            let _ = writeln!(s, "    ~ {name}: {} -> {}", describe(o), describe(n));
         }
     }
     emit(&s);

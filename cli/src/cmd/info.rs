@@ -5,10 +5,13 @@
 //! one footer read per data file (`--no-sizes` skips it).
 
 use std::collections::{BTreeMap, HashSet};
+use std::fmt::Write as _;
 
 use serde_json::json;
 
-use super::{AtArgs, Ctx, DatasetFlag, emit, emit_json, fmt_bytes, fmt_compression, fmt_kind, fmt_shape, fmt_time, open};
+use super::{
+    AtArgs, Ctx, DatasetFlag, emit, emit_json, fmt_bytes, fmt_compression, fmt_kind, fmt_shape, fmt_time, open,
+};
 use crate::error::{CliResult, Exit};
 
 /// Arguments of `tessera info`.
@@ -16,7 +19,7 @@ use crate::error::{CliResult, Exit};
 pub(crate) struct Args {
     /// Dataset path or URL (or --dataset).
     #[arg(value_name = "DATASET")]
-    dataset: Option<String>,
+    location: Option<String>,
     #[command(flatten)]
     ds: DatasetFlag,
     #[command(flatten)]
@@ -37,25 +40,25 @@ fn ratio(s: Sizes) -> f64 {
     if s.stored == 0 { 1.0 } else { s.raw as f64 / s.stored as f64 }
 }
 
-/// Runs `tessera info`.
-///
-/// # Errors
-/// Not found, or validation errors reading the manifest, segments or footers.
-pub(crate) fn run(ctx: &Ctx, args: &Args) -> CliResult<Exit> {
-    let ds = open(&args.ds, args.dataset.as_deref(), &args.at)?;
-    let location = ds.store().url().to_string();
-    let m = ds.manifest();
-    let mut per_column: BTreeMap<u32, Sizes> = BTreeMap::new();
-    let mut files = HashSet::new();
-    let mut file_bytes = 0u64;
-    let mut deleted = 0u64;
+/// Sizes and counts over a version's fragments.
+struct Gathered {
+    per_column: BTreeMap<u32, Sizes>,
+    files: HashSet<String>,
+    file_bytes: u64,
+    deleted: u64,
+}
+
+/// Counts files, bytes and deleted rows; with `sizes`, sums each column's block sizes from
+/// the data file footers.
+fn gather(ds: &tessera::Dataset, sizes: bool) -> CliResult<Gathered> {
+    let mut g = Gathered { per_column: BTreeMap::new(), files: HashSet::new(), file_bytes: 0, deleted: 0 };
     for info in ds.fragments() {
-        deleted += info.fragment.row_count - info.fragment.live_rows();
+        g.deleted += info.fragment.row_count - info.fragment.live_rows();
         for f in &info.fragment.files {
-            if files.insert(f.path.clone()) {
-                file_bytes += f.size;
+            if g.files.insert(f.path.clone()) {
+                g.file_bytes += f.size;
             }
-            if args.no_sizes {
+            if !sizes {
                 continue;
             }
             let df = ds.data_file(&info.fragment, f)?;
@@ -63,7 +66,7 @@ pub(crate) fn run(ctx: &Ctx, args: &Args) -> CliResult<Exit> {
                 if !f.column_ids.contains(&chunk.column_id) {
                     continue; // superseded by an update, or dropped
                 }
-                let s = per_column.entry(chunk.column_id).or_default();
+                let s = g.per_column.entry(chunk.column_id).or_default();
                 for b in chunk.blocks() {
                     s.stored += b.stored_len;
                     s.raw += b.raw_len;
@@ -71,7 +74,20 @@ pub(crate) fn run(ctx: &Ctx, args: &Args) -> CliResult<Exit> {
             }
         }
     }
-    let total = per_column.values().fold(Sizes::default(), |a, s| Sizes { stored: a.stored + s.stored, raw: a.raw + s.raw });
+    Ok(g)
+}
+
+/// Runs `tessera info`.
+///
+/// # Errors
+/// Not found, or validation errors reading the manifest, segments or footers.
+pub(crate) fn run(ctx: Ctx, args: &Args) -> CliResult<Exit> {
+    let ds = open(&args.ds, args.location.as_deref(), &args.at)?;
+    let location = ds.store().url().to_string();
+    let m = ds.manifest();
+    let Gathered { per_column, files, file_bytes, deleted } = gather(&ds, !args.no_sizes)?;
+    let total =
+        per_column.values().fold(Sizes::default(), |a, s| Sizes { stored: a.stored + s.stored, raw: a.raw + s.raw });
     let versions = ds.log()?.len();
     let branches = ds.branches()?;
     let tags = ds.tags()?;
@@ -104,24 +120,26 @@ pub(crate) fn run(ctx: &Ctx, args: &Args) -> CliResult<Exit> {
         return Ok(Exit::Ok);
     }
     let mut s = String::new();
-    s += &format!("dataset   {location}\n");
-    s += &format!("version   {}@{} ({versions} versions in its history)\n", ds.branch(), ds.version());
-    s += &format!("committed {}  {:?}\n", fmt_time(m.timestamp_ms), m.message);
-    s += &format!("rows      {}", ds.row_count());
+    let _ = writeln!(s, "dataset   {location}");
+    let _ = writeln!(s, "version   {}@{} ({versions} versions in its history)", ds.branch(), ds.version());
+    let _ = writeln!(s, "committed {}  {:?}", fmt_time(m.timestamp_ms), m.message);
+    let _ = write!(s, "rows      {}", ds.row_count());
     if deleted > 0 {
-        s += &format!(" (+{deleted} deleted)");
+        let _ = write!(s, " (+{deleted} deleted)");
     }
-    s += &format!(" in {} fragments, {} data files ({})\n", ds.fragments().len(), files.len(), fmt_bytes(file_bytes));
+    let _ =
+        writeln!(s, " in {} fragments, {} data files ({})", ds.fragments().len(), files.len(), fmt_bytes(file_bytes));
     if !args.no_sizes {
-        s += &format!(
-            "size      {} stored, {} raw (compression ratio {:.2})\n",
+        let _ = writeln!(
+            s,
+            "size      {} stored, {} raw (compression ratio {:.2})",
             fmt_bytes(total.stored),
             fmt_bytes(total.raw),
             ratio(total)
         );
     }
-    s += &format!("branches  {}\n", branches.join(", "));
-    s += &format!("tags      {}\n", if tags.is_empty() { "-".to_string() } else { tags.join(", ") });
+    let _ = writeln!(s, "branches  {}", branches.join(", "));
+    let _ = writeln!(s, "tags      {}", if tags.is_empty() { "-".to_string() } else { tags.join(", ") });
     s += "columns:\n";
     let mut table = vec![vec![
         "name".to_string(),

@@ -2,12 +2,13 @@
 //!
 //! Pipeline: a producer thread walks the inputs in order (file lists, tar entries, array row
 //! chunks, text lines) and sends work items over a bounded channel; `--jobs` worker threads
-//! (std::thread::scope) decode them in parallel; the main thread puts results back in input
+//! (`std::thread::scope`) decode them in parallel; the main thread puts results back in input
 //! order, assembles column buffers and hands batches to the reference crate's
 //! [`tessera::DatasetWriter`], which writes data files as they fill. The commit happens only
 //! after every input was processed, so a failed ingest commits nothing.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
@@ -106,7 +107,7 @@ input stops the ingest before anything is committed (exit 1, its path on stderr)
 Creating a dataset commits an empty version 1 first; the data is version 2.";
 
 /// Input formats.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, clap::ValueEnum)]
 enum Format {
     /// Decide from the inputs.
     Auto,
@@ -159,12 +160,11 @@ fn parse_channels(s: &str) -> Result<u8, String> {
 /// Parses `224` or `224x160` (height x width).
 fn parse_image_size(s: &str) -> CliResult<(u32, u32)> {
     let bad = || CliError::usage(format!("bad --size {s:?} (use N or HxW, e.g. 224 or 224x160)"));
-    let (h, w) = match s.split_once(['x', 'X']) {
-        Some((h, w)) => (h.trim().parse::<u32>().map_err(|_| bad())?, w.trim().parse::<u32>().map_err(|_| bad())?),
-        None => {
-            let n = s.trim().parse::<u32>().map_err(|_| bad())?;
-            (n, n)
-        }
+    let (h, w) = if let Some((h, w)) = s.split_once(['x', 'X']) {
+        (h.trim().parse::<u32>().map_err(|_| bad())?, w.trim().parse::<u32>().map_err(|_| bad())?)
+    } else {
+        let n = s.trim().parse::<u32>().map_err(|_| bad())?;
+        (n, n)
     };
     if h == 0 || w == 0 || h > 65_535 || w > 65_535 {
         return Err(bad());
@@ -227,13 +227,9 @@ struct Decoder {
 impl Decoder {
     fn decode(&self, work: Work) -> Vec<Decoded> {
         match work {
-            Work::Image(path, class) => vec![imagefolder::decode_file(
-                &path,
-                class,
-                &self.classes,
-                &self.wds.image,
-                &self.folder_columns,
-            )],
+            Work::Image(path, class) => {
+                vec![imagefolder::decode_file(&path, class, &self.classes, &self.wds.image, &self.folder_columns)]
+            }
             Work::Wds(raw) => vec![wds::decode_sample(raw, &self.wds)],
             Work::Lines(lines) => match &self.jsonl {
                 Some(plan) => lines.into_iter().map(|(origin, l)| jsonl::decode_line(origin, &l, plan)).collect(),
@@ -258,7 +254,8 @@ fn detect(inputs: &[PathBuf]) -> CliResult<Format> {
                 .filter_map(Result::ok)
                 .map(|e| e.path())
                 .collect();
-            let has = |exts: &[&str]| entries.iter().any(|e| e.is_file() && exts.contains(&input::extension(e).as_str()));
+            let has =
+                |exts: &[&str]| entries.iter().any(|e| e.is_file() && exts.contains(&input::extension(e).as_str()));
             if has(&["tar"]) {
                 kinds.insert(Format::Wds);
             } else if has(&["npy", "npz"]) {
@@ -268,7 +265,10 @@ fn detect(inputs: &[PathBuf]) -> CliResult<Format> {
             } else if entries.iter().any(|e| e.is_dir()) {
                 kinds.insert(Format::Imagefolder);
             } else {
-                return Err(CliError::usage(format!("cannot tell the format of folder {} (use --format)", p.display())));
+                return Err(CliError::usage(format!(
+                    "cannot tell the format of folder {} (use --format)",
+                    p.display()
+                )));
             }
         } else {
             match input::extension(p).as_str() {
@@ -324,7 +324,7 @@ fn format_name(f: Format) -> &'static str {
 ///
 /// # Errors
 /// See the exit codes in `tessera --help`.
-pub(crate) fn run(ctx: &Ctx, mut args: Args) -> CliResult<Exit> {
+pub(crate) fn run(ctx: Ctx, mut args: Args) -> CliResult<Exit> {
     let location = match args.ds.dataset.clone() {
         Some(d) => d,
         None if args.inputs.len() >= 2 => args.inputs.pop().unwrap_or_default(),
@@ -345,49 +345,7 @@ pub(crate) fn run(ctx: &Ctx, mut args: Args) -> CliResult<Exit> {
         encoded: args.keep_encoded.then(|| format!("{}_encoded", args.image_column)),
     };
 
-    // Open the source; plan the columns where the source knows them up front.
-    let (source, planned, sidecar_dir): (Source, Option<Vec<Column>>, Option<PathBuf>) = match format {
-        Format::Imagefolder | Format::Auto => {
-            let [root] = inputs.as_slice() else {
-                return Err(CliError::usage("an image-folder ingest takes one root folder"));
-            };
-            if !root.is_dir() {
-                return Err(CliError::not_found(format!("image folder {} does not exist", root.display())));
-            }
-            let folder = imagefolder::scan(root)?;
-            let c = u64::from(image.channels);
-            let shape = match size {
-                Some((h, w)) => [Dim::Fixed(u64::from(h)), Dim::Fixed(u64::from(w)), Dim::Fixed(c)],
-                None => [Dim::Ragged, Dim::Ragged, Dim::Fixed(c)],
-            };
-            let mut cols = vec![
-                Column::new(&folder_columns.image, DType::U8, &shape).with_kind(Kind::Image { layout: ImageLayout::Hwc }),
-                Column::new(&folder_columns.label, DType::I64, &[])
-                    .with_kind(Kind::ClassLabel { names: folder.classes.to_vec() }),
-            ];
-            if let Some(enc) = &folder_columns.encoded {
-                cols.push(Column::new(enc, DType::Bytes, &[]));
-            }
-            let cols = cols.into_iter().map(|c| { let z = input::default_compression(&c); c.with_compression(z) }).collect();
-            (Source::Folder(folder), Some(cols), None)
-        }
-        Format::Wds => {
-            let shards = tar_files(&inputs)?;
-            let dir = shards.first().and_then(|s| s.parent()).map(Path::to_path_buf);
-            (Source::Wds(shards), None, dir)
-        }
-        Format::Npy => {
-            let src = npy::open(&inputs)?;
-            let cols = src.columns(&infer.ragged);
-            let dir = src.dir.clone();
-            (Source::Npy(src), Some(cols), Some(dir))
-        }
-        Format::Jsonl => {
-            let plan = jsonl::scan(&inputs)?;
-            let cols = plan.columns();
-            (Source::Jsonl(plan), Some(cols), Some(jsonl::sidecar_dir(&inputs)))
-        }
-    };
+    let (source, planned, sidecar_dir) = open_source(format, &inputs, &image, &folder_columns, &infer)?;
     let sidecar = match &sidecar_dir {
         Some(d) => input::read_sidecar(d)?,
         None => None,
@@ -416,7 +374,9 @@ pub(crate) fn run(ctx: &Ctx, mut args: Args) -> CliResult<Exit> {
 
     let total = match &source {
         Source::Folder(f) => Total::Count(f.files.len() as u64, "images"),
-        Source::Wds(shards) => Total::Bytes(shards.iter().filter_map(|s| std::fs::metadata(s).ok()).map(|m| m.len()).sum()),
+        Source::Wds(shards) => {
+            Total::Bytes(shards.iter().filter_map(|s| std::fs::metadata(s).ok()).map(|m| m.len()).sum())
+        }
         Source::Npy(n) => Total::Count(n.rows, "rows"),
         Source::Jsonl(p) => Total::Count(p.lines, "rows"),
     };
@@ -439,11 +399,10 @@ pub(crate) fn run(ctx: &Ctx, mut args: Args) -> CliResult<Exit> {
     };
     let options = WriteOptions { target_file_bytes, ..WriteOptions::default() };
     let mut sink = Sink {
-        ctx: *ctx,
+        ctx,
         store,
         location: location.clone(),
         base,
-        branch,
         options,
         planned: planned.map(|p| finish_columns(p, sidecar.as_deref(), &compress)).transpose()?,
         sidecar,
@@ -466,11 +425,72 @@ pub(crate) fn run(ctx: &Ctx, mut args: Args) -> CliResult<Exit> {
     if let Err(e) = result {
         return Err(sink.abort_notes(e));
     }
-    let message = args
-        .message
-        .take()
-        .unwrap_or_else(|| format!("ingest {} from {}", format_name(format), args.inputs.join(" ")));
+    let message =
+        args.message.take().unwrap_or_else(|| format!("ingest {} from {}", format_name(format), args.inputs.join(" ")));
     sink.finish(&message, format_name(format), ignored)
+}
+
+/// What an opened source yields: the source, its columns when known up front, and the
+/// folder a schema sidecar would be in.
+type Opened = (Source, Option<Vec<Column>>, Option<PathBuf>);
+
+/// Opens the inputs as a source and plans its columns where the format knows them up front.
+fn open_source(
+    format: Format,
+    inputs: &[PathBuf],
+    image: &ImageOptions,
+    folder_columns: &FolderColumns,
+    infer: &InferOptions,
+) -> CliResult<Opened> {
+    Ok(match format {
+        Format::Imagefolder | Format::Auto => {
+            let [root] = inputs else {
+                return Err(CliError::usage("an image-folder ingest takes one root folder"));
+            };
+            if !root.is_dir() {
+                return Err(CliError::not_found(format!("image folder {} does not exist", root.display())));
+            }
+            let folder = imagefolder::scan(root)?;
+            let c = u64::from(image.channels);
+            let shape = match image.size {
+                Some((h, w)) => [Dim::Fixed(u64::from(h)), Dim::Fixed(u64::from(w)), Dim::Fixed(c)],
+                None => [Dim::Ragged, Dim::Ragged, Dim::Fixed(c)],
+            };
+            let mut cols = vec![
+                Column::new(&folder_columns.image, DType::U8, &shape)
+                    .with_kind(Kind::Image { layout: ImageLayout::Hwc }),
+                Column::new(&folder_columns.label, DType::I64, &[])
+                    .with_kind(Kind::ClassLabel { names: folder.classes.to_vec() }),
+            ];
+            if let Some(enc) = &folder_columns.encoded {
+                cols.push(Column::new(enc, DType::Bytes, &[]));
+            }
+            let cols = cols
+                .into_iter()
+                .map(|c| {
+                    let z = input::default_compression(&c);
+                    c.with_compression(z)
+                })
+                .collect();
+            (Source::Folder(folder), Some(cols), None)
+        }
+        Format::Wds => {
+            let shards = tar_files(inputs)?;
+            let dir = shards.first().and_then(|s| s.parent()).map(Path::to_path_buf);
+            (Source::Wds(shards), None, dir)
+        }
+        Format::Npy => {
+            let src = npy::open(inputs)?;
+            let cols = src.columns(&infer.ragged);
+            let dir = src.dir.clone();
+            (Source::Npy(src), Some(cols), Some(dir))
+        }
+        Format::Jsonl => {
+            let plan = jsonl::scan(inputs)?;
+            let cols = plan.columns();
+            (Source::Jsonl(plan), Some(cols), Some(jsonl::sidecar_dir(inputs)))
+        }
+    })
 }
 
 /// Refuses to turn an unrelated, non-empty local folder into a dataset.
@@ -640,7 +660,6 @@ struct Sink {
     store: Store,
     location: String,
     base: Option<Dataset>,
-    branch: String,
     options: WriteOptions,
     planned: Option<Vec<Column>>,
     sidecar: Option<Vec<Column>>,
@@ -657,11 +676,13 @@ struct Sink {
     progress: Progress,
 }
 
-/// The dataset being appended to, once the schema is known.
+/// The dataset being appended to, once the schema is known. A new dataset is created only
+/// when the first batch is ready, so an ingest that fails early leaves nothing behind.
 struct Target {
-    base: Dataset,
+    schema: Schema,
+    base: Option<Dataset>,
     created: bool,
-    writer: DatasetWriter,
+    writer: Option<DatasetWriter>,
     asm: Assembler,
 }
 
@@ -723,33 +744,40 @@ impl Sink {
     /// Fixes the schema (planned, or inferred from the first sample), opens or creates the
     /// dataset, and starts the writer.
     fn start(&mut self, first: &Sample) -> CliResult<()> {
-        let cols = match self.planned.take() {
-            Some(c) => c,
-            None => {
-                let mut cols = Vec::new();
-                for (name, v) in &first.fields {
-                    let c = input::infer_column(name, v, &self.infer)
-                        .ok_or_else(|| CliError::data(format!("{}: field {name:?} has no value to infer a type from", first.origin)))?;
-                    cols.push(c);
-                }
-                finish_columns(cols, self.sidecar.as_deref(), &self.compress)?
+        let cols = if let Some(c) = self.planned.take() {
+            c
+        } else {
+            let mut cols = Vec::new();
+            for (name, v) in &first.fields {
+                let c = input::infer_column(name, v, &self.infer).ok_or_else(|| {
+                    CliError::data(format!("{}: field {name:?} has no value to infer a type from", first.origin))
+                })?;
+                cols.push(c);
             }
+            finish_columns(cols, self.sidecar.as_deref(), &self.compress)?
         };
-        let (base, created) = match self.base.take() {
-            Some(b) => {
-                check_columns(b.schema(), &cols)?;
-                (b, false)
-            }
-            None => {
-                let schema = Schema::new(cols).map_err(|e| CliError::usage(format!("cannot build a schema: {e}")))?;
-                let ds = Dataset::create_in(&self.store, schema, &self.options)?;
-                (ds, true)
-            }
+        let (schema, base) = if let Some(b) = self.base.take() {
+            check_columns(b.schema(), &cols)?;
+            (b.schema().clone(), Some(b))
+        } else {
+            let schema = Schema::new(cols).map_err(|e| CliError::usage(format!("cannot build a schema: {e}")))?;
+            (schema, None)
         };
-        let asm = Assembler::new(base.schema());
-        let writer = base.writer(self.options.clone());
-        self.target = Some(Target { base, created, writer, asm });
+        let asm = Assembler::new(&schema);
+        let writer = base.as_ref().map(|b| b.writer(self.options.clone()));
+        self.target = Some(Target { schema, base, created: false, writer, asm });
         Ok(())
+    }
+
+    /// The writer, creating the dataset first if it is new.
+    fn writer(&mut self) -> CliResult<&mut DatasetWriter> {
+        let Some(t) = self.target.as_mut() else { return Err(CliError::other("no schema yet")) };
+        if t.base.is_none() {
+            t.base = Some(Dataset::create_in(&self.store, t.schema.clone(), &self.options)?);
+            t.created = true;
+        }
+        let base = t.base.as_ref().ok_or_else(|| CliError::other("no dataset"))?;
+        Ok(t.writer.get_or_insert_with(|| base.writer(self.options.clone())))
     }
 
     fn flush(&mut self) -> CliResult<()> {
@@ -758,7 +786,7 @@ impl Sink {
             return Ok(());
         }
         let (batch, raw) = t.asm.take_batch()?;
-        t.writer.append(&batch)?;
+        self.writer()?.append(&batch)?;
         self.raw_bytes += raw;
         self.appended_bytes += raw;
         Ok(())
@@ -781,14 +809,16 @@ impl Sink {
             return Err(self.abort_notes(e));
         }
         let seconds_decode = self.progress.seconds();
-        let Some(t) = self.target.take() else {
+        let target = if self.rows == 0 { None } else { self.target.take() };
+        let Some(t) = target else {
             if self.skipped.is_empty() {
                 return Err(CliError::not_found("no samples in the inputs; nothing committed"));
             }
             return Err(CliError::data(format!("all {} inputs were bad; nothing committed", self.skipped.len())));
         };
-        let first_new = t.base.manifest().next_fragment_id;
-        let new = t.writer.commit(message).map_err(|e| self.abort_notes(e.into()))?;
+        let (Some(base), Some(writer)) = (t.base, t.writer) else { return Err(CliError::other("no writer")) };
+        let first_new = base.manifest().next_fragment_id;
+        let new = writer.commit(message).map_err(|e| self.abort_notes(e.into()))?;
         let stored: u64 = new
             .fragments()
             .iter()
@@ -818,24 +848,25 @@ impl Sink {
                 if t.created { "new dataset" } else { "appended" },
             );
             let ratio = if stored > 0 { self.raw_bytes as f64 / stored as f64 } else { 0.0 };
-            s += &format!(
-                "  bytes: raw {}, stored {} (ratio {ratio:.2}), input {}\n",
+            let _ = writeln!(
+                s,
+                "  bytes: raw {}, stored {} (ratio {ratio:.2}), input {}",
                 fmt_bytes(self.raw_bytes),
                 fmt_bytes(stored),
                 fmt_bytes(self.input_bytes)
             );
-            s += &format!("  rate: {:.0} rows/s", self.rows as f64 / seconds);
+            let _ = write!(s, "  rate: {:.0} rows/s", self.rows as f64 / seconds);
             if self.images > 0 {
-                s += &format!(", {:.0} images/s", self.images as f64 / seconds);
+                let _ = write!(s, ", {:.0} images/s", self.images as f64 / seconds);
             }
-            s += &format!(", {:.1} MB/s input\n", self.input_bytes as f64 / seconds / 1e6);
+            let _ = writeln!(s, ", {:.1} MB/s input", self.input_bytes as f64 / seconds / 1e6);
             if ignored > 0 {
-                s += &format!("  ignored {ignored} files that are not images\n");
+                let _ = writeln!(s, "  ignored {ignored} files that are not images");
             }
             if !self.skipped.is_empty() {
-                s += &format!("  skipped {} bad inputs:\n", self.skipped.len());
+                let _ = writeln!(s, "  skipped {} bad inputs:", self.skipped.len());
                 for b in &self.skipped {
-                    s += &format!("    {}: {}\n", b.origin, b.reason);
+                    let _ = writeln!(s, "    {}: {}", b.origin, b.reason);
                 }
             }
             emit(&s);
@@ -846,8 +877,7 @@ impl Sink {
 
 /// Checks that the input's columns can be appended to the dataset's schema.
 fn check_columns(schema: &Schema, cols: &[Column]) -> CliResult<()> {
-    let extra: Vec<&str> =
-        cols.iter().filter(|c| schema.column(&c.name).is_none()).map(|c| c.name.as_str()).collect();
+    let extra: Vec<&str> = cols.iter().filter(|c| schema.column(&c.name).is_none()).map(|c| c.name.as_str()).collect();
     let missing: Vec<&str> = schema
         .columns
         .iter()
@@ -861,6 +891,16 @@ fn check_columns(schema: &Schema, cols: &[Column]) -> CliResult<()> {
         )));
     }
     for c in cols {
+        if let Some(s) = schema.column(&c.name)
+            && matches!(s.kind, Kind::Image { .. })
+            && matches!(c.shape.first(), Some(Dim::Ragged))
+            && let Some(Dim::Fixed(h)) = s.shape.first()
+        {
+            return Err(CliError::usage(format!(
+                "column {:?} holds {h}-pixel-high images of one size; pass --size to resize the inputs",
+                c.name
+            )));
+        }
         if let Some(s) = schema.column(&c.name)
             && !input::sidecar_fits(c, s)
         {
@@ -920,7 +960,8 @@ impl Assembler {
                 return Err(format!("field {name:?} appears twice"));
             }
             images += u64::from(matches!(v, Value::Image(_)));
-            let row = encode(&self.columns[i], v, self.class_ids[i].as_ref()).map_err(|e| format!("column {name:?}: {e}"))?;
+            let row =
+                encode(&self.columns[i], v, self.class_ids[i].as_ref()).map_err(|e| format!("column {name:?}: {e}"))?;
             if let Some((shape, _)) = &row {
                 check_shape(&self.columns[i], shape).map_err(|e| format!("column {name:?}: {e}"))?;
             }
@@ -1024,7 +1065,9 @@ fn encode(c: &Column, v: Value, class_ids: Option<&HashMap<String, i64>>) -> Res
         Value::Class { index, names } => {
             let name = names.get(index).ok_or("class index out of range")?;
             let id = match class_ids {
-                Some(ids) => *ids.get(name).ok_or_else(|| format!("class {name:?} is not in the column's class names"))?,
+                Some(ids) => {
+                    *ids.get(name).ok_or_else(|| format!("class {name:?} is not in the column's class names"))?
+                }
                 None => index as i64,
             };
             scalar(int_bytes(c, id, None)?)
@@ -1150,11 +1193,9 @@ mod tests {
 
     #[test]
     fn assembler_validates_whole_samples() {
-        let schema = Schema::new([
-            Column::new("x", DType::F32, &[Dim::Fixed(2)]),
-            Column::new("n", DType::I32, &[]).nullable(),
-        ])
-        .unwrap();
+        let schema =
+            Schema::new([Column::new("x", DType::F32, &[Dim::Fixed(2)]), Column::new("n", DType::I32, &[]).nullable()])
+                .unwrap();
         let mut a = Assembler::new(&schema);
         let t = |v: [f32; 2]| Value::Tensor {
             dtype: DType::F32,

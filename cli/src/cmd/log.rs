@@ -2,6 +2,7 @@
 //! branch bases), newest first.
 
 use serde_json::json;
+use std::fmt::Write as _;
 use tessera::manifest::{Manifest, VersionRef};
 
 use super::{AtArgs, Ctx, DatasetFlag, emit, emit_json, fmt_time, open};
@@ -12,7 +13,7 @@ use crate::error::{CliResult, Exit};
 pub(crate) struct Args {
     /// Dataset path or URL (or --dataset).
     #[arg(value_name = "DATASET")]
-    dataset: Option<String>,
+    location: Option<String>,
     #[command(flatten)]
     ds: DatasetFlag,
     #[command(flatten)]
@@ -38,8 +39,8 @@ fn entry_json(m: &Manifest) -> serde_json::Value {
 ///
 /// # Errors
 /// Not found, or validation errors of a manifest in the history.
-pub(crate) fn run(ctx: &Ctx, args: &Args) -> CliResult<Exit> {
-    let ds = open(&args.ds, args.dataset.as_deref(), &args.at)?;
+pub(crate) fn run(ctx: Ctx, args: &Args) -> CliResult<Exit> {
+    let ds = open(&args.ds, args.location.as_deref(), &args.at)?;
     let mut history = ds.log()?;
     if let Some(n) = args.limit {
         history.truncate(n);
@@ -50,7 +51,15 @@ pub(crate) fn run(ctx: &Ctx, args: &Args) -> CliResult<Exit> {
     }
     let mut s = String::new();
     for m in &history {
-        s += &format!("{}@{}  {}  {} rows  {}\n", m.branch, m.version, fmt_time(m.timestamp_ms), m.row_count, m.message);
+        let _ = writeln!(
+            s,
+            "{}@{}  {}  {} rows  {}",
+            m.branch,
+            m.version,
+            fmt_time(m.timestamp_ms),
+            m.row_count,
+            m.message
+        );
     }
     emit(&s);
     Ok(Exit::Ok)

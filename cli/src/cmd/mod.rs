@@ -28,7 +28,7 @@ pub(crate) struct Ctx {
 
 impl Ctx {
     /// Prints an informational line on stderr unless quiet.
-    pub(crate) fn info(&self, line: &str) {
+    pub(crate) fn info(self, line: &str) {
         if !self.quiet {
             eprintln!("{line}");
         }
@@ -211,25 +211,25 @@ pub(crate) fn fmt_time(ms: u64) -> String {
     let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
     let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
     let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!("{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60)
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60)
 }
 
 /// Parses sizes like `64M`, `512K`, `1G`, `1000` (bytes; binary multiples).
 pub(crate) fn parse_size(s: &str) -> Result<u64, String> {
     let t = s.trim();
     let (num, mult) = match t.char_indices().last() {
-        Some((i, c)) if c.is_ascii_alphabetic() => {
-            let m: u64 = match c.to_ascii_uppercase() {
+        Some((at, unit)) if unit.is_ascii_alphabetic() => {
+            let m: u64 = match unit.to_ascii_uppercase() {
                 'K' => 1 << 10,
                 'M' => 1 << 20,
                 'G' => 1 << 30,
                 'B' => 1,
                 _ => return Err(format!("bad size {s:?} (use e.g. 64M, 512K, 1G)")),
             };
-            (&t[..i], m)
+            (&t[..at], m)
         }
         _ => (t, 1),
     };

@@ -1,5 +1,7 @@
 //! `tessera tag` and `tessera branch`: name a version, fork a branch, list them.
 
+use std::fmt::Write as _;
+
 use serde_json::json;
 use tessera::{At, Dataset, Limits, WriteOptions};
 
@@ -14,7 +16,7 @@ pub(crate) struct TagArgs {
     name: Option<String>,
     /// Dataset path or URL (or --dataset).
     #[arg(value_name = "DATASET")]
-    dataset: Option<String>,
+    location: Option<String>,
     #[command(flatten)]
     ds: DatasetFlag,
     /// Version to tag (default: the latest of --branch).
@@ -39,7 +41,7 @@ pub(crate) struct BranchArgs {
     name: Option<String>,
     /// Dataset path or URL (or --dataset).
     #[arg(value_name = "DATASET")]
-    dataset: Option<String>,
+    location: Option<String>,
     #[command(flatten)]
     ds: DatasetFlag,
     /// Version to branch from (default: the latest of --from-branch).
@@ -77,9 +79,9 @@ fn at(branch: Option<&String>, version: Option<u64>) -> At {
 ///
 /// # Errors
 /// Not found for the version; conflict if the tag exists; usage for a bad name.
-pub(crate) fn run_tag(ctx: &Ctx, args: TagArgs) -> CliResult<Exit> {
+pub(crate) fn run_tag(ctx: Ctx, args: TagArgs) -> CliResult<Exit> {
     if args.list {
-        let store = open_store(&list_location(&args.ds, args.name.as_deref(), args.dataset.as_deref())?)?;
+        let store = open_store(&list_location(&args.ds, args.name.as_deref(), args.location.as_deref())?)?;
         let ds = open_version(&store, &At::Latest)?;
         let mut out = Vec::new();
         for t in ds.tags()? {
@@ -90,12 +92,15 @@ pub(crate) fn run_tag(ctx: &Ctx, args: TagArgs) -> CliResult<Exit> {
             let v: Vec<_> = out.iter().map(|(t, b, v)| json!({"tag": t, "branch": b, "version": v})).collect();
             emit_json(&json!(v));
         } else {
-            emit(&out.iter().map(|(t, b, v)| format!("{t}  {b}@{v}\n")).collect::<String>());
+            emit(&out.iter().fold(String::new(), |mut s, (t, b, v)| {
+                let _ = writeln!(s, "{t}  {b}@{v}");
+                s
+            }));
         }
         return Ok(Exit::Ok);
     }
     let name = args.name.unwrap_or_default();
-    let store = open_store(&args.ds.location(args.dataset.as_deref())?)?;
+    let store = open_store(&args.ds.location(args.location.as_deref())?)?;
     let ds = open_version(&store, &at(args.branch.as_ref(), args.version))?;
     ds.create_tag(&name, &args.message, &WriteOptions::default())?;
     if ctx.json {
@@ -110,9 +115,9 @@ pub(crate) fn run_tag(ctx: &Ctx, args: TagArgs) -> CliResult<Exit> {
 ///
 /// # Errors
 /// Not found for the source version; conflict if the branch exists; usage for a bad name.
-pub(crate) fn run_branch(ctx: &Ctx, args: BranchArgs) -> CliResult<Exit> {
+pub(crate) fn run_branch(ctx: Ctx, args: BranchArgs) -> CliResult<Exit> {
     if args.list {
-        let store = open_store(&list_location(&args.ds, args.name.as_deref(), args.dataset.as_deref())?)?;
+        let store = open_store(&list_location(&args.ds, args.name.as_deref(), args.location.as_deref())?)?;
         let ds = open_version(&store, &At::Latest)?;
         let mut out = Vec::new();
         for b in ds.branches()? {
@@ -123,12 +128,15 @@ pub(crate) fn run_branch(ctx: &Ctx, args: BranchArgs) -> CliResult<Exit> {
             let v: Vec<_> = out.iter().map(|(b, v)| json!({"branch": b, "version": v})).collect();
             emit_json(&json!(v));
         } else {
-            emit(&out.iter().map(|(b, v)| format!("{b}  {b}@{v}\n")).collect::<String>());
+            emit(&out.iter().fold(String::new(), |mut s, (b, v)| {
+                let _ = writeln!(s, "{b}  latest version {v}");
+                s
+            }));
         }
         return Ok(Exit::Ok);
     }
     let name = args.name.unwrap_or_default();
-    let store = open_store(&args.ds.location(args.dataset.as_deref())?)?;
+    let store = open_store(&args.ds.location(args.location.as_deref())?)?;
     let source = match &args.from_tag {
         Some(t) => At::Tag(t.clone()),
         None => at(args.from_branch.as_ref(), args.from_version),

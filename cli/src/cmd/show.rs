@@ -2,6 +2,7 @@
 //! name; small tensors in full; images and big tensors as shape, dtype, min, max and mean.
 
 use serde_json::{Value as J, json};
+use std::fmt::Write as _;
 use tessera::{ColumnData, DType, Kind};
 
 use super::{AtArgs, Ctx, DatasetFlag, emit, emit_json, fmt_kind, open};
@@ -15,7 +16,7 @@ pub(crate) struct Args {
     row: u64,
     /// Dataset path or URL (or --dataset).
     #[arg(value_name = "DATASET")]
-    dataset: Option<String>,
+    location: Option<String>,
     #[command(flatten)]
     ds: DatasetFlag,
     #[command(flatten)]
@@ -37,7 +38,7 @@ pub(crate) fn elements_f64(dtype: DType, bytes: &[u8]) -> Vec<f64> {
     bytes
         .chunks_exact(n)
         .map(|e| match dtype {
-            DType::Bool | DType::U8 => f64::from(e[0]),
+            DType::Bool | DType::U8 | DType::Utf8 | DType::Bytes => f64::from(e[0]),
             DType::I8 => f64::from(e[0].cast_signed()),
             DType::U16 => f64::from(u16::from_le_bytes([e[0], e[1]])),
             DType::I16 => f64::from(i16::from_le_bytes([e[0], e[1]])),
@@ -49,9 +50,14 @@ pub(crate) fn elements_f64(dtype: DType, bytes: &[u8]) -> Vec<f64> {
             DType::U64 => u64::from_le_bytes(le8(e)) as f64,
             DType::I64 => i64::from_le_bytes(le8(e)) as f64,
             DType::F64 => f64::from_le_bytes(le8(e)),
-            DType::Utf8 | DType::Bytes => f64::from(e[0]),
         })
         .collect()
+}
+
+/// Lower-case hex of bytes.
+fn hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    bytes.iter().flat_map(|b| [DIGITS[usize::from(b >> 4)] as char, DIGITS[usize::from(b & 15)] as char]).collect()
 }
 
 fn le8(e: &[u8]) -> [u8; 8] {
@@ -101,7 +107,7 @@ fn describe(col: &tessera::Column, data: &ColumnData, max_elements: usize, max_c
             return (json!({"value": s}), text);
         }
         DType::Bytes => {
-            let head: String = bytes.iter().take(16).map(|b| format!("{b:02x}")).collect();
+            let head = hex(&bytes[..bytes.len().min(16)]);
             let more = if bytes.len() > 16 { "…" } else { "" };
             return (json!({"bytes": bytes.len(), "head_hex": head}), format!("{} bytes: {head}{more}", bytes.len()));
         }
@@ -124,9 +130,12 @@ fn describe(col: &tessera::Column, data: &ColumnData, max_elements: usize, max_c
         text += &vals.iter().map(text_of).collect::<Vec<_>>().join(", ");
         text += "]";
         if let Kind::ClassLabel { names } = &col.kind {
-            let named: Vec<&str> =
-                vals.iter().filter_map(|v| v.as_u64().and_then(|i| names.get(i as usize))).map(String::as_str).collect();
-            text += &format!(" ({})", named.join(", "));
+            let named: Vec<&str> = vals
+                .iter()
+                .filter_map(|v| v.as_u64().and_then(|i| names.get(i as usize)))
+                .map(String::as_str)
+                .collect();
+            let _ = write!(text, " ({})", named.join(", "));
         }
         return (json!({"dtype": col.dtype.name(), "shape": shape, "values": vals}), text);
     }
@@ -150,8 +159,8 @@ fn describe(col: &tessera::Column, data: &ColumnData, max_elements: usize, max_c
 ///
 /// # Errors
 /// Not found for a row past the end; usage for unknown columns; validation errors.
-pub(crate) fn run(ctx: &Ctx, args: &Args) -> CliResult<Exit> {
-    let ds = open(&args.ds, args.dataset.as_deref(), &args.at)?;
+pub(crate) fn run(ctx: Ctx, args: &Args) -> CliResult<Exit> {
+    let ds = open(&args.ds, args.location.as_deref(), &args.at)?;
     if args.row >= ds.row_count() {
         return Err(CliError::not_found(format!(
             "row {} does not exist ({}@{} has {} rows)",
@@ -180,7 +189,7 @@ pub(crate) fn run(ctx: &Ctx, args: &Args) -> CliResult<Exit> {
     let w = rows.iter().map(|(n, _)| n.chars().count()).max().unwrap_or(0);
     let mut s = format!("row {} of {} ({}@{})\n", args.row, ds.row_count(), ds.branch(), ds.version());
     for (n, t) in rows {
-        s += &format!("  {n:<w$}  {t}\n");
+        let _ = writeln!(s, "  {n:<w$}  {t}");
     }
     emit(&s);
     Ok(Exit::Ok)

@@ -4,7 +4,8 @@
 //! integers → i64, floats → f64 (an integer column that later meets a float becomes f64),
 //! booleans → bool, strings → utf8 (kind text), objects and arrays → utf8 (kind json,
 //! re-serialized). A field that is null or missing in any record makes its column nullable.
-//! Fields are ordered by first appearance. A later value of another type is a bad line.
+//! Columns are ordered by first appearance (the keys of one record in sorted order). A later
+//! value of another type is a bad line.
 
 use std::fs::File;
 use std::io::{BufRead, BufReader};
@@ -131,9 +132,12 @@ impl Plan {
     }
 }
 
+/// Receives chunks of `(origin, line)`; returns false to stop the reader.
+pub(crate) type LineSink<'a> = dyn FnMut(Result<Vec<(String, String)>, Bad>) -> bool + 'a;
+
 /// Reads the files' non-empty lines in chunks of `chunk` as `(origin, line)`; stops when
 /// `emit` returns false. Read failures are reported as bad inputs.
-pub(crate) fn read_lines(files: &[PathBuf], chunk: usize, emit: &mut dyn FnMut(Result<Vec<(String, String)>, Bad>) -> bool) {
+pub(crate) fn read_lines(files: &[PathBuf], chunk: usize, emit: &mut LineSink<'_>) {
     let mut buf = Vec::with_capacity(chunk);
     for f in files {
         let name = f.display().to_string();
@@ -201,7 +205,7 @@ pub(crate) fn decode_line(origin: String, line: &str, plan: &Plan) -> Decoded {
 
 fn short(v: &J) -> String {
     let s = v.to_string();
-    if s.len() > 40 { format!("{}…", &s[..s.floor_char_boundary(40)]) } else { s }
+    if s.chars().count() > 40 { format!("{}…", s.chars().take(40).collect::<String>()) } else { s }
 }
 
 /// The directory a schema sidecar would be in.
@@ -220,8 +224,11 @@ mod tests {
     fn infers_and_decodes() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("a.jsonl");
-        std::fs::write(&p, "{\"a\": 1, \"b\": \"x\", \"c\": null}\n\n{\"a\": 2.5, \"b\": \"y\", \"c\": [1], \"d\": true}\n")
-            .unwrap();
+        std::fs::write(
+            &p,
+            "{\"a\": 1, \"b\": \"x\", \"c\": null}\n\n{\"a\": 2.5, \"b\": \"y\", \"c\": [1], \"d\": true}\n",
+        )
+        .unwrap();
         let plan = scan(&[p]).unwrap();
         let want = vec![
             ("a".to_string(), Some(JType::Float), false),

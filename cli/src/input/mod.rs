@@ -110,7 +110,11 @@ pub(crate) fn infer_column(name: &str, value: &Value, opts: &InferOptions) -> Op
     let c = match value {
         Value::Image(img) => {
             let shape = if opts.fixed_images {
-                [Dim::Fixed(u64::from(img.height)), Dim::Fixed(u64::from(img.width)), Dim::Fixed(u64::from(img.channels))]
+                [
+                    Dim::Fixed(u64::from(img.height)),
+                    Dim::Fixed(u64::from(img.width)),
+                    Dim::Fixed(u64::from(img.channels)),
+                ]
             } else {
                 [Dim::Ragged, Dim::Ragged, Dim::Fixed(u64::from(img.channels))]
             };
@@ -135,7 +139,8 @@ pub(crate) fn infer_column(name: &str, value: &Value, opts: &InferOptions) -> Op
         Value::Bytes(_) => Column::new(name, DType::Bytes, &[]),
         Value::Null => return None,
     };
-    Some(c.with_compression(default_compression(&c)))
+    let z = default_compression(&c);
+    Some(c.with_compression(z))
 }
 
 /// The default compression of a column: lz4 for images (decodes at several GB/s, so loaders
@@ -179,7 +184,8 @@ pub(crate) fn read_sidecar(dir: &Path) -> CliResult<Option<Vec<Column>>> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(CliError::io(&path, &e)),
     };
-    let bad = |e: &dyn std::fmt::Display| CliError::data(format!("{}: not a tessera schema sidecar: {e}", path.display()));
+    let bad =
+        |e: &dyn std::fmt::Display| CliError::data(format!("{}: not a tessera schema sidecar: {e}", path.display()));
     let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| bad(&e))?;
     if v.get("format").and_then(serde_json::Value::as_str) != Some("tessera-schema/1") {
         return Err(bad(&"missing \"format\": \"tessera-schema/1\""));
@@ -209,13 +215,22 @@ pub(crate) fn sidecar_fits(seen: &Column, want: &Column) -> bool {
 
 /// Replaces inferred columns by the sidecar's columns of the same name where they fit, in
 /// the sidecar's order (then any others), so a round trip restores the exported schema.
+/// Sidecar columns the inputs did not show (a WebDataset's first sample lacks its null
+/// fields) are added.
 pub(crate) fn apply_sidecar(inferred: Vec<Column>, sidecar: &[Column]) -> Vec<Column> {
+    let missing: Vec<(usize, Column)> = sidecar
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| !inferred.iter().any(|c| c.name == s.name))
+        .map(|(i, s)| (i, s.clone()))
+        .collect();
     let mut out: Vec<(usize, Column)> = inferred
         .into_iter()
         .map(|c| match sidecar.iter().position(|s| s.name == c.name) {
             Some(i) if sidecar_fits(&c, &sidecar[i]) => (i, sidecar[i].clone()),
             _ => (usize::MAX, c),
         })
+        .chain(missing)
         .collect();
     out.sort_by_key(|(i, _)| *i);
     out.into_iter().map(|(_, c)| c).collect()

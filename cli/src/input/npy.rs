@@ -58,7 +58,7 @@ pub(crate) fn parse_header(bytes: &[u8]) -> Result<Header, String> {
         return Err("not a .npy file (bad magic)".into());
     }
     let (major, minor) = (bytes[6], bytes[7]);
-    let (len, start) = match (major, minor) {
+    let (len, start): (usize, usize) = match (major, minor) {
         (1, 0) => (usize::from(u16::from_le_bytes([bytes[8], bytes[9]])), 10),
         (2 | 3, 0) => {
             let b = bytes.get(8..12).ok_or("truncated .npy header")?;
@@ -123,7 +123,9 @@ fn parse_dict(text: &str) -> Result<(String, bool, Vec<u64>), String> {
         p.expect(b':')?;
         p.ws();
         let dup = match key.as_str() {
-            "descr" => descr.replace(p.string().map_err(|e| format!("descr: {e} (structured dtypes are not supported)"))?),
+            "descr" => {
+                descr.replace(p.string().map_err(|e| format!("descr: {e} (structured dtypes are not supported)"))?)
+            }
             "fortran_order" => fortran.replace(p.boolean()?).map(|_| String::new()),
             "shape" => shape.replace(p.tuple()?).map(|_| String::new()),
             other => return Err(format!("unexpected header key {other:?}")),
@@ -441,17 +443,19 @@ fn open_npz(path: &Path) -> CliResult<Vec<Array>> {
         if member.is_dir() {
             continue;
         }
-        let mname = member.name().to_string();
+        let mname = member.name().map_err(|e| CliError::data(format!("{origin}: {e}")))?.to_string();
         let Some(name) = mname.strip_suffix(".npy") else {
             return Err(CliError::data(format!("{origin}: member {mname:?} is not a .npy array")));
         };
         let morigin = format!("{origin}:{mname}");
+        // Members are inflated whole; the size a zip header claims is not trusted for the
+        // allocation (zip bombs), only the bytes actually inflated, up to a limit.
         let limit = 1u64 << 34;
-        if member.size() > limit {
-            return Err(CliError::data(format!("{morigin}: member of {} bytes is too large", member.size())));
+        let mut bytes = Vec::with_capacity(member.size().min(64 << 20) as usize);
+        (&mut member).take(limit + 1).read_to_end(&mut bytes).map_err(|e| CliError::data(format!("{morigin}: {e}")))?;
+        if bytes.len() as u64 > limit {
+            return Err(CliError::data(format!("{morigin}: member larger than {limit} bytes")));
         }
-        let mut bytes = Vec::with_capacity(member.size() as usize);
-        member.read_to_end(&mut bytes).map_err(|e| CliError::data(format!("{morigin}: {e}")))?;
         let header = parse_header(&bytes).map_err(|e| CliError::data(format!("{morigin}: {e}")))?;
         let want = header.data_len().ok_or_else(|| CliError::data(format!("{morigin}: array size overflows")))?;
         if bytes.len() as u64 != header.data_offset + want {
@@ -504,8 +508,9 @@ fn group(arrays: Vec<Array>) -> CliResult<NpySource> {
     let data = |e: String| CliError::data(e);
     let mut columns = Vec::new();
     for name in &order {
-        let base = name.strip_suffix(".valid").unwrap_or(name);
-        if name.ends_with(".valid") && names.iter().any(|n| n == base || *n == format!("{base}.values")) {
+        if let Some(base) = name.strip_suffix(".valid")
+            && names.iter().any(|n| n == base || *n == format!("{base}.values"))
+        {
             continue; // attached to its column below
         }
         if let Some(b) = name.strip_suffix(".lengths")
@@ -516,7 +521,8 @@ fn group(arrays: Vec<Array>) -> CliResult<NpySource> {
         let (cname, layout) = if let Some(b) = name.strip_suffix(".values")
             && names.iter().any(|n| *n == format!("{b}.lengths"))
         {
-            let mut lengths = map.remove(&format!("{b}.lengths")).ok_or_else(|| data(format!("{b}.lengths missing")))?;
+            let mut lengths =
+                map.remove(&format!("{b}.lengths")).ok_or_else(|| data(format!("{b}.lengths missing")))?;
             let values = map.remove(name).ok_or_else(|| data(format!("{name} missing")))?;
             if values.header.shape.len() != 1 {
                 return Err(data(format!("{}: ragged values must be a 1-d array", values.origin)));
@@ -638,15 +644,17 @@ impl NpySource {
     ///
     /// # Errors
     /// A read failure, attributed to the array's file.
-    pub(crate) fn read_chunk(&mut self, start: u64, n: u64) -> Result<Vec<Sample>, Bad> {
-        let end = (start + n).min(self.rows);
-        let count = (end - start) as usize;
-        let mut rows: Vec<Vec<(String, Value)>> = (0..count).map(|_| Vec::with_capacity(self.columns.len())).collect();
-        let mut bytes_per_row = vec![0u64; count];
+    pub(crate) fn read_chunk(&mut self, start: u64, count: u64) -> Result<Vec<Sample>, Bad> {
+        let end = (start + count).min(self.rows);
+        let n_rows = (end - start) as usize;
+        let mut rows: Vec<Vec<(String, Value)>> = (0..n_rows).map(|_| Vec::with_capacity(self.columns.len())).collect();
+        let mut bytes_per_row = vec![0u64; n_rows];
         for c in &mut self.columns {
             match &mut c.layout {
                 Layout::Fixed { array, row_shape, row_bytes } => {
-                    let data = array.read(start * *row_bytes, (end - start) * *row_bytes).map_err(|e| Bad::new(&array.origin, e))?;
+                    let data = array
+                        .read(start * *row_bytes, (end - start) * *row_bytes)
+                        .map_err(|e| Bad::new(&array.origin, e))?;
                     for (i, row) in rows.iter_mut().enumerate() {
                         let b = data[i * *row_bytes as usize..(i + 1) * *row_bytes as usize].to_vec();
                         bytes_per_row[i] += *row_bytes;
@@ -661,11 +669,12 @@ impl NpySource {
                 }
                 Layout::Ragged { values, shapes, offsets } => {
                     let item = values.header.dtype.item_size() as u64;
-                    let (a, b) = (offsets[start as usize], offsets[end as usize]);
-                    let data = values.read(a * item, (b - a) * item).map_err(|e| Bad::new(&values.origin, e))?;
+                    let (first, last) = (offsets[start as usize], offsets[end as usize]);
+                    let data =
+                        values.read(first * item, (last - first) * item).map_err(|e| Bad::new(&values.origin, e))?;
                     for (i, row) in rows.iter_mut().enumerate() {
                         let r = start as usize + i;
-                        let (x, y) = ((offsets[r] - a) * item, (offsets[r + 1] - a) * item);
+                        let (x, y) = ((offsets[r] - first) * item, (offsets[r + 1] - first) * item);
                         bytes_per_row[i] += y - x;
                         let valid = c.valid.as_ref().is_none_or(|v| v[r]);
                         let v = if valid {
@@ -686,7 +695,11 @@ impl NpySource {
             .into_iter()
             .zip(bytes_per_row)
             .enumerate()
-            .map(|(i, (fields, input_bytes))| Sample { origin: format!("row {}", start + i as u64), fields, input_bytes })
+            .map(|(i, (fields, input_bytes))| Sample {
+                origin: format!("row {}", start + i as u64),
+                fields,
+                input_bytes,
+            })
             .collect())
     }
 }

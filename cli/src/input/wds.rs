@@ -12,7 +12,8 @@
 //!
 //! A field with more than one dot, like `0001.seg.png`, names its column (`seg`). Samples must
 //! be contiguous: a key that reappears after another key (mis-ordered shards, or a duplicate in
-//! any shard) and a field that appears twice in one sample are errors, never merged.
+//! any shard) and a field that appears twice in one sample are errors, never merged. Fields
+//! starting with `__` (WebDataset metadata such as `__key__`) are ignored.
 
 use std::collections::HashSet;
 use std::fs::File;
@@ -47,12 +48,11 @@ pub(crate) fn canonical_name(ext: &str) -> &str {
 
 /// Splits a field (`jpg`, `seg.png`) into its column name and lower-case extension.
 pub(crate) fn split_field(field: &str) -> (String, String) {
-    match field.rsplit_once('.') {
-        Some((name, ext)) => (name.to_string(), ext.to_ascii_lowercase()),
-        None => {
-            let ext = field.to_ascii_lowercase();
-            (canonical_name(&ext).to_string(), ext)
-        }
+    if let Some((name, ext)) = field.rsplit_once('.') {
+        (name.to_string(), ext.to_ascii_lowercase())
+    } else {
+        let ext = field.to_ascii_lowercase();
+        (canonical_name(&ext).to_string(), ext)
     }
 }
 
@@ -69,11 +69,7 @@ pub(crate) fn read_shards(shards: &[PathBuf], emit: &mut dyn FnMut(Result<RawSam
 }
 
 /// Reads one shard; false when the consumer stopped.
-fn read_shard(
-    shard: &Path,
-    seen: &mut HashSet<String>,
-    emit: &mut dyn FnMut(Result<RawSample, Bad>) -> bool,
-) -> bool {
+fn read_shard(shard: &Path, seen: &mut HashSet<String>, emit: &mut dyn FnMut(Result<RawSample, Bad>) -> bool) -> bool {
     let name = shard.display().to_string();
     let file = match File::open(shard) {
         Ok(f) => f,
@@ -112,7 +108,8 @@ fn read_shard(
             return emit(Err(Bad::new(format!("{name}:{path}"), "file without an extension in a WebDataset shard")));
         };
         let key = if dir.is_empty() { stem.to_string() } else { format!("{dir}/{stem}") };
-        let mut data = Vec::with_capacity(entry.size() as usize);
+        // The header's size is not trusted for the allocation; read_to_end grows as needed.
+        let mut data = Vec::with_capacity(entry.size().min(64 << 20) as usize);
         if let Err(e) = entry.read_to_end(&mut data) {
             return emit(Err(Bad::new(format!("{name}:{path}"), format!("corrupt tar: {e}"))));
         }
@@ -134,8 +131,12 @@ fn read_shard(
                 let bad = (!seen.insert(key.clone())).then(|| {
                     format!("key {key:?} appears again after other samples (duplicate or mis-ordered key; samples must be contiguous)")
                 });
-                let sample =
-                    RawSample { origin: format!("{name}:{key}"), files: vec![(field.to_string(), data)], bytes: size, bad };
+                let sample = RawSample {
+                    origin: format!("{name}:{key}"),
+                    files: vec![(field.to_string(), data)],
+                    bytes: size,
+                    bad,
+                };
                 current = Some((key, sample));
             }
         }
@@ -162,6 +163,9 @@ pub(crate) fn decode_sample(raw: RawSample, opts: &WdsOptions) -> Decoded {
     }
     let mut fields: Vec<(String, Value)> = Vec::with_capacity(raw.files.len());
     for (field, data) in raw.files {
+        if field.starts_with("__") {
+            continue; // WebDataset metadata such as `__key__`
+        }
         let (name, ext) = split_field(&field);
         let at = |e: String| Bad::new(format!("{}.{field}", raw.origin), e);
         let mut push = |name: String, v: Value| -> Result<(), Bad> {
@@ -185,7 +189,8 @@ pub(crate) fn decode_sample(raw: RawSample, opts: &WdsOptions) -> Decoded {
             }
             "cls" => {
                 let text = std::str::from_utf8(&data).map_err(|_| at("label is not text".into()))?;
-                let v: i64 = text.trim().parse().map_err(|_| at(format!("label {:?} is not an integer", text.trim())))?;
+                let v: i64 =
+                    text.trim().parse().map_err(|_| at(format!("label {:?} is not an integer", text.trim())))?;
                 push(name, Value::Int(v))?;
             }
             "txt" => {
