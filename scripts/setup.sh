@@ -8,6 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 TORCH_VERSION=2.11.0
+ZSTANDARD_VERSION=0.25.0
 PY=${PYTHON:-python3}
 
 command -v cargo >/dev/null || { echo "setup: cargo is required (https://rustup.rs)" >&2; exit 1; }
@@ -21,8 +22,9 @@ if ! .venv/bin/python -c "import torch, sys; sys.exit(0 if torch.__version__.spl
   echo "setup: installing torch==$TORCH_VERSION (about a minute, ~4.6 GB)"
   .venv/bin/pip install --quiet --disable-pip-version-check "torch==$TORCH_VERSION"
 fi
-if ! .venv/bin/python -c "import numpy" 2>/dev/null; then
-  .venv/bin/pip install --quiet --disable-pip-version-check numpy
+# zstandard: the zstd codec of the independent Python reader (conformance/python).
+if ! .venv/bin/python -c "import numpy, zstandard" 2>/dev/null; then
+  .venv/bin/pip install --quiet --disable-pip-version-check numpy "zstandard==$ZSTANDARD_VERSION"
 fi
 # A stable path for LIBTORCH whatever the Python minor version is.
 SITE=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')

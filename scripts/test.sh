@@ -36,3 +36,7 @@ echo "== cargo test (workspace)"
 cargo test --workspace --locked -j"$JOBS" 2>&1 | tee target/test-output.log
 # Summarise across all test binaries into one closing line.
 awk '/^test result:/ { p += $4; f += $6; i += $8 } END { printf "workspace: %d passed, %d failed\n", p, f }' target/test-output.log
+
+echo "== conformance: independent Python reader (conformance/python)"
+.venv/bin/python conformance/python/test_tessera_py.py
+.venv/bin/python conformance/python/run_fixtures.py

@@ -1,0 +1,115 @@
+#!/usr/bin/env python3
+"""Conformance adapter for tessera-py (read-only).
+
+  adapter.py info
+  adapter.py read <dataset-dir> [--version N] [--branch B] [--tag T]
+  adapter.py write ...            -> exit 89 (not supported: read-only implementation)
+
+Exit codes: 0 success; 1 the input was rejected, first stderr line `error[<class>]: <msg>`;
+89 this implementation does not support what was asked; 70 an unexpected exception (a bug in
+this implementation), with its Python traceback on stderr.
+"""
+
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from tessera_py import NotSupportedHere, Store, TesseraError, dump, open_version  # noqa: E402
+from tessera_py import zstd_codec  # noqa: E402
+
+EXIT_REJECT = 1
+EXIT_UNSUPPORTED_HERE = 89
+
+
+def info() -> int:
+    features = ["codec-none", "codec-lz4", "deletion-vectors", "branches", "tags",
+                "base-resolution", "canonical-dump"]
+    if zstd_codec.available():
+        features.insert(2, "codec-zstd")
+    print(json.dumps({"name": "tessera-py", "version": "0.1.0", "spec": ["1.0-draft"],
+                      "operations": ["read"], "features": features}))
+    return 0
+
+
+def usage(msg: str) -> int:
+    print(f"error[usage]: {msg}", file=sys.stderr)
+    return EXIT_REJECT
+
+
+def read(args: list) -> int:
+    root = None
+    opts = {"version": None, "branch": None, "tag": None}
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a in ("--version", "--branch", "--tag"):
+            if i + 1 >= len(args):
+                return usage(f"{a} needs a value")
+            key = a[2:]
+            if opts[key] is not None:
+                return usage(f"{a} given twice")
+            opts[key] = args[i + 1]
+            i += 2
+        elif a.startswith("--"):
+            return usage(f"unknown option {a}")
+        elif root is None:
+            root = a
+            i += 1
+        else:
+            return usage(f"unexpected argument {a}")
+    if root is None:
+        return usage("read needs a dataset directory")
+    if opts["tag"] is not None and (opts["version"] is not None or opts["branch"] is not None):
+        return usage("--tag cannot be combined with --version or --branch")
+    version = None
+    if opts["version"] is not None:
+        if not opts["version"].isdigit() or not opts["version"].isascii():
+            return usage(f"--version {opts['version']!r} is not a number")
+        version = int(opts["version"])
+    if not os.path.isdir(root):
+        print(f"error[not_found]: dataset root {root!r} is not a directory", file=sys.stderr)
+        return EXIT_REJECT
+    store = Store(root)
+    try:
+        v = open_version(store, branch=opts["branch"], version=version, tag=opts["tag"])
+        out = dump(store, v)
+    except TesseraError as e:
+        print(f"error[{e.cls}]: {e.message}", file=sys.stderr)
+        return EXIT_REJECT
+    except NotSupportedHere as e:
+        print(f"unsupported here: {e}", file=sys.stderr)
+        return EXIT_UNSUPPORTED_HERE
+    sys.stdout.write(json.dumps(out, sort_keys=True))
+    sys.stdout.write("\n")
+    return 0
+
+
+def main(argv: list) -> int:
+    if len(argv) < 2:
+        return usage("expected a command: info, read or write")
+    cmd = argv[1]
+    if cmd == "info":
+        return info()
+    if cmd == "read":
+        return read(argv[2:])
+    if cmd == "write":
+        print("unsupported here: tessera-py is a read-only implementation", file=sys.stderr)
+        return EXIT_UNSUPPORTED_HERE
+    print(f"unsupported here: unknown command {cmd!r}", file=sys.stderr)
+    return EXIT_UNSUPPORTED_HERE
+
+
+EXIT_BUG = 70  # EX_SOFTWARE: an unexpected exception, i.e. a bug in this implementation
+
+
+if __name__ == "__main__":
+    try:
+        code = main(sys.argv)
+    except Exception:  # a bug: crash visibly, never as a (class-bearing) rejection
+        import traceback
+        traceback.print_exc()
+        sys.stderr.flush()
+        os._exit(EXIT_BUG)
+    sys.exit(code)
