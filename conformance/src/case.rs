@@ -10,6 +10,10 @@
 //! `<class>` is `valid`, `reject` or `unsupported`; the case id starts with the matching
 //! prefix (`v-`, `n-`, `u-`) followed by the area, a four-digit number and a slug, e.g.
 //! `n-datafile-0003-bad-footer-crc`.
+//!
+//! Writer cases (`writer/<area>/w-<area>-<NNNN>-<slug>/`) have no `input/`: they hold
+//! `logical.json` (the content to write, `tessera-logical/1`, see [`crate::logical`]) and an
+//! `expected.json` with the canonical dump of every version the write creates.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -34,11 +38,17 @@ pub enum CaseClass {
     /// A dataset "from the future" (major version, reader flag): the read must fail with
     /// `unsupported`.
     Unsupported,
+    /// A logical description to write: the written dataset must read back, version by
+    /// version, to `expected.json` (and the reference's dataset of it must read the same).
+    Writer,
 }
 
 impl CaseClass {
     /// Every class, in directory order.
-    pub const ALL: [CaseClass; 3] = [Self::Valid, Self::Reject, Self::Unsupported];
+    pub const ALL: [CaseClass; 4] = [Self::Valid, Self::Reject, Self::Unsupported, Self::Writer];
+
+    /// The classes whose cases read a stored dataset (`input/`).
+    pub const READ: [CaseClass; 3] = [Self::Valid, Self::Reject, Self::Unsupported];
 
     /// The directory under `cases/`.
     #[must_use]
@@ -47,6 +57,7 @@ impl CaseClass {
             Self::Valid => "valid",
             Self::Reject => "reject",
             Self::Unsupported => "unsupported",
+            Self::Writer => "writer",
         }
     }
 
@@ -57,6 +68,7 @@ impl CaseClass {
             Self::Valid => "v",
             Self::Reject => "n",
             Self::Unsupported => "u",
+            Self::Writer => "w",
         }
     }
 
@@ -70,6 +82,12 @@ impl CaseClass {
     #[must_use]
     pub fn from_prefix(prefix: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|c| c.prefix() == prefix)
+    }
+
+    /// The operation every case of the class performs.
+    #[must_use]
+    pub fn operation(self) -> Operation {
+        if self == Self::Writer { Operation::Write } else { Operation::Read }
     }
 }
 
@@ -95,6 +113,19 @@ pub enum Expect {
 pub enum Operation {
     /// Open a version of the dataset and dump every row.
     Read,
+    /// Write a dataset from `logical.json`, then read every version back.
+    Write,
+}
+
+impl Operation {
+    /// The name used in `case.toml` and by the adapter protocol.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Read => "read",
+            Self::Write => "write",
+        }
+    }
 }
 
 /// Which version a `read` opens. With no arguments: the latest version of `main`.
@@ -167,6 +198,10 @@ pub struct CaseMeta {
     /// Which version to read; absent for the latest version of `main`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub args: Option<Args>,
+    /// The case's own time limit per adapter invocation, in milliseconds (the runner's default,
+    /// 10000, when absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
     /// One sentence: what the input is, and for rejects the single fault it has.
     pub description: String,
     /// Where the case comes from: `gen:tessera-fixtures` for generated cases.
@@ -202,9 +237,12 @@ impl CaseMeta {
         if !self.error.is_empty() {
             let _ = writeln!(out, "error = {}", list(&self.error));
         }
-        out.push_str("operation = \"read\"\n");
+        let _ = writeln!(out, "operation = {}", toml_string(self.operation.as_str()));
         if let Some(a) = &self.args {
             let _ = writeln!(out, "args = {}", a.to_inline_toml());
+        }
+        if let Some(t) = self.timeout_ms {
+            let _ = writeln!(out, "timeout_ms = {t}");
         }
         let _ = writeln!(out, "description = {}", toml_string(&self.description));
         if let Some(h) = &self.hint {
@@ -258,12 +296,24 @@ impl CaseMeta {
         if has_duplicates(&self.requirements) {
             problems.push("requirements has duplicates".into());
         }
-        let want_expect = if class == CaseClass::Valid { Expect::Accept } else { Expect::Reject };
+        let want_expect =
+            if matches!(class, CaseClass::Valid | CaseClass::Writer) { Expect::Accept } else { Expect::Reject };
         if self.expect != want_expect {
             problems.push(format!("expect {:?} does not fit class {class}", self.expect));
         }
+        if self.operation != class.operation() {
+            problems.push(format!("operation {:?} does not fit class {class}", self.operation.as_str()));
+        }
+        if class == CaseClass::Writer && self.args.is_some() {
+            problems.push("a writer case takes no args (it reads back every version)".into());
+        }
+        if self.timeout_ms == Some(0) {
+            problems.push("timeout_ms is 0".into());
+        }
         match class {
-            CaseClass::Valid if !self.error.is_empty() => problems.push("a valid case lists error classes".into()),
+            CaseClass::Valid | CaseClass::Writer if !self.error.is_empty() => {
+                problems.push(format!("a {class} case lists error classes"));
+            }
             CaseClass::Reject if self.error.is_empty() => problems.push("a reject case lists no error class".into()),
             CaseClass::Unsupported if self.error != ["unsupported"] => {
                 problems.push("an unsupported case must list exactly error = [\"unsupported\"]".into());
@@ -353,10 +403,22 @@ impl Case {
         self.dir.join("input")
     }
 
-    /// The path of `expected.json` (valid cases only).
+    /// The path of `expected.json` (valid and writer cases).
     #[must_use]
     pub fn expected_path(&self) -> PathBuf {
         self.dir.join("expected.json")
+    }
+
+    /// The path of `logical.json` (writer cases only).
+    #[must_use]
+    pub fn logical_path(&self) -> PathBuf {
+        self.dir.join("logical.json")
+    }
+
+    /// True for the cases that read a stored dataset (every class but writer).
+    #[must_use]
+    pub fn is_read(&self) -> bool {
+        self.class != CaseClass::Writer
     }
 
     /// Reads and parses `expected.json`.
@@ -414,7 +476,10 @@ pub fn load_cases(cases_root: &Path) -> Result<Vec<Case>, LoadError> {
     let mut cases = Vec::new();
     for (class_name, class_dir) in entries(cases_root, &mut problems) {
         let Some(class) = CaseClass::from_dir(&class_name) else {
-            problems.push(format!("{}: not a case class directory (valid, reject, unsupported)", class_dir.display()));
+            problems.push(format!(
+                "{}: not a case class directory (valid, reject, unsupported, writer)",
+                class_dir.display()
+            ));
             continue;
         };
         for (area, area_dir) in entries(&class_dir, &mut problems) {
@@ -451,10 +516,24 @@ fn load_case(class: CaseClass, area: &str, name: &str, dir: &Path) -> Result<Cas
     let text = std::fs::read_to_string(dir.join("case.toml")).map_err(|e| format!("case.toml: {e}"))?;
     let meta = CaseMeta::parse(&text).map_err(|e| format!("case.toml: {e}"))?;
     meta.validate(class, area, name)?;
+    let has_expected = dir.join("expected.json").is_file();
+    if class == CaseClass::Writer {
+        if !dir.join("logical.json").is_file() {
+            return Err("writer case without logical.json".into());
+        }
+        if !has_expected {
+            return Err("writer case without expected.json".into());
+        }
+        for (entry, _) in entries(dir, &mut Vec::new()) {
+            if !matches!(entry.as_str(), "case.toml" | "logical.json" | "expected.json") {
+                return Err(format!("unexpected entry {entry:?} in the writer case directory"));
+            }
+        }
+        return Ok(Case { meta, class, area: area.to_string(), dir: dir.to_path_buf() });
+    }
     if !dir.join("input").is_dir() {
         return Err("missing input/ directory".into());
     }
-    let has_expected = dir.join("expected.json").is_file();
     if class == CaseClass::Valid && !has_expected {
         return Err("valid case without expected.json".into());
     }
@@ -482,6 +561,7 @@ mod tests {
             error: vec!["malformed".into()],
             operation: Operation::Read,
             args: Some(Args { version: Some(2), branch: Some("dev".into()), tag: None }),
+            timeout_ms: Some(2500),
             description: "a \"quoted\" fault".into(),
             provenance: "gen:tessera-fixtures".into(),
             hint: Some("footer".into()),

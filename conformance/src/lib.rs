@@ -10,6 +10,11 @@
 //! | [`canonical_json`] | the byte-stable pretty printer used for `expected.json` |
 //! | [`crc32`] | an independent CRC-32/ISO-HDLC, for re-sealing mutated objects |
 //! | [`generate`] | the deterministic generator behind the `tessera-fixtures` binary |
+//! | [`logical`] | the `tessera-logical/1` description writer cases write, and its dumps |
+//! | [`writer_lint`] | writer obligations checked on the bytes of a written dataset |
+//! | [`adapter`] | the adapter protocol: an implementation in process or behind a command |
+//! | [`runner`] | runs the cases against an implementation and reports per case |
+//! | [`requirements`] | the requirement ids of SPEC.md and the coverage allow-list |
 //!
 //! The fixtures are golden: `tests/fixtures_reproducible.rs` regenerates them into a
 //! temporary directory and fails on any byte that differs from the checked-in tree, and
@@ -20,12 +25,17 @@
 #![forbid(unsafe_code)]
 #![deny(rustdoc::broken_intra_doc_links)]
 
+pub mod adapter;
 pub mod canonical_json;
 pub mod case;
 pub mod compare;
 pub mod crc32;
 pub mod generate;
+pub mod logical;
 pub mod reference_impl;
+pub mod requirements;
+pub mod runner;
+pub mod writer_lint;
 
 use std::path::PathBuf;
 

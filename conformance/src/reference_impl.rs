@@ -87,3 +87,48 @@ fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
         "panic with a non-string payload".into()
     }
 }
+
+/// Runs the reference's full verification (VAL-14) of version `args` of the dataset at
+/// `input`, catching panics.
+///
+/// # Errors
+/// The first fault, as `[class] message`, or the panic's text.
+pub fn verify(input: &Path, args: Option<&Args>) -> Result<(), String> {
+    let location = input.to_str().ok_or_else(|| format!("input path {} is not UTF-8", input.display()))?;
+    let at = at_for(args);
+    let run = || -> tessera::Result<()> {
+        let store = Store::open(location)?;
+        let ds = match &at {
+            At::Tag(t) => Dataset::open_tag(&store, t, Limits::default())?,
+            at => Dataset::open_at(&store, at, Limits::default())?,
+        };
+        ds.verify().map(drop)
+    };
+    match catch_unwind(AssertUnwindSafe(run)) {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err(format!("[{}] {e}", e.class().as_str())),
+        Err(payload) => Err(format!("panic: {}", panic_text(payload.as_ref()))),
+    }
+}
+
+/// Reads as [`read`] does, with the given reader limits.
+#[must_use]
+pub fn read_with_limits(input: &Path, args: Option<&Args>, limits: &Limits) -> Outcome {
+    let Some(location) = input.to_str() else {
+        return Outcome::Crashed(format!("input path {} is not UTF-8", input.display()));
+    };
+    let at = at_for(args);
+    let run = || -> tessera::Result<Value> {
+        let store = Store::open(location)?;
+        let ds = match &at {
+            At::Tag(t) => Dataset::open_tag(&store, t, limits.clone())?,
+            at => Dataset::open_at(&store, at, limits.clone())?,
+        };
+        tessera::dump::dump(&ds)
+    };
+    match catch_unwind(AssertUnwindSafe(run)) {
+        Ok(Ok(v)) => Outcome::Accepted(v),
+        Ok(Err(e)) => Outcome::Rejected { class: e.class().as_str().to_string(), message: e.to_string() },
+        Err(payload) => Outcome::Crashed(panic_text(payload.as_ref())),
+    }
+}

@@ -114,6 +114,32 @@ fn loader_rejects_broken_trees() {
         write_case(t.path(), class, area, dir, &text);
         assert!(load_cases(t.path()).is_err(), "accepted {class}/{area}/{dir} with\n{text}");
     }
+    // Writer cases: logical.json and expected.json, no input/, operation write, no args.
+    let writer_toml = "id = \"w-dtype-0001-x\"\nspec = \"1.0\"\nrequirements = [\"VER-06\"]\nexpect = \"accept\"\noperation = \
+                       \"write\"\ndescription = \"d\"\nprovenance = \"gen:test\"\n";
+    let writer = |files: &[&str], toml: &str| {
+        let t = tempfile::tempdir().unwrap();
+        let d = t.path().join("writer").join("dtype").join("w-dtype-0001-x");
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(d.join("case.toml"), toml).unwrap();
+        for f in files {
+            if *f == "input" {
+                std::fs::create_dir_all(d.join("input")).unwrap();
+            } else {
+                std::fs::write(d.join(f), "{}").unwrap();
+            }
+        }
+        load_cases(t.path()).map(|c| c.len())
+    };
+    assert_eq!(writer(&["logical.json", "expected.json"], writer_toml), Ok(1));
+    assert!(writer(&["expected.json"], writer_toml).is_err(), "a writer case needs logical.json");
+    assert!(writer(&["logical.json", "expected.json", "input"], writer_toml).is_err(), "no input/ in writer cases");
+    assert!(writer(&["logical.json", "expected.json"], &writer_toml.replace("write", "read")).is_err());
+    assert!(
+        writer(&["logical.json", "expected.json"], &format!("{writer_toml}args = {{ version = 2 }}\n")).is_err(),
+        "writer cases take no args"
+    );
+
     // Ids are unique by construction of the layout (class, area and id all come from the
     // path); the loader still checks, and this shows the check is wired in.
     let t = tempfile::tempdir().unwrap();

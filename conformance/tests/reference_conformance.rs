@@ -1,12 +1,15 @@
 //! Runs every fixture against the reference implementation: valid cases must read to their
 //! `expected.json`, reject and unsupported cases must fail with a listed error class. The
 //! reference must also fail for the reason the case's `hint` names (a check that applies to
-//! the reference only: other implementations word their errors their own way).
+//! the reference only: other implementations word their errors their own way). Writer cases
+//! run through the runner, in process, in both directions.
 
+use tessera_conformance::adapter::Adapter;
 use tessera_conformance::case::{CaseClass, load_cases};
 use tessera_conformance::compare;
 use tessera_conformance::fixtures_dir;
 use tessera_conformance::reference_impl::{self, Outcome};
+use tessera_conformance::runner::{self, Options, Status};
 
 #[test]
 fn reference_passes_every_case() {
@@ -18,8 +21,8 @@ fn reference_passes_every_case() {
     assert!(reject + unsupported >= 30, "only {} reject and unsupported cases", reject + unsupported);
 
     let mut failures = Vec::new();
-    let mut passed = [0usize; 3];
-    for case in &cases {
+    let mut passed = [0usize; 4];
+    for case in cases.iter().filter(|c| c.is_read()) {
         let outcome = reference_impl::read(&case.input(), case.meta.args.as_ref());
         let problem = match (case.class, &outcome) {
             (_, Outcome::Crashed(msg)) => Some(format!("CRASH: {msg}")),
@@ -56,4 +59,26 @@ fn reference_passes_every_case() {
     );
     println!("{total} passed, {} failed", failures.len());
     assert!(failures.is_empty(), "{} case(s) failed:\n{}", failures.len(), failures.join("\n"));
+}
+
+#[test]
+fn reference_passes_every_writer_case_both_ways() {
+    let mut opts = Options::new(&fixtures_dir());
+    opts.writer = true;
+    opts.run = vec!["w-*".into()];
+    let report = runner::run(&Adapter::Reference, &opts).unwrap_or_else(|e| panic!("{e}"));
+    let writer_cases = load_cases(&fixtures_dir().join("cases"))
+        .unwrap_or_else(|e| panic!("{e}"))
+        .iter()
+        .filter(|c| c.class == CaseClass::Writer)
+        .count();
+    assert!(writer_cases >= 8, "only {writer_cases} writer cases");
+    assert_eq!(report.results.len(), 2 * writer_cases, "each writer case runs in two directions");
+    let bad: Vec<String> = report
+        .results
+        .iter()
+        .filter(|r| r.status != Status::Pass)
+        .map(|r| format!("{} {}: {}\n  {}", r.status.as_str(), r.display_id(), r.detail, r.diff.join("\n  ")))
+        .collect();
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
 }

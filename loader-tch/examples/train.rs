@@ -23,12 +23,15 @@
 
 use std::error::Error;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Instant;
 
 use clap::{Parser, ValueEnum};
 use tch::nn::{self, ModuleT, OptimizerConfig};
 use tch::{Device, Kind, Tensor};
-use tessera::{Batch as Rows, Column, ColumnData, Compression, DType, Dataset, Dim, ImageLayout, Kind as ColKind, Schema};
+use tessera::{
+    Batch as Rows, Column, ColumnData, Compression, DType, Dataset, Dim, ImageLayout, Kind as ColKind, Schema,
+};
 use tessera_loader_tch::sampler::SplitMix64;
 use tessera_loader_tch::transform::{ImageToFloat, Normalize, RandomHorizontalFlip};
 use tessera_loader_tch::{Batch, EpochIter, Loader, LoaderConfig, LoaderState, ShuffleMode};
@@ -71,8 +74,8 @@ struct Args {
     /// Order: exact global permutation, or block shuffle (windows of 4 data files).
     #[arg(long, value_enum, default_value_t = Shuffle::Global)]
     shuffle: Shuffle,
-    /// Loader worker threads.
-    #[arg(long, default_value_t = 1)]
+    /// Loader worker threads (libtorch gets the remaining cores, at least one).
+    #[arg(long, default_value_t = 2)]
     workers: usize,
     /// Seed of the order, the augmentations and the model initialisation.
     #[arg(long, default_value_t = 0)]
@@ -104,47 +107,8 @@ struct Args {
 
 fn main() -> Result<(), Box<dyn Error>> {
     let args = Args::parse();
-    let val_root = format!("{}-val", args.data);
-    ensure_dataset(&args.data, args.rows, 1)?;
-    ensure_dataset(&val_root, (args.rows / 6).max(256), 2)?;
-
-    let device = match args.device {
-        Some(DeviceArg::Cpu) => Device::Cpu,
-        Some(DeviceArg::Cuda) if !tch::Cuda::is_available() => return Err("--device cuda: no CUDA device".into()),
-        Some(DeviceArg::Cuda) => Device::Cuda(0),
-        None => Device::cuda_if_available(),
-    };
-    // Leave the cores that decode to the loader's workers; libtorch gets the rest.
-    let cores = std::thread::available_parallelism().map_or(2, std::num::NonZero::get);
-    tch::set_num_threads(cores.saturating_sub(args.workers / 2).max(1) as i32);
-    tch::manual_seed(args.seed as i64);
-
-    let shuffle = match args.shuffle {
-        Shuffle::Global => ShuffleMode::Global,
-        Shuffle::Block => ShuffleMode::Block { window_fragments: 4 },
-    };
-    let mut config = LoaderConfig::new(args.data.clone())
-        .with_columns(&["image", "label"])
-        .with_batch_size(args.batch_size)
-        .with_shuffle(shuffle)
-        .with_seed(args.seed)
-        .with_workers(args.workers)
-        .with_memory_budget(256 << 20);
-    config.device = device;
-    config = config.with_torchrun_env()?; // RANK / WORLD_SIZE / LOCAL_RANK when launched by torchrun
-    let device = config.device;
-    config.transforms = vec![
-        std::sync::Arc::new(ImageToFloat { column: "image".into() }),
-        std::sync::Arc::new(RandomHorizontalFlip { column: "image".into(), p: 0.5, width_dim: 3 }),
-        std::sync::Arc::new(Normalize { column: "image".into(), mean: vec![0.3; 3], std: vec![0.3; 3] }),
-    ];
-    let mut val_config = config.clone();
-    val_config.location.clone_from(&val_root);
-    val_config.shuffle = ShuffleMode::None;
-    val_config.transforms.remove(1); // no augmentation for evaluation
-
-    let loader = Loader::open(config)?;
-    let val_loader = Loader::open(val_config)?;
+    let (loader, val_loader) = open_loaders(&args)?;
+    let device = loader.config().device;
     let devices: Vec<Device> = match device {
         Device::Cuda(_) if tch::Cuda::device_count() > 1 && loader.config().dist.world_size == 1 => {
             (0..tch::Cuda::device_count() as usize).map(Device::Cuda).collect()
@@ -161,44 +125,20 @@ fn main() -> Result<(), Box<dyn Error>> {
         loader.config().dist.rank,
         loader.config().dist.world_size,
         devices,
-        shuffle,
+        loader.config().shuffle,
         args.workers
     );
-
-    // One replica per device; replica 0 owns the optimizer.
-    let mut stores: Vec<nn::VarStore> = devices.iter().map(|&d| nn::VarStore::new(d)).collect();
-    let nets: Vec<nn::SequentialT> = stores.iter().map(|vs| convnet(&vs.root())).collect();
-    let mut resume_state = None;
-    if let Some(path) = &args.resume {
-        let state = LoaderState::from_json(&std::fs::read_to_string(path)?)?;
-        let weights = weights_path(path);
-        if weights.exists() {
-            stores[0].load(&weights)?;
-            println!("resumed weights from {}", weights.display());
-        }
-        println!("resuming epoch {} after {} samples", state.epoch, state.samples_consumed_global);
-        resume_state = Some(state);
-    }
-    sync_replicas(&mut stores)?;
-    let mut opt = nn::Adam::default().build(&stores[0], args.lr)?;
-
-    let mut first_epoch = resume_state.as_ref().map_or(0, |s| s.epoch);
-    if let Some(state) = &resume_state
-        && state.samples_consumed_global >= loader.plan(state.epoch)?.effective_order().len() as u64
-    {
-        // Saved at the end of an epoch: continue with the next one.
-        first_epoch += 1;
-        resume_state = None;
-    }
-    let mut total_steps = 0usize;
+    let mut model = Replicas::new(&devices, args.lr)?;
+    let (first_epoch, mut resume_state) = load_resume(&args, &loader, &mut model)?;
     let started = Instant::now();
+    let mut total_steps = 0usize;
     for epoch in first_epoch..args.epochs {
         let mut it = match resume_state.take() {
             Some(state) => loader.resume(&state)?,
             None => loader.epoch(epoch)?,
         };
         let t0 = Instant::now();
-        let (mut seen, mut correct, mut loss_sum, mut steps) = (0usize, 0i64, 0f64, 0usize);
+        let mut stats = EpochStats::default();
         loop {
             let parts: Vec<Batch> = if devices.len() > 1 {
                 match it.next_for_devices(&devices) {
@@ -211,42 +151,16 @@ fn main() -> Result<(), Box<dyn Error>> {
                     None => break,
                 }
             };
-            let mut losses = Vec::with_capacity(parts.len());
-            for (net, batch) in nets.iter().zip(&parts) {
-                let x = batch.tensor("image")?;
-                let y = batch.tensor("label")?;
-                let logits = net.forward_t(x, true);
-                let loss = logits.cross_entropy_for_logits(y);
-                correct += logits.argmax(-1, false).eq_tensor(y).sum(Kind::Int64).int64_value(&[]);
-                seen += batch.len();
-                losses.push(loss);
+            stats.add(model.step(&parts)?);
+            if stats.steps.is_multiple_of(20) {
+                println!("epoch {epoch} step {:4}: {}", stats.steps, stats.summary(t0.elapsed()));
             }
-            opt.zero_grad();
-            for s in &stores[1..] {
-                zero_grads(s);
-            }
-            for l in &losses {
-                l.backward();
-            }
-            average_gradients(&stores)?;
-            opt.step();
-            sync_replicas(&mut stores)?;
-            loss_sum += losses.iter().map(|l| l.double_value(&[])).sum::<f64>() / losses.len() as f64;
-            steps += 1;
-            if steps.is_multiple_of(20) {
-                println!(
-                    "epoch {epoch} step {steps:4}: loss {:.4}  train acc {:.1}%  {:.0} samples/s",
-                    loss_sum / steps as f64,
-                    100.0 * correct as f64 / seen as f64,
-                    seen as f64 / t0.elapsed().as_secs_f64()
-                );
-            }
-            if steps.is_multiple_of(args.checkpoint_every) {
-                checkpoint(&args.checkpoint, &it, &stores[0])?;
+            if stats.steps.is_multiple_of(args.checkpoint_every) {
+                checkpoint(&args.checkpoint, &it, &model.stores[0])?;
             }
             total_steps += 1;
             if args.stop_after == Some(total_steps) {
-                checkpoint(&args.checkpoint, &it, &stores[0])?;
+                checkpoint(&args.checkpoint, &it, &model.stores[0])?;
                 println!(
                     "stopping after {total_steps} steps (epoch {epoch}, {} batches in); resume with --resume {}",
                     it.consumed(),
@@ -257,31 +171,172 @@ fn main() -> Result<(), Box<dyn Error>> {
         }
         let elapsed = t0.elapsed();
         let waited = it.wait_time();
-        checkpoint(&args.checkpoint, &it, &stores[0])?;
+        checkpoint(&args.checkpoint, &it, &model.stores[0])?;
         drop(it);
-        let val_acc = evaluate(&val_loader, &nets[0], devices[0])?;
+        let val_acc = evaluate(&val_loader, &model.nets[0], devices[0])?;
         println!(
-            "epoch {epoch} done: loss {:.4}  train acc {:.1}%  val acc {:.1}%  {:.0} samples/s  \
-             loader wait {:.2}s of {:.2}s ({:.1}%)",
-            loss_sum / steps.max(1) as f64,
-            100.0 * correct as f64 / seen.max(1) as f64,
+            "epoch {epoch} done: {}  val acc {:.1}%  loader wait {:.2}s of {:.2}s ({:.1}%)",
+            stats.summary(elapsed),
             100.0 * val_acc,
-            seen as f64 / elapsed.as_secs_f64(),
             waited.as_secs_f64(),
             elapsed.as_secs_f64(),
             100.0 * waited.as_secs_f64() / elapsed.as_secs_f64().max(1e-9)
         );
     }
     let m = loader.memory_stats();
+    let mib = |b: u64| b as f64 / f64::from(1 << 20);
     println!(
         "done in {:.1}s; loader memory high-water {:.1} MiB of a {:.0} MiB budget; {} storage reads, {:.1} MiB",
         started.elapsed().as_secs_f64(),
-        m.high_water as f64 / (1 << 20) as f64,
-        m.budget as f64 / (1 << 20) as f64,
+        mib(m.high_water),
+        mib(m.budget),
         loader.io_stats().requests,
-        loader.io_stats().bytes as f64 / (1 << 20) as f64
+        mib(loader.io_stats().bytes)
     );
     Ok(())
+}
+
+/// Reads `--resume`: weights into the model, and where to continue (first epoch, and the
+/// loader state when it is mid-epoch).
+fn load_resume(
+    args: &Args,
+    loader: &Loader,
+    model: &mut Replicas,
+) -> Result<(u64, Option<LoaderState>), Box<dyn Error>> {
+    let Some(path) = &args.resume else { return Ok((0, None)) };
+    let state = LoaderState::from_json(&std::fs::read_to_string(path)?)?;
+    let weights = weights_path(path);
+    if weights.exists() {
+        model.stores[0].load(&weights)?;
+        model.sync()?;
+        println!("resumed weights from {}", weights.display());
+    }
+    println!("resuming epoch {} after {} samples", state.epoch, state.samples_consumed_global);
+    if state.samples_consumed_global >= loader.plan(state.epoch)?.effective_order().len() as u64 {
+        // Saved at the end of an epoch: continue with the next one.
+        return Ok((state.epoch + 1, None));
+    }
+    Ok((state.epoch, Some(state)))
+}
+
+/// The training and validation loaders (generating the datasets on first use).
+fn open_loaders(args: &Args) -> Result<(Loader, Loader), Box<dyn Error>> {
+    let val_root = format!("{}-val", args.data);
+    ensure_dataset(&args.data, args.rows, 1)?;
+    ensure_dataset(&val_root, (args.rows / 6).max(256), 2)?;
+    let device = match args.device {
+        Some(DeviceArg::Cpu) => Device::Cpu,
+        Some(DeviceArg::Cuda) if !tch::Cuda::is_available() => return Err("--device cuda: no CUDA device".into()),
+        Some(DeviceArg::Cuda) => Device::Cuda(0),
+        None => Device::cuda_if_available(),
+    };
+    // Leave cores to the loader's workers (they decode); libtorch gets the rest, at least one.
+    let cores = std::thread::available_parallelism().map_or(2, std::num::NonZero::get);
+    tch::set_num_threads(cores.saturating_sub(args.workers).max(1) as i32);
+    tch::manual_seed(args.seed as i64);
+    let shuffle = match args.shuffle {
+        Shuffle::Global => ShuffleMode::Global,
+        Shuffle::Block => ShuffleMode::Block { window_fragments: 4 },
+    };
+    let mut config = LoaderConfig::new(args.data.clone())
+        .with_columns(&["image", "label"])
+        .with_batch_size(args.batch_size)
+        .with_shuffle(shuffle)
+        .with_seed(args.seed)
+        .with_workers(args.workers)
+        .with_memory_budget(256 << 20);
+    config.device = device;
+    config = config.with_torchrun_env()?; // RANK / WORLD_SIZE / LOCAL_RANK when launched by torchrun
+    config.transforms = vec![
+        Arc::new(ImageToFloat { column: "image".into() }),
+        Arc::new(RandomHorizontalFlip { column: "image".into(), p: 0.5, width_dim: 3 }),
+        Arc::new(Normalize { column: "image".into(), mean: vec![0.3; 3], std: vec![0.3; 3] }),
+    ];
+    let mut val_config = config.clone();
+    val_config.location = val_root;
+    val_config.shuffle = ShuffleMode::None;
+    val_config.transforms.remove(1); // no augmentation for evaluation
+    Ok((Loader::open(config)?, Loader::open(val_config)?))
+}
+
+/// Running totals of an epoch.
+#[derive(Default)]
+struct EpochStats {
+    steps: usize,
+    seen: usize,
+    correct: i64,
+    loss_sum: f64,
+}
+
+impl EpochStats {
+    fn add(&mut self, (loss, correct, seen): (f64, i64, usize)) {
+        self.steps += 1;
+        self.loss_sum += loss;
+        self.correct += correct;
+        self.seen += seen;
+    }
+
+    fn summary(&self, elapsed: std::time::Duration) -> String {
+        format!(
+            "loss {:.4}  train acc {:.1}%  {:.0} samples/s",
+            self.loss_sum / self.steps.max(1) as f64,
+            100.0 * self.correct as f64 / self.seen.max(1) as f64,
+            self.seen as f64 / elapsed.as_secs_f64().max(1e-9)
+        )
+    }
+}
+
+/// One model replica per device; replica 0 owns the optimizer.
+struct Replicas {
+    stores: Vec<nn::VarStore>,
+    nets: Vec<nn::SequentialT>,
+    opt: nn::Optimizer,
+}
+
+impl Replicas {
+    fn new(devices: &[Device], lr: f64) -> Result<Self, Box<dyn Error>> {
+        let stores: Vec<nn::VarStore> = devices.iter().map(|&d| nn::VarStore::new(d)).collect();
+        let nets = stores.iter().map(|vs| convnet(&vs.root())).collect();
+        let opt = nn::Adam::default().build(&stores[0], lr)?;
+        let mut r = Self { stores, nets, opt };
+        r.sync()?;
+        Ok(r)
+    }
+
+    /// Forward and backward on every replica's part of the batch, averaged gradients, one
+    /// optimizer step, weights copied back to the replicas. Returns (mean loss, correct, rows).
+    fn step(&mut self, parts: &[Batch]) -> Result<(f64, i64, usize), Box<dyn Error>> {
+        let (mut correct, mut seen, mut losses) = (0i64, 0usize, Vec::with_capacity(parts.len()));
+        for (net, batch) in self.nets.iter().zip(parts) {
+            let (x, y) = (batch.tensor("image")?, batch.tensor("label")?);
+            let logits = net.forward_t(x, true);
+            correct += logits.argmax(-1, false).eq_tensor(y).sum(Kind::Int64).int64_value(&[]);
+            seen += batch.len();
+            losses.push(logits.cross_entropy_for_logits(y));
+        }
+        self.opt.zero_grad();
+        for s in &self.stores[1..] {
+            zero_grads(s);
+        }
+        for l in &losses {
+            l.backward();
+        }
+        average_gradients(&self.stores);
+        self.opt.step();
+        self.sync()?;
+        let loss = losses.iter().map(|l| l.double_value(&[])).sum::<f64>() / losses.len().max(1) as f64;
+        Ok((loss, correct, seen))
+    }
+
+    /// Copies replica 0's weights to the other replicas.
+    fn sync(&mut self) -> Result<(), Box<dyn Error>> {
+        if let Some((first, rest)) = self.stores.split_first_mut() {
+            for s in rest {
+                s.copy(first)?;
+            }
+        }
+        Ok(())
+    }
 }
 
 /// conv → pool ×3 on a 2× downsampled image, then a linear classifier.
@@ -295,7 +350,7 @@ fn convnet(p: &nn::Path) -> nn::SequentialT {
         .add_fn(|x| x.relu().max_pool2d_default(2))
         .add(conv(p / "c3", 32, 64))
         .add_fn(|x| x.relu().adaptive_avg_pool2d([1, 1]).flatten(1, -1))
-        .add(nn::linear(p / "fc", 64, SHAPES.len() as i64, Default::default()))
+        .add(nn::linear(p / "fc", 64, SHAPES.len() as i64, nn::LinearConfig::default()))
 }
 
 /// Accuracy on the validation set (sequential order, no augmentation).
@@ -324,14 +379,14 @@ fn zero_grads(vs: &nn::VarStore) {
 ///
 /// Multi-node / process-per-GPU: tch has no NCCL or process-group bindings. Replace the
 /// body with an all-reduce over processes, e.g. `cudarc::nccl::safe::Comm` (feature
-/// `nccl-02028` matches the NCCL 2.28 shipped in the PyTorch wheel): build one `Comm` per
+/// `nccl-02028` matches the NCCL 2.28 shipped in the `PyTorch` wheel): build one `Comm` per
 /// process from a shared `Id` (exchanged over TCP or a file, like torchrun's rendezvous),
 /// then for every trainable variable call `comm.all_reduce_in_place` on the gradient's
-/// device pointer (`Tensor::data_ptr()`, contiguous f32) with `ReduceOp::Sum` and divide by
+/// device pointer (`Tensor::data_ptr()`, contiguous `f32`) with `ReduceOp::Sum` and divide by
 /// the world size — the loader already gives each rank a disjoint, equally long shard.
-fn average_gradients(stores: &[nn::VarStore]) -> Result<(), Box<dyn Error>> {
+fn average_gradients(stores: &[nn::VarStore]) {
     if stores.len() < 2 {
-        return Ok(());
+        return;
     }
     let _guard = tch::no_grad_guard();
     let main = stores[0].trainable_variables();
@@ -343,17 +398,6 @@ fn average_gradients(stores: &[nn::VarStore]) -> Result<(), Box<dyn Error>> {
         }
         let _ = sum.divide_scalar_(stores.len() as f64);
     }
-    Ok(())
-}
-
-/// Copies replica 0's weights to the other replicas.
-fn sync_replicas(stores: &mut [nn::VarStore]) -> Result<(), Box<dyn Error>> {
-    if let Some((first, rest)) = stores.split_first_mut() {
-        for s in rest {
-            s.copy(first)?;
-        }
-    }
-    Ok(())
 }
 
 fn weights_path(state: &Path) -> PathBuf {

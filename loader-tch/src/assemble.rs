@@ -17,7 +17,9 @@ use tessera::{Column, DType, Dim};
 use crate::error::{LoaderError, Result};
 
 #[cfg(target_endian = "big")]
-compile_error!("tessera-loader-tch copies little-endian stored bytes into tensors as is; big-endian hosts are unsupported");
+compile_error!(
+    "tessera-loader-tch copies little-endian stored bytes into tensors as is; big-endian hosts are unsupported"
+);
 
 /// How stored elements become tensor elements.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -254,7 +256,7 @@ impl ColumnPlan {
     }
 
     /// Checks and converts a row written verbatim (by a direct read) in place.
-    pub(crate) fn check_direct(&self, layout: &ColumnLayout, buf: &[u8], range: std::ops::Range<usize>) -> Result<()> {
+    pub(crate) fn check_direct(layout: &ColumnLayout, buf: &[u8], range: std::ops::Range<usize>) -> Result<()> {
         match buf.get(range) {
             Some(row) => check_elements(layout, row),
             None => Err(LoaderError::WorkerPanicked("direct row outside the batch buffer".into())),
@@ -306,14 +308,13 @@ impl ColumnPlan {
 
 fn check_elements(layout: &ColumnLayout, row: &[u8]) -> Result<()> {
     match layout.check {
-        Check::None => Ok(()),
         Check::Bool if row.iter().any(|&b| b > 1) => {
             Err(LoaderError::corrupt(format!("column {:?}", layout.name), "bool element is not 0 or 1"))
         }
         Check::Utf8 if std::str::from_utf8(row).is_err() => {
             Err(LoaderError::corrupt(format!("column {:?}", layout.name), "text is not UTF-8"))
         }
-        Check::Bool | Check::Utf8 => Ok(()),
+        Check::None | Check::Bool | Check::Utf8 => Ok(()),
     }
 }
 
@@ -394,10 +395,8 @@ mod tests {
         let u = layout(DType::U64, &[]);
         let p = ColumnPlan::new(&u, 1, vec![]).unwrap();
         assert!(p.write_row(&u, &mut [0u8; 8], 0, &u64::MAX.to_le_bytes()).is_err());
-        let (lengths, offsets, valid) = ColumnPlan::new(&l, 2, vec![2, 5])
-            .unwrap()
-            .side_tensors(&l, 2, Some(&[true, false]), true)
-            .unwrap();
+        let (lengths, offsets, valid) =
+            ColumnPlan::new(&l, 2, vec![2, 5]).unwrap().side_tensors(&l, 2, Some(&[true, false]), true).unwrap();
         assert_eq!(Vec::<i64>::try_from(lengths.unwrap()).unwrap(), [2, 5]);
         assert_eq!(Vec::<i64>::try_from(offsets.unwrap()).unwrap(), [0, 2, 7]);
         assert_eq!(Vec::<bool>::try_from(valid.unwrap()).unwrap(), [true, false]);

@@ -25,7 +25,12 @@ impl ColumnTensors {
     fn map(&self, f: &dyn Fn(&Tensor) -> std::result::Result<Tensor, tch::TchError>) -> Result<Self> {
         let ctx = |e| LoaderError::tensor("moving or splitting a batch", e);
         let opt = |t: &Option<Tensor>| t.as_ref().map(|t| f(t).map_err(ctx)).transpose();
-        Ok(Self { values: f(&self.values).map_err(ctx)?, lengths: opt(&self.lengths)?, offsets: opt(&self.offsets)?, valid: opt(&self.valid)? })
+        Ok(Self {
+            values: f(&self.values).map_err(ctx)?,
+            lengths: opt(&self.lengths)?,
+            offsets: opt(&self.offsets)?,
+            valid: opt(&self.valid)?,
+        })
     }
 }
 
@@ -140,13 +145,12 @@ impl Batch {
 
     /// Replaces a column's tensors (what transforms do), or adds a new column.
     pub fn set(&mut self, name: &str, tensors: ColumnTensors) {
-        match self.names.iter().position(|n| n == name) {
-            Some(i) => self.columns[i] = Some(tensors),
-            None => {
-                self.names.push(name.to_string());
-                self.columns.push(Some(tensors));
-                self.text.push(false);
-            }
+        if let Some(i) = self.names.iter().position(|n| n == name) {
+            self.columns[i] = Some(tensors);
+        } else {
+            self.names.push(name.to_string());
+            self.columns.push(Some(tensors));
+            self.text.push(false);
         }
     }
 
@@ -186,8 +190,8 @@ impl Batch {
             return Err(LoaderError::config(format!("column {name:?} is not a text or bytes column")));
         };
         let values = c.values.f_to_device(Device::Cpu).map_err(ctx)?.f_contiguous().map_err(ctx)?;
-        let lengths: Vec<i64> = Vec::try_from(lengths.f_to_device(Device::Cpu).map_err(ctx)?.f_reshape([-1]).map_err(ctx)?)
-            .map_err(ctx)?;
+        let lengths: Vec<i64> =
+            Vec::try_from(lengths.f_to_device(Device::Cpu).map_err(ctx)?.f_reshape([-1]).map_err(ctx)?).map_err(ctx)?;
         let width = values.size().get(1).copied().unwrap_or(0).max(0) as usize;
         let mut flat = vec![0u8; values.numel()];
         let n = flat.len();

@@ -157,9 +157,7 @@ impl Catalog {
             Some(cols) => cols.iter().map(String::as_str).collect(),
             None => dataset.schema().columns.iter().map(|c| c.name.as_str()).collect(),
         };
-        let cols = dataset
-            .project(Some(&names))
-            .map_err(|e| LoaderError::config(format!("column projection: {e}")))?;
+        let cols = dataset.project(Some(&names)).map_err(|e| LoaderError::config(format!("column projection: {e}")))?;
         let columns = cols.into_iter().map(ColumnLayout::new).collect::<Result<Vec<_>>>()?;
         let mut fragments = Vec::with_capacity(dataset.fragments().len());
         for info in dataset.fragments() {
@@ -324,7 +322,11 @@ impl Catalog {
             let (bytes, block) = fetched.next().ok_or_else(|| LoaderError::corrupt(key, "missing block"))?;
             let computed = crc32fast::hash(&bytes);
             if computed != block.crc32 || block.codec != Codec::None {
-                return Err(LoaderError::Checksum { what: format!("{key}: {label} block"), stored: block.crc32, computed });
+                return Err(LoaderError::Checksum {
+                    what: format!("{key}: {label} block"),
+                    stored: block.crc32,
+                    computed,
+                });
             }
             Ok(bytes.to_vec())
         };
@@ -344,8 +346,9 @@ impl Catalog {
                 Vec::new()
             };
             let index = index_chunk(layout, &chunk.pages, rows, sizes, validity, &what)?;
-            bytes += 8 * (index.page_first_row.len() + index.sizes.len() + index.row_start.as_ref().map_or(0, Vec::len))
-                as u64
+            bytes += 8
+                * (index.page_first_row.len() + index.sizes.len() + index.row_start.as_ref().map_or(0, Vec::len))
+                    as u64
                 + index.validity.as_ref().map_or(0, |v| v.len() as u64)
                 + (index.pages.len() * std::mem::size_of::<Page>()) as u64;
             chunks.push(index);

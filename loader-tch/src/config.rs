@@ -116,6 +116,7 @@ impl DistEnv {
 /// of the epoch's order), rank 0 of 1, 2 workers, 6 batch buffers, 1 GiB memory budget,
 /// checksums verified, bad samples are errors, CPU output.
 #[derive(Clone, Debug)]
+#[allow(clippy::struct_excessive_bools)] // independent switches, each documented
 pub struct LoaderConfig {
     /// Dataset root: a local path or a store URL (`file://`, `s3://`, `gs://`, `az://`,
     /// `http(s)://`, `memory://`).

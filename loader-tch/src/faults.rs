@@ -119,7 +119,12 @@ impl fmt::Display for FaultyStore {
 
 #[async_trait]
 impl ObjectStore for FaultyStore {
-    async fn put_opts(&self, location: &Path, payload: PutPayload, opts: PutOptions) -> object_store::Result<PutResult> {
+    async fn put_opts(
+        &self,
+        location: &Path,
+        payload: PutPayload,
+        opts: PutOptions,
+    ) -> object_store::Result<PutResult> {
         self.inner.put_opts(location, payload, opts).await
     }
 

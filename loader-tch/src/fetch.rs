@@ -40,6 +40,7 @@ const MIN_ALLOWANCE: u64 = 256 << 10;
 
 /// Settings of one epoch's pipeline.
 #[derive(Clone, Debug)]
+#[allow(clippy::struct_excessive_bools)] // independent switches, each documented
 pub(crate) struct PipelineSettings {
     pub(crate) workers: usize,
     pub(crate) prefetch_batches: usize,
@@ -153,6 +154,12 @@ fn clone_fault(e: &LoaderError) -> LoaderError {
     Fault::of(e).map_or_else(|| LoaderError::corrupt("data", e.to_string()), |f| f.to_error())
 }
 
+/// A filled batch: column plans and validity per column.
+type Filled = (Vec<ColumnPlan>, Vec<Option<Vec<bool>>>);
+
+/// A filled batch with its (possibly substituted) slots and what was skipped.
+type Assembled = (Vec<SlotRow>, Vec<ColumnPlan>, Vec<Option<Vec<bool>>>, Vec<SkippedSample>);
+
 /// A page-cache key: fragment, file, column position in the file, page.
 type PageKey = (usize, usize, usize, usize);
 
@@ -219,7 +226,7 @@ struct Worker {
     mem: Charge,
 }
 
-fn column_buf<'a>(set: &'a mut BufferSet, c: usize) -> Result<&'a mut [u8]> {
+fn column_buf(set: &mut BufferSet, c: usize) -> Result<&mut [u8]> {
     set.bufs
         .get_mut(c)
         .and_then(Option::as_mut)
@@ -334,7 +341,8 @@ impl Worker {
     fn assemble(&mut self, index: usize, mut set: BufferSet) -> Result<Batch> {
         let sh = self.sh.clone();
         match self.assemble_into(index, &mut set) {
-            Ok((slots, plans, validity, skipped)) => match self.finish(index, &slots, &plans, &validity, skipped, &set) {
+            Ok((slots, plans, validity, skipped)) => match self.finish(index, &slots, &plans, &validity, skipped, &set)
+            {
                 Ok(mut batch) => {
                     batch.lease = Some(Lease::new(sh.pool.clone(), set));
                     Ok(batch)
@@ -351,12 +359,7 @@ impl Worker {
         }
     }
 
-    #[allow(clippy::type_complexity)]
-    fn assemble_into(
-        &mut self,
-        index: usize,
-        set: &mut BufferSet,
-    ) -> Result<(Vec<SlotRow>, Vec<ColumnPlan>, Vec<Option<Vec<bool>>>, Vec<SkippedSample>)> {
+    fn assemble_into(&mut self, index: usize, set: &mut BufferSet) -> Result<Assembled> {
         let sh = self.sh.clone();
         let rows = sh.plan.batch(index).ok_or_else(|| LoaderError::WorkerPanicked(format!("no batch {index}")))?;
         let mut slots = Vec::with_capacity(rows.len());
@@ -615,7 +618,7 @@ impl Worker {
         slots: &[SlotRow],
         held: &HashMap<usize, Arc<FragmentData>>,
         set: &mut BufferSet,
-    ) -> std::result::Result<(Vec<ColumnPlan>, Vec<Option<Vec<bool>>>), FillError> {
+    ) -> std::result::Result<Filled, FillError> {
         let sh = self.sh.clone();
         let cat = &sh.catalog;
         let b = slots.len();
@@ -844,7 +847,7 @@ impl Worker {
     }
 
     /// Serves one need: with `stored` bytes already fetched (object store), or by reading
-    /// them now (local).
+    /// them now (local). Data errors go to `fails`, anything else fails the batch.
     #[allow(clippy::too_many_arguments)]
     fn serve(
         &mut self,
@@ -858,129 +861,149 @@ impl Worker {
         set: &mut BufferSet,
         fails: &mut Vec<(usize, LoaderError)>,
     ) -> std::result::Result<(), FillError> {
-        let sh = self.sh.clone();
-        let cat = &sh.catalog;
-        let verify = sh.set.verify;
         match need {
-            Need::Row { col, j, range, .. } => {
-                let layout = &cat.columns[col];
-                let plan = &plans[col];
-                let len = (range.end - range.start) as usize;
-                let r = match (&stored, plan.direct_range(layout, j)) {
-                    (None, Some(dst)) if dst.len() == len => {
-                        let buf = column_buf(set, col)?;
-                        let r = sh.fetcher.read_into(key, range.start, &mut buf[dst.clone()], &sh.stopped);
-                        plan.pad(buf, j, len);
-                        r.and_then(|()| plan.check_direct(layout, buf, dst))
-                    }
-                    (Some(bytes), _) => plan.write_row(layout, column_buf(set, col)?, j, bytes),
-                    (None, _) => {
-                        self.scratch(len)?;
-                        let mut tmp = std::mem::take(&mut self.scratch);
-                        let r = sh.fetcher.read_into(key, range.start, &mut tmp[..len], &sh.stopped);
-                        let r = r.and_then(|()| plan.write_row(layout, column_buf(set, col)?, j, &tmp[..len]));
-                        self.scratch = tmp;
-                        r
-                    }
-                };
-                if let Err(e) = r {
+            Need::Row { col, j, range } => {
+                if let Err(e) = self.read_row(key, col, j, &range, stored.as_deref(), &plans[col], set) {
                     slot_error(fails, j, e)?;
                 }
             }
             Need::Single { col, j, block } => {
-                let layout = &cat.columns[col];
-                let plan = &plans[col];
-                let what = || format!("{key}: column {:?} page at {}", layout.name, block.offset);
-                let Some(dst) = plan.direct_range(layout, j) else {
-                    return Err(FillError::Fatal(LoaderError::WorkerPanicked("single-row page without slot".into())));
-                };
-                let r = if block.codec == Codec::None {
-                    let buf = column_buf(set, col)?;
-                    let r = sh.fetcher.read_into(key, block.offset, &mut buf[dst.clone()], &sh.stopped);
-                    let r = r.and_then(|()| {
-                        let computed = if verify { crc32fast::hash(&buf[dst.clone()]) } else { block.crc32 };
-                        if computed == block.crc32 {
-                            Ok(())
-                        } else {
-                            Err(LoaderError::Checksum { what: what(), stored: block.crc32, computed })
-                        }
-                    });
-                    plan.pad(buf, j, dst.len());
-                    r.and_then(|()| plan.check_direct(layout, buf, dst))
-                } else {
-                    let n = block.stored_len as usize;
-                    self.scratch(n)?;
-                    let mut tmp = std::mem::take(&mut self.scratch);
-                    let buf = column_buf(set, col)?;
-                    let r = sh.fetcher.read_into(key, block.offset, &mut tmp[..n], &sh.stopped).and_then(|()| {
-                        let computed = if verify { crc32fast::hash(&tmp[..n]) } else { block.crc32 };
-                        if computed != block.crc32 {
-                            return Err(LoaderError::Checksum { what: what(), stored: block.crc32, computed });
-                        }
-                        tessera::codec::decompress_into(block.codec, &tmp[..n], &mut buf[dst.clone()], &what)
-                            .map_err(|e| from_format(&what(), e))
-                    });
-                    self.scratch = tmp;
-                    plan.pad(buf, j, dst.len());
-                    r.and_then(|()| plan.check_direct(layout, buf, dst))
-                };
-                if let Err(e) = r {
+                if let Err(e) = self.read_single(key, col, j, &block, &plans[col], set) {
                     slot_error(fails, j, e)?;
                 }
             }
-            Need::Page { pos, col, page, block, items } => {
-                let layout = &cat.columns[col];
-                let what = || format!("{key}: column {:?} page {page}", layout.name);
-                let raw = match stored {
-                    Some(bytes) => decode_page(&block, &bytes, verify, &what),
-                    None if block.codec == Codec::None => {
-                        let n = block.stored_len;
-                        self.make_room(n, true)?;
-                        let mut v = vec![0u8; n as usize];
-                        sh.fetcher.read_into(key, block.offset, &mut v, &sh.stopped).and_then(|()| {
-                            let computed = if verify { crc32fast::hash(&v) } else { block.crc32 };
-                            if computed == block.crc32 {
-                                Ok(Bytes::from(v))
-                            } else {
-                                Err(LoaderError::Checksum { what: what(), stored: block.crc32, computed })
-                            }
-                        })
-                    }
-                    None => {
-                        let n = block.stored_len as usize;
-                        self.scratch(n)?;
-                        let mut tmp = std::mem::take(&mut self.scratch);
-                        let r = sh
-                            .fetcher
-                            .read_into(key, block.offset, &mut tmp[..n], &sh.stopped)
-                            .and_then(|()| decode_page(&block, &tmp[..n], verify, &what));
-                        self.scratch = tmp;
-                        r
-                    }
-                };
-                match raw {
-                    Ok(raw) => {
-                        self.write_rows(&raw, meta, pos, col, &items, plans, set, fails)?;
-                        if raw.len() as u64 <= self.sh.allowance / 2 {
-                            self.make_room(raw.len() as u64, true)?;
-                            self.cache.insert((frag, fi, pos, page), raw);
-                        }
-                    }
-                    Err(e) => {
-                        for &(j, _) in &items {
-                            slot_error(fails, j, clone_fault(&e))?;
-                        }
-                        if !e.is_data_error() {
-                            return Err(FillError::Fatal(e));
-                        }
+            Need::Page { pos, col, page, block, items } => match self.read_page(key, col, page, &block, stored) {
+                Ok(raw) => {
+                    self.write_rows(&raw, meta, pos, col, &items, plans, set, fails)?;
+                    if raw.len() as u64 <= self.sh.allowance / 2 {
+                        self.make_room(raw.len() as u64, true)?;
+                        self.cache.insert((frag, fi, pos, page), raw);
                     }
                 }
-            }
+                Err(e) if e.is_data_error() => {
+                    for &(j, _) in &items {
+                        fails.push((j, clone_fault(&e)));
+                    }
+                }
+                Err(e) => return Err(FillError::Fatal(e)),
+            },
             Need::Cached { pos, col, raw, items } => {
                 self.write_rows(&raw, meta, pos, col, &items, plans, set, fails)?;
             }
         }
         Ok(())
+    }
+
+    /// One row on its own: positioned read straight into its slot when the layout allows,
+    /// else through the scratch buffer (or from fetched bytes).
+    #[allow(clippy::too_many_arguments)]
+    fn read_row(
+        &mut self,
+        key: &str,
+        col: usize,
+        j: usize,
+        range: &Range<u64>,
+        stored: Option<&[u8]>,
+        plan: &ColumnPlan,
+        set: &mut BufferSet,
+    ) -> Result<()> {
+        let sh = self.sh.clone();
+        let layout = &sh.catalog.columns[col];
+        let len = (range.end - range.start) as usize;
+        match (stored, plan.direct_range(layout, j)) {
+            (Some(bytes), _) => plan.write_row(layout, column_buf(set, col)?, j, bytes),
+            (None, Some(dst)) if dst.len() == len => {
+                let buf = column_buf(set, col)?;
+                let r = sh.fetcher.read_into(key, range.start, &mut buf[dst.clone()], &sh.stopped);
+                plan.pad(buf, j, len);
+                r.and_then(|()| ColumnPlan::check_direct(layout, buf, dst))
+            }
+            (None, _) => {
+                self.scratch(len)?;
+                let mut tmp = std::mem::take(&mut self.scratch);
+                let r = sh.fetcher.read_into(key, range.start, &mut tmp[..len], &sh.stopped);
+                let r = r.and_then(|()| plan.write_row(layout, column_buf(set, col)?, j, &tmp[..len]));
+                self.scratch = tmp;
+                r
+            }
+        }
+    }
+
+    /// A page that is exactly one wanted row: read (uncompressed) or decompressed (through
+    /// the scratch buffer) straight into the row's slot, then CRC-checked.
+    fn read_single(
+        &mut self,
+        key: &str,
+        col: usize,
+        j: usize,
+        block: &Block,
+        plan: &ColumnPlan,
+        set: &mut BufferSet,
+    ) -> Result<()> {
+        let sh = self.sh.clone();
+        let layout = &sh.catalog.columns[col];
+        let verify = sh.set.verify;
+        let what = || format!("{key}: column {:?} page at {}", layout.name, block.offset);
+        let crc_ok = |bytes: &[u8]| {
+            let computed = if verify { crc32fast::hash(bytes) } else { block.crc32 };
+            if computed == block.crc32 {
+                Ok(())
+            } else {
+                Err(LoaderError::Checksum { what: what(), stored: block.crc32, computed })
+            }
+        };
+        let dst = plan
+            .direct_range(layout, j)
+            .ok_or_else(|| LoaderError::WorkerPanicked("single-row page without a direct slot".into()))?;
+        if block.codec == Codec::None {
+            let buf = column_buf(set, col)?;
+            let r = sh.fetcher.read_into(key, block.offset, &mut buf[dst.clone()], &sh.stopped);
+            let r = r.and_then(|()| crc_ok(&buf[dst.clone()]));
+            plan.pad(buf, j, dst.len());
+            return r.and_then(|()| ColumnPlan::check_direct(layout, buf, dst));
+        }
+        let n = block.stored_len as usize;
+        self.scratch(n)?;
+        let mut tmp = std::mem::take(&mut self.scratch);
+        let buf = column_buf(set, col)?;
+        let r = sh.fetcher.read_into(key, block.offset, &mut tmp[..n], &sh.stopped).and_then(|()| {
+            crc_ok(&tmp[..n])?;
+            tessera::codec::decompress_into(block.codec, &tmp[..n], &mut buf[dst.clone()], &what)
+                .map_err(|e| from_format(&what(), e))
+        });
+        self.scratch = tmp;
+        plan.pad(buf, j, dst.len());
+        r.and_then(|()| ColumnPlan::check_direct(layout, buf, dst))
+    }
+
+    /// A whole page, verified and decoded (from fetched bytes, or read now).
+    fn read_page(&mut self, key: &str, col: usize, page: usize, block: &Block, stored: Option<Bytes>) -> Result<Bytes> {
+        let sh = self.sh.clone();
+        let verify = sh.set.verify;
+        let what = || format!("{key}: column {:?} page {page}", sh.catalog.columns[col].name);
+        if let Some(bytes) = stored {
+            return decode_page(block, &bytes, verify, &what);
+        }
+        if block.codec == Codec::None {
+            // Read straight into the page's own buffer: it becomes the cached raw bytes.
+            self.make_room(block.stored_len, true)?;
+            let mut v = vec![0u8; block.stored_len as usize];
+            sh.fetcher.read_into(key, block.offset, &mut v, &sh.stopped)?;
+            let computed = if verify { crc32fast::hash(&v) } else { block.crc32 };
+            if computed != block.crc32 {
+                return Err(LoaderError::Checksum { what: what(), stored: block.crc32, computed });
+            }
+            return Ok(Bytes::from(v));
+        }
+        let n = block.stored_len as usize;
+        self.scratch(n)?;
+        let mut tmp = std::mem::take(&mut self.scratch);
+        let r = sh
+            .fetcher
+            .read_into(key, block.offset, &mut tmp[..n], &sh.stopped)
+            .and_then(|()| decode_page(block, &tmp[..n], verify, &what));
+        self.scratch = tmp;
+        r
     }
 
     /// Copies rows out of a decoded page into their slots.
@@ -1054,6 +1077,80 @@ impl Worker {
     }
 }
 
+/// How one epoch splits the memory budget.
+#[derive(Debug)]
+struct Shares {
+    meta: u64,
+    meta_cap: u64,
+    ready: u64,
+    fetch: u64,
+    sets: usize,
+    allowance: u64,
+}
+
+impl Shares {
+    /// Plan and indexes first, then the block window (its sweep peak), at least two batch
+    /// buffers and a minimal fetch allowance per worker; spare bytes go to more batch
+    /// buffers (up to `prefetch_batches`) and then to fetch/decode buffers.
+    fn size(budget: u64, plan_bytes: u64, shuffle: u64, batch_bytes: u64, set: &PipelineSettings) -> Result<Self> {
+        let meta_cap = (budget / 16).max(64 << 10);
+        let meta = plan_bytes + meta_cap;
+        let min_fetch = MIN_ALLOWANCE * set.workers as u64;
+        let fixed = meta + shuffle + min_fetch;
+        if fixed + 2 * batch_bytes > budget {
+            return Err(LoaderError::Budget {
+                budget,
+                what: format!(
+                    "plan and indexes ({meta}) + block-shuffle window ({shuffle}) + fetch buffers ({min_fetch}) + \
+                     two batch buffers ({})",
+                    2 * batch_bytes
+                ),
+                needed: fixed + 2 * batch_bytes,
+            });
+        }
+        let sets = (set.prefetch_batches as u64).min((budget - fixed) / batch_bytes).max(2) as usize;
+        let ready = sets as u64 * batch_bytes;
+        let fetch = budget - meta - shuffle - ready;
+        Ok(Self { meta, meta_cap, ready, fetch, sets, allowance: fetch / set.workers as u64 })
+    }
+}
+
+/// Block mode: the physical rows of each fragment this rank reads at real positions, the
+/// window cache (admission order = first need), and the peak window bytes (estimated).
+fn block_schedule(
+    catalog: &Catalog,
+    plan: &Plan,
+    rows_n: u64,
+    position: &dyn Fn(usize, usize) -> u64,
+) -> Result<(Vec<Vec<u64>>, WindowCache, u64)> {
+    let frags = catalog.fragments.len();
+    let mut needed: Vec<Vec<u64>> = vec![Vec::new(); frags];
+    let mut first = vec![usize::MAX; frags];
+    let mut last = vec![0usize; frags];
+    let mut uses = vec![0u64; frags];
+    for (i, batch) in plan.batches().enumerate() {
+        for (j, &row) in batch.iter().enumerate() {
+            if position(i, j) >= rows_n {
+                continue; // padding: read directly, not through the window
+            }
+            let (f, phys) = catalog
+                .locate(row)
+                .ok_or_else(|| LoaderError::WorkerPanicked(format!("row {row} is outside the dataset")))?;
+            needed[f].push(phys);
+            uses[f] += 1;
+            first[f] = first[f].min(i);
+            last[f] = last[f].max(i);
+        }
+    }
+    for n in &mut needed {
+        n.sort_unstable();
+        n.dedup();
+    }
+    let est: Vec<u64> = (0..frags).map(|f| catalog.estimated_fragment_bytes(f)).collect();
+    let peak = sweep_peak(&first, &last, &est, plan.batches_per_rank());
+    Ok((needed, WindowCache::new(first, uses), peak))
+}
+
 /// One epoch's running pipeline, owned by the consumer.
 #[derive(Debug)]
 pub(crate) struct EpochPipeline {
@@ -1081,66 +1178,23 @@ impl EpochPipeline {
         let global_batch = plan.global_batch_size() as u64;
         let total = plan.batches_per_rank();
         let (batch_size, rank) = (pc.batch_size, pc.rank);
-        let frags = catalog.fragments.len();
-        // Block mode: which rows of which fragment this rank reads, and when.
-        let mut needed: Vec<Vec<u64>> = vec![Vec::new(); if set.block { frags } else { 0 }];
-        let mut window = None;
-        let mut shuffle_share = 0u64;
-        if set.block {
-            let mut first = vec![usize::MAX; frags];
-            let mut last = vec![0usize; frags];
-            let mut uses = vec![0u64; frags];
-            for (i, batch) in plan.batches().enumerate() {
-                for (j, &row) in batch.iter().enumerate() {
-                    let pos = start + i as u64 * global_batch + (rank * batch_size + j) as u64;
-                    if pos >= rows_n {
-                        continue;
-                    }
-                    let (f, phys) = catalog
-                        .locate(row)
-                        .ok_or_else(|| LoaderError::WorkerPanicked(format!("row {row} is outside the dataset")))?;
-                    needed[f].push(phys);
-                    uses[f] += 1;
-                    first[f] = first[f].min(i);
-                    last[f] = last[f].max(i);
-                }
-            }
-            for n in &mut needed {
-                n.sort_unstable();
-                n.dedup();
-            }
-            let est: Vec<u64> = (0..frags).map(|f| catalog.estimated_fragment_bytes(f)).collect();
-            shuffle_share = sweep_peak(&first, &last, &est, total);
-            window = Some(WindowCache::new(first, uses));
-        }
-        let budget = acct.budget();
+        let position = |i: usize, j: usize| start + i as u64 * global_batch + (rank * batch_size + j) as u64;
+        let (needed, window, shuffle_share) = if set.block {
+            let (needed, window, peak) = block_schedule(&catalog, &plan, rows_n, &position)?;
+            (needed, Some(window), peak)
+        } else {
+            (Vec::new(), None, 0)
+        };
         let plan_bytes = 8 * (plan.effective_order().len() as u64 + needed.iter().map(|n| n.len() as u64).sum::<u64>());
-        let meta_cap = (budget / 16).max(64 << 10);
-        let meta_share = plan_bytes + meta_cap;
         let batch_bytes: u64 =
             (0..catalog.columns.len()).map(|c| catalog.estimated_slot_bytes(c) * batch_size as u64).sum::<u64>().max(1);
-        let min_fetch = MIN_ALLOWANCE * set.workers as u64;
-        let fixed = meta_share + shuffle_share + min_fetch;
-        let too_small = |what: String, needed: u64| LoaderError::Budget { budget, what, needed };
-        if fixed + 2 * batch_bytes > budget {
-            return Err(too_small(
-                format!(
-                    "plan and indexes ({meta_share}) + block-shuffle window ({shuffle_share}) + fetch buffers \
-                     ({min_fetch}) + two batch buffers ({})",
-                    2 * batch_bytes
-                ),
-                fixed + 2 * batch_bytes,
-            ));
-        }
-        let sets = (set.prefetch_batches as u64).min((budget - fixed) / batch_bytes).max(2) as usize;
-        let ready_share = sets as u64 * batch_bytes;
-        let fetch_share = budget - meta_share - shuffle_share - ready_share;
-        let allowance = fetch_share / set.workers as u64;
+        let shares = Shares::size(acct.budget(), plan_bytes, shuffle_share, batch_bytes, &set)?;
+        let (sets, meta_cap, allowance) = (shares.sets, shares.meta_cap, shares.allowance);
         acct.set_shares([
-            (MemoryUse::Ready, ready_share),
-            (MemoryUse::Fetch, fetch_share),
+            (MemoryUse::Ready, shares.ready),
+            (MemoryUse::Fetch, shares.fetch),
             (MemoryUse::Shuffle, shuffle_share),
-            (MemoryUse::Metadata, meta_share),
+            (MemoryUse::Metadata, shares.meta),
         ]);
         let plan_charge = acct.charge(MemoryUse::Metadata, plan_bytes);
         let pool = BufferPool::new(acct.clone(), catalog.columns.len(), sets, set.pin, set.reuse);
@@ -1172,11 +1226,15 @@ impl EpochPipeline {
         for w in 0..workers {
             let worker = Worker::new(shared.clone());
             let tx = tx.clone();
-            let h = std::thread::Builder::new()
-                .name(format!("tessera-loader-{w}"))
-                .spawn(move || worker.run(&tx))
-                .map_err(|e| LoaderError::config(format!("cannot start a worker thread: {e}")))?;
-            handles.push(h);
+            let spawned =
+                std::thread::Builder::new().name(format!("tessera-loader-{w}")).spawn(move || worker.run(&tx));
+            match spawned {
+                Ok(h) => handles.push(h),
+                Err(e) => {
+                    shared.stop();
+                    return Err(LoaderError::config(format!("cannot start a worker thread: {e}")));
+                }
+            }
         }
         Ok(Self { shared, rx: Some(rx), handles, pending: BTreeMap::new(), next: 0, _plan_charge: plan_charge })
     }
@@ -1198,15 +1256,11 @@ impl EpochPipeline {
                 return Some(r);
             }
             let rx = self.rx.as_ref()?;
-            match rx.recv() {
-                Ok((i, r)) => {
-                    self.pending.insert(i, r);
-                }
-                Err(_) => {
-                    self.next = self.shared.total;
-                    return Some(Err(LoaderError::WorkerPanicked("every worker exited early".into())));
-                }
-            }
+            let Ok((i, r)) = rx.recv() else {
+                self.next = self.shared.total;
+                return Some(Err(LoaderError::WorkerPanicked("every worker exited early".into())));
+            };
+            self.pending.insert(i, r);
         }
     }
 

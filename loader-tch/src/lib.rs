@@ -66,16 +66,16 @@
 //! refuses a state from another dataset version, seed or order settings.
 //!
 //! ## Shuffle modes and their quality
-//! * [`ShuffleMode::Global`]: an exact uniform permutation of all rows (8 bytes per row).
+//! * Global ([`ShuffleMode::Global`]): an exact uniform permutation of all rows (8 bytes per row).
 //!   Adjacent-pair retention ≈ 1/N, mean normalised displacement ≈ 1/3 — the reference
 //!   quality. Reads are random: each batch touches up to `batch_size` pages anywhere.
-//! * [`ShuffleMode::Block`]: fragments are permuted, taken `window_fragments` at a time, and
+//! * Block ([`ShuffleMode::Block`]): fragments are permuted, taken `window_fragments` at a time, and
 //!   each window's rows are permuted. Every data file is read once per epoch and at most two
 //!   windows are resident. Displacement is still ≈ 1/3 (fragments move anywhere), but a batch
 //!   only mixes rows of one or two windows: adjacent-pair retention ≈ 1/(rows per window), and
 //!   rows of the same fragment are correlated in time. Use windows of many fragments when
 //!   fragments are internally sorted (by label, source, time).
-//! * [`ShuffleMode::None`]: sequential.
+//! * None ([`ShuffleMode::None`]): sequential.
 //!
 //! [`sampler::adjacent_pair_retention`] and [`sampler::displacement_stats`] measure an order;
 //! the `shuffle_quality` test prints them for both modes.

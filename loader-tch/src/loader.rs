@@ -46,7 +46,7 @@ impl Loader {
         let store = Store::open(&config.location)
             .map_err(|e| LoaderError::dataset(format!("opening store {:?}", config.location), e))?;
         let source = Source::for_location(&config.location, &store);
-        Self::open_with(store, source, config)
+        Self::open_with(&store, source, config)
     }
 
     /// As [`Loader::open`] with a store built by the caller (a custom `object_store`, for
@@ -54,18 +54,18 @@ impl Loader {
     ///
     /// # Errors
     /// As [`Loader::open`].
-    pub fn open_store(store: Store, config: LoaderConfig) -> Result<Self> {
+    pub fn open_store(store: &Store, config: LoaderConfig) -> Result<Self> {
         config.validate()?;
         let source = Source::Object(store.clone());
         Self::open_with(store, source, config)
     }
 
-    fn open_with(store: Store, source: Source, config: LoaderConfig) -> Result<Self> {
+    fn open_with(store: &Store, source: Source, config: LoaderConfig) -> Result<Self> {
         let fetcher = Arc::new(Fetcher::new(source, config.retry.clone()));
         let never = AtomicBool::new(false);
         let what = || format!("opening version {:?} of {}", config.at, config.location);
         let dataset = with_retry(&config.retry, &never, &fetcher.counters, &what, || {
-            Dataset::open_at(&store, &config.at, config.limits.clone()).map_err(|e| classify(&what(), e))
+            Dataset::open_at(store, &config.at, config.limits.clone()).map_err(|e| classify(&what(), e))
         })?;
         let catalog = Arc::new(Catalog::new(dataset, config.columns.as_deref())?);
         let pin = match config.device {

@@ -243,7 +243,12 @@ mod tests {
     #[test]
     fn charges_are_counted_and_released() {
         let a = Accountant::new(100);
-        a.set_shares([(MemoryUse::Ready, 50), (MemoryUse::Fetch, 30), (MemoryUse::Shuffle, 0), (MemoryUse::Metadata, 20)]);
+        a.set_shares([
+            (MemoryUse::Ready, 50),
+            (MemoryUse::Fetch, 30),
+            (MemoryUse::Shuffle, 0),
+            (MemoryUse::Metadata, 20),
+        ]);
         let stop = AtomicBool::new(false);
         let c1 = a.acquire(MemoryUse::Ready, 40, &stop, &|| false).unwrap();
         let mut c2 = a.charge(MemoryUse::Fetch, 10);
@@ -266,7 +271,12 @@ mod tests {
     #[test]
     fn a_waiter_proceeds_when_bytes_are_released() {
         let a = Accountant::new(10);
-        a.set_shares([(MemoryUse::Ready, 10), (MemoryUse::Fetch, 0), (MemoryUse::Shuffle, 0), (MemoryUse::Metadata, 0)]);
+        a.set_shares([
+            (MemoryUse::Ready, 10),
+            (MemoryUse::Fetch, 0),
+            (MemoryUse::Shuffle, 0),
+            (MemoryUse::Metadata, 0),
+        ]);
         let held = a.charge(MemoryUse::Ready, 8);
         let a2 = a.clone();
         let t = std::thread::spawn(move || {

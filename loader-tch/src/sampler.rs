@@ -488,11 +488,11 @@ impl Plan {
         let mut schedule = Vec::new();
         for &row in self.batches().flatten() {
             let f = ends.partition_point(|&e| e <= row);
-            if let Some(flag) = seen.get_mut(f) {
-                if !*flag {
-                    *flag = true;
-                    schedule.push(f);
-                }
+            if let Some(flag) = seen.get_mut(f)
+                && !*flag
+            {
+                *flag = true;
+                schedule.push(f);
             }
         }
         schedule

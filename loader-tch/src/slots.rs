@@ -81,7 +81,11 @@ impl HostBuffer {
         }
         let ctx = || format!("viewing a batch buffer as {kind:?}{shape:?}");
         let bytes = self.storage.f_narrow(0, 0, len as i64).map_err(|e| LoaderError::tensor(ctx(), e))?;
-        let typed = if kind == Kind::Uint8 { bytes } else { bytes.f_view_dtype(kind).map_err(|e| LoaderError::tensor(ctx(), e))? };
+        let typed = if kind == Kind::Uint8 {
+            bytes
+        } else {
+            bytes.f_view_dtype(kind).map_err(|e| LoaderError::tensor(ctx(), e))?
+        };
         typed.f_view(shape).map_err(|e| LoaderError::tensor(ctx(), e))
     }
 }
@@ -91,6 +95,7 @@ mod tests {
     use super::*;
 
     #[test]
+    #[allow(clippy::float_cmp)] // exact bit patterns are written and read back
     fn writes_through_the_slice_show_in_views() {
         let mut b = HostBuffer::new(64, None).unwrap();
         assert!(b.bytes_mut().iter().all(|&x| x == 0));

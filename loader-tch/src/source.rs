@@ -83,7 +83,7 @@ pub(crate) fn with_retry<T>(
                     if stopped.load(Ordering::Acquire) {
                         return Err(LoaderError::Stopped);
                     }
-                    let d = step.min(sleep - slept);
+                    let d = step.min(sleep.saturating_sub(slept));
                     std::thread::sleep(d);
                     slept += d;
                 }
@@ -234,7 +234,7 @@ impl Fetcher {
                 Ok(())
             }),
             Source::Object(_) => {
-                let got = self.fetch(key, &[offset..end], stopped)?;
+                let got = self.fetch(key, std::slice::from_ref(&(offset..end)), stopped)?;
                 let bytes = got.first().map_or(&[][..], Bytes::as_ref);
                 if bytes.len() != dst.len() {
                     return Err(LoaderError::corrupt(key, "storage returned fewer bytes than asked"));
@@ -285,7 +285,8 @@ mod tests {
 
     #[test]
     fn transient_errors_are_retried_then_reported() {
-        let policy = RetryPolicy { max_retries: 3, initial_backoff: Duration::from_millis(1), ..RetryPolicy::default() };
+        let policy =
+            RetryPolicy { max_retries: 3, initial_backoff: Duration::from_millis(1), ..RetryPolicy::default() };
         let stop = AtomicBool::new(false);
         let counters = IoCounters::default();
         let mut calls = 0;

@@ -79,12 +79,9 @@ impl BatchTransform for Normalize {
         let ctx = tensor_err("Normalize");
         let size = x.size();
         if size.len() < 2 || size[1] as usize != self.mean.len() || self.mean.len() != self.std.len() {
-            return Err(LoaderError::config(format!(
-                "Normalize has {} channels, column is {size:?}",
-                self.mean.len()
-            )));
+            return Err(LoaderError::config(format!("Normalize has {} channels, column is {size:?}", self.mean.len())));
         }
-        if self.std.iter().any(|&s| s == 0.0) {
+        if self.std.contains(&0.0) {
             return Err(LoaderError::config("Normalize std must be non-zero"));
         }
         let mut shape = vec![1i64; size.len()];
@@ -157,18 +154,21 @@ impl BatchTransform for RandomCrop {
         if size.len() != 4 {
             return Err(LoaderError::config(format!("RandomCrop expects [B, C, H, W], got {size:?}")));
         }
-        let p = self.padding.max(0);
-        let padded = if p > 0 { x.f_constant_pad_nd([p, p, p, p]).map_err(&ctx)? } else { x.shallow_clone() };
-        let (h, w) = (size[2] + 2 * p, size[3] + 2 * p);
-        if self.height > h || self.width > w || self.height <= 0 || self.width <= 0 {
-            return Err(LoaderError::config(format!("RandomCrop {}x{} does not fit {h}x{w}", self.height, self.width)));
+        let pad = self.padding.max(0);
+        let padded = if pad > 0 { x.f_constant_pad_nd([pad, pad, pad, pad]).map_err(&ctx)? } else { x.shallow_clone() };
+        let (height, width) = (size[2] + 2 * pad, size[3] + 2 * pad);
+        if self.height > height || self.width > width || self.height <= 0 || self.width <= 0 {
+            return Err(LoaderError::config(format!(
+                "RandomCrop {}x{} does not fit {height}x{width}",
+                self.height, self.width
+            )));
         }
         let mut parts = Vec::with_capacity(size[0] as usize);
-        for i in 0..size[0] {
-            let top = rng.below((h - self.height + 1) as u64) as i64;
-            let left = rng.below((w - self.width + 1) as u64) as i64;
+        for sample in 0..size[0] {
+            let top = rng.below((height - self.height + 1) as u64) as i64;
+            let left = rng.below((width - self.width + 1) as u64) as i64;
             let crop = padded
-                .f_narrow(0, i, 1)
+                .f_narrow(0, sample, 1)
                 .and_then(|t| t.f_narrow(2, top, self.height))
                 .and_then(|t| t.f_narrow(3, left, self.width))
                 .map_err(&ctx)?;

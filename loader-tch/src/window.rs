@@ -152,7 +152,6 @@ impl WindowCache {
             }
             match s.slots.get(&frag) {
                 Some(Slot::Ready { data, .. }) => return Ok(Admission::Ready(data.clone())),
-                Some(Slot::Loading) => {}
                 None if s.turn == pos => {
                     s.slots.insert(frag, Slot::Loading);
                     return Ok(Admission::Load);
@@ -160,7 +159,7 @@ impl WindowCache {
                 None if s.turn > pos => {
                     return Err(LoaderError::config(format!("fragment {frag} was evicted before its last use")));
                 }
-                None => {}
+                Some(Slot::Loading) | None => {}
             }
             s = self.changed.wait_timeout(s, Duration::from_millis(50)).map_or_else(|e| e.into_inner().0, |r| r.0);
         }

@@ -98,7 +98,8 @@ fn corrupt_compressed_pages_are_caught_without_checksums_too() {
         assert!(bad.contains(&(s.row as i64)));
     }
     // With checksums on the fault is always found.
-    let c = LoaderConfig { skip_bad_samples: true, ..common::config(root) }.with_batch_size(5).with_columns(&["id", "tok"]);
+    let c =
+        LoaderConfig { skip_bad_samples: true, ..common::config(root) }.with_batch_size(5).with_columns(&["id", "tok"]);
     let loader = Loader::open(c).unwrap();
     assert_eq!(loader.epoch(0).unwrap().map(|b| b.unwrap().len()).sum::<usize>(), 60);
     let skipped: BTreeSet<i64> = loader.skipped().iter().map(|s| s.row as i64).collect();

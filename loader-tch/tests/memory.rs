@@ -1,6 +1,6 @@
 //! The memory budget holds on datasets several times larger than it: the loader's own
 //! accounting high-water mark stays within the budget in every mode, and a separate process
-//! shows the resident-set growth (VmHWM) stays near the budget, far below the dataset size.
+//! shows the resident-set growth (`VmHWM`) stays near the budget, far below the dataset size.
 
 mod common;
 
@@ -60,7 +60,7 @@ fn accounting_high_water_stays_within_the_budget() {
             .with_workers(workers);
         let loader = if remote {
             let fs = object_store::local::LocalFileSystem::new_with_prefix(dir.path()).unwrap();
-            Loader::open_store(tessera::Store::from_object_store(Arc::new(fs), "", true), cfg).unwrap()
+            Loader::open_store(&tessera::Store::from_object_store(Arc::new(fs), "", true), cfg).unwrap()
         } else {
             Loader::open(cfg).unwrap()
         };

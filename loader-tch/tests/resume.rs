@@ -15,8 +15,15 @@ fn files() -> WriteOptions {
 }
 
 fn loader(root: &str, shuffle: ShuffleMode, bs: usize, rank: usize, world: usize) -> Loader {
-    Loader::open(common::config(root).with_batch_size(bs).with_shuffle(shuffle).with_seed(4).with_rank(rank, world).with_workers(3))
-        .unwrap()
+    Loader::open(
+        common::config(root)
+            .with_batch_size(bs)
+            .with_shuffle(shuffle)
+            .with_seed(4)
+            .with_rank(rank, world)
+            .with_workers(3),
+    )
+    .unwrap()
 }
 
 /// Interleaved ids of every rank, starting from `state` (or the epoch's start).
@@ -90,8 +97,12 @@ fn foreign_states_are_refused_with_a_clear_error() {
     assert!(refused(Loader::open(base().with_batch_size(3)).unwrap()).contains("settings_digest"));
     assert!(refused(Loader::open(LoaderConfig { drop_last: true, ..base() }).unwrap()).contains("settings_digest"));
     // A newer version of the same dataset.
-    ds.append(&tessera::Batch::new().with("id", tessera::ColumnData::from_scalars(&[999i64])).unwrap(), "one more", files())
-        .unwrap();
+    ds.append(
+        &tessera::Batch::new().with("id", tessera::ColumnData::from_scalars(&[999i64])).unwrap(),
+        "one more",
+        files(),
+    )
+    .unwrap();
     assert!(refused(Loader::open(base()).unwrap()).contains("version"));
     // The old version pinned explicitly is accepted.
     let pinned = Loader::open(LoaderConfig { at: tessera::At::Version(ds.version()), ..base() }).unwrap();

@@ -95,7 +95,8 @@ fn epochs_and_seeds_change_the_order_and_runs_repeat_it() {
     let root = dir.path().to_str().unwrap();
     common::id_dataset(root, ROWS, &tiny_files());
     for shuffle in [ShuffleMode::Global, ShuffleMode::Block { window_fragments: 3 }] {
-        let open = |seed| Loader::open(common::config(root).with_batch_size(8).with_shuffle(shuffle).with_seed(seed)).unwrap();
+        let open =
+            |seed| Loader::open(common::config(root).with_batch_size(8).with_shuffle(shuffle).with_seed(seed)).unwrap();
         let a = open(5);
         let e0 = common::epoch_ids(&a, 0);
         assert_eq!(e0, common::epoch_ids(&open(5), 0), "same seed, same order in a new run");

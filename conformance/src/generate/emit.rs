@@ -7,7 +7,8 @@ use tessera::{At, Dataset, Limits, Store};
 
 use super::{Result, Summary, bail};
 use crate::canonical_json;
-use crate::case::{Args, CaseClass, CaseMeta, Expect, Operation, SPEC_VERSION};
+use crate::case::{Args, CaseClass, CaseMeta, Expect, SPEC_VERSION};
+use crate::logical::{Logical, RefWrite};
 use crate::reference_impl::{self, Outcome};
 
 /// The provenance every generated case records.
@@ -62,13 +63,25 @@ impl Emitter {
     /// Builds a valid case: `build` writes the dataset into the given `input/` directory; the
     /// reference must read it (and verify it), and its dump becomes `expected.json`.
     pub(crate) fn valid(&mut self, spec: Spec<'_>, build: impl FnOnce(&Path) -> Result<()>) -> Result<()> {
+        self.valid_case(spec, build, true)
+    }
+
+    /// As [`Emitter::valid`], without full verification: for inputs every reader must accept
+    /// but a verifier must reject (statistics that break STAT-01 to STAT-06, STAT-07).
+    pub(crate) fn valid_unverified(&mut self, spec: Spec<'_>, build: impl FnOnce(&Path) -> Result<()>) -> Result<()> {
+        self.valid_case(spec, build, false)
+    }
+
+    fn valid_case(&mut self, spec: Spec<'_>, build: impl FnOnce(&Path) -> Result<()>, verified: bool) -> Result<()> {
         let (dir, input) = self.start(&spec, CaseClass::Valid, build)?;
         let dump = match reference_impl::read(&input, spec.args.as_ref()) {
             Outcome::Accepted(v) => v,
             other => bail!("valid case {}: {}", spec.id, other.summary()),
         };
-        verify(&input, spec.args.as_ref())
-            .map_err(|e| super::GenError(format!("valid case {}: verify: {e}", spec.id)))?;
+        if verified {
+            verify(&input, spec.args.as_ref())
+                .map_err(|e| super::GenError(format!("valid case {}: verify: {e}", spec.id)))?;
+        }
         std::fs::write(dir.join("expected.json"), canonical_json::to_string_pretty(&dump))?;
         write_meta(&dir, spec, CaseClass::Valid, Vec::new(), None)
     }
@@ -89,6 +102,38 @@ impl Emitter {
             other => bail!("reject case {}: expected [{class}] with {hint:?}, got {}", spec.id, other.summary()),
         }
         write_meta(&dir, spec, case_class, vec![class.to_string()], Some(hint.to_string()))
+    }
+
+    /// Builds a writer case: `logical.json` and the `expected.json` computed from it alone.
+    /// The reference writes the description (small pages and files, fixed clock), and must
+    /// read every version and tag back to exactly the expected dumps, verify, and pass the
+    /// writer lint: a case never records what the reference cannot produce.
+    pub(crate) fn writer(&mut self, spec: Spec<'_>, logical: &Logical) -> Result<()> {
+        let Some(area) = spec.id.split('-').nth(1) else { bail!("bad case id {:?}", spec.id) };
+        if !spec.id.starts_with("w-") || spec.args.is_some() {
+            bail!("writer case {}: id must start with w- and take no args", spec.id);
+        }
+        if !self.ids.insert(spec.id.to_string()) {
+            bail!("case id {} used twice", spec.id);
+        }
+        let text = canonical_json::to_string_pretty(&logical.to_value());
+        match Logical::parse(&text) {
+            Ok(again) if again == *logical => {}
+            Ok(_) => bail!("writer case {}: logical.json does not round-trip", spec.id),
+            Err(e) => bail!("writer case {}: logical.json does not parse: {e}", spec.id),
+        }
+        let expected = logical.expected_document();
+        for settings in [RefWrite::small_deterministic(), RefWrite { deterministic: true, ..RefWrite::default() }] {
+            let tmp = tempfile::tempdir()?;
+            logical.write_with_reference(tmp.path(), &settings)?;
+            check_written(tmp.path(), logical).map_err(|e| super::GenError(format!("writer case {}: {e}", spec.id)))?;
+        }
+        let dir = self.root.join(CaseClass::Writer.dir()).join(area).join(spec.id);
+        std::fs::create_dir_all(&dir)?;
+        std::fs::write(dir.join("logical.json"), text)?;
+        std::fs::write(dir.join("expected.json"), canonical_json::to_string_pretty(&expected))?;
+        *self.counts.entry((CaseClass::Writer, area.to_string())).or_default() += 1;
+        write_meta(&dir, spec, CaseClass::Writer, Vec::new(), None)
     }
 
     /// Creates the case directory and runs `build` on its `input/`.
@@ -123,10 +168,11 @@ fn write_meta(dir: &Path, spec: Spec<'_>, class: CaseClass, error: Vec<String>, 
         id: spec.id.to_string(),
         spec: SPEC_VERSION.to_string(),
         requirements: spec.reqs.iter().map(ToString::to_string).collect(),
-        expect: if class == CaseClass::Valid { Expect::Accept } else { Expect::Reject },
+        expect: if matches!(class, CaseClass::Valid | CaseClass::Writer) { Expect::Accept } else { Expect::Reject },
         error,
-        operation: Operation::Read,
+        operation: class.operation(),
         args: spec.args,
+        timeout_ms: None,
         description: spec.description.to_string(),
         provenance: PROVENANCE.to_string(),
         hint,
@@ -141,6 +187,20 @@ fn write_meta(dir: &Path, spec: Spec<'_>, class: CaseClass, error: Vec<String>, 
     }
     std::fs::write(dir.join("case.toml"), text)?;
     Ok(())
+}
+
+/// Reads every version and tag of a dataset written from `logical` with the reference,
+/// compares each with the dump computed from the description, verifies each version and runs
+/// the writer lint ([`crate::runner::check_written`]).
+///
+/// # Errors
+/// Every problem found.
+pub(crate) fn check_written(root: &Path, logical: &Logical) -> std::result::Result<(), String> {
+    let versions: Vec<(u64, serde_json::Value)> =
+        (1..=logical.versions()).map(|v| (v, logical.expected_dump(v))).collect();
+    let tags: Vec<(String, u64)> = logical.tags.iter().map(|t| (t.name.clone(), t.version)).collect();
+    let problems = crate::runner::check_written(root, logical, &versions, &tags);
+    if problems.is_empty() { Ok(()) } else { Err(problems.join("\n")) }
 }
 
 /// Runs the reference's full verification (every byte, padding included) on a valid case.

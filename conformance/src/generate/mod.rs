@@ -14,11 +14,14 @@
 
 mod data;
 mod emit;
+mod history;
 mod mutate;
 mod options;
 mod prng;
 mod reject;
+mod reject_log;
 mod valid;
+mod writer;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -103,6 +106,9 @@ pub fn generate(out_dir: &Path) -> Result<Summary> {
     std::fs::create_dir_all(&cases)?;
     let mut em = emit::Emitter::new(&cases);
     valid::all(&mut em)?;
+    history::all(&mut em)?;
     reject::all(&mut em)?;
+    reject_log::all(&mut em)?;
+    writer::all(&mut em)?;
     Ok(em.finish())
 }

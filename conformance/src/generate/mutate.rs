@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use tessera::datafile::{Block, ColumnChunk, END_MAGIC, Footer, TRAILER_LEN};
 use tessera::envelope::{self, HEADER_LEN, ObjectKind};
-use tessera::manifest::{DataFileRef, Manifest, Segment};
+use tessera::manifest::{DataFileRef, DeletionRef, DeletionVector, Manifest, Segment};
 use tessera::paths;
 
 use super::{GenError, Result, bail};
@@ -311,6 +311,7 @@ impl Ds {
                 let seg = self.segment(&s.path).ok()?;
                 for f in &seg.fragments {
                     out.extend(f.files.iter().map(|r| r.path.clone()));
+                    out.extend(f.deletion.iter().map(|d| d.path.clone()));
                 }
             }
         }
@@ -323,6 +324,69 @@ impl Ds {
             Some(keys) if !keys.contains(key) && self.path(key).exists() => self.remove(key),
             _ => Ok(()),
         }
+    }
+
+    /// Where the latest listing of fragment `id` sits in a manifest's log: (segment index,
+    /// fragment index), searching from the newest segment.
+    pub(crate) fn find_fragment(&self, mkey: &str, id: u64) -> Result<(usize, usize)> {
+        let m = self.manifest(mkey)?;
+        for (si, sref) in m.segments.iter().enumerate().rev() {
+            let seg = self.segment(&sref.path)?;
+            if seg.removed.contains(&id) {
+                break;
+            }
+            if let Some(fi) = seg.fragments.iter().position(|f| f.id == id) {
+                return Ok((si, fi));
+            }
+        }
+        bail!("{mkey} does not list fragment {id}")
+    }
+
+    /// The deletion reference of fragment `id` in a manifest's log.
+    pub(crate) fn deletion_ref(&self, mkey: &str, id: u64) -> Result<DeletionRef> {
+        let (si, fi) = self.find_fragment(mkey, id)?;
+        let seg = self.segment(&self.segment_key(mkey, si)?)?;
+        match &seg.fragments[fi].deletion {
+            Some(d) => Ok(d.clone()),
+            None => bail!("fragment {id} has no deletion vector"),
+        }
+    }
+
+    /// Changes the deletion reference of fragment `id` (re-sealing its segment and the manifest).
+    pub(crate) fn edit_deletion_ref(&self, mkey: &str, id: u64, f: impl FnOnce(&mut DeletionRef)) -> Result<()> {
+        let (si, fi) = self.find_fragment(mkey, id)?;
+        self.edit_segment(mkey, si, |s| {
+            if let Some(d) = s.fragments[fi].deletion.as_mut() {
+                f(d);
+            }
+        })
+    }
+
+    /// Replaces the bytes of fragment `id`'s deletion vector: stored under their content name
+    /// (`deletions/<hash>.tsx`), the reference's path, size and CRC follow when `locate` is set;
+    /// otherwise the bytes are written in place and the reference is left alone.
+    pub(crate) fn replace_deletion(&self, mkey: &str, id: u64, bytes: &[u8], locate: bool) -> Result<()> {
+        let old = self.deletion_ref(mkey, id)?;
+        if !locate {
+            return self.write(&old.path, bytes);
+        }
+        let key = paths::content_key(paths::DELETIONS_DIR, "tsx", bytes);
+        self.write(&key, bytes)?;
+        self.edit_deletion_ref(mkey, id, |d| {
+            d.path.clone_from(&key);
+            d.size = bytes.len() as u64;
+            d.crc32 = envelope::stored_crc(bytes);
+        })?;
+        self.remove_if_orphan(&old.path)
+    }
+
+    /// Changes fragment `id`'s deletion vector, re-seals it, stores it under its content name
+    /// and points the reference at it (`deleted_count` unchanged).
+    pub(crate) fn edit_deletion(&self, mkey: &str, id: u64, f: impl FnOnce(&mut DeletionVector)) -> Result<()> {
+        let old = self.deletion_ref(mkey, id)?;
+        let mut dv: DeletionVector = envelope::open(ObjectKind::Deletion, &self.read(&old.path)?, u64::MAX, &old.path)?;
+        f(&mut dv);
+        self.replace_deletion(mkey, id, &envelope::seal(ObjectKind::Deletion, &dv)?, true)
     }
 
     /// The footers of every data file under `data/`.

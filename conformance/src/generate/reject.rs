@@ -227,7 +227,7 @@ fn edit_tag(input: &Path, f: impl FnOnce(&mut Tag)) -> Result<()> {
 // Envelope faults: manifests, segments, tag records
 
 fn envelopes(em: &mut Emitter) -> Result<()> {
-    const TRUNC: &[&str] = &["ENV-05"];
+    const TRUNC: &[&str] = &["ENV-05", "VAL-04"];
     em.reject(
         Spec::new("n-envelope-0001-manifest-truncated-in-header", TRUNC, "the latest manifest is cut to 20 bytes"),
         "malformed",
@@ -292,7 +292,7 @@ fn envelopes(em: &mut Emitter) -> Result<()> {
     em.reject(
         Spec::new(
             "n-envelope-0006-manifest-reserved-nonzero",
-            &["ENV-03"],
+            &["ENV-03", "FLG-05"],
             "the latest manifest's reserved u32 is 1 (CRC re-sealed)",
         ),
         "malformed",
@@ -306,7 +306,7 @@ fn envelopes(em: &mut Emitter) -> Result<()> {
     em.reject(
         Spec::new(
             "n-envelope-0007-manifest-trailing-body-byte",
-            &["ENC-03"],
+            &["ENC-03", "ENV-07"],
             "the latest manifest's body has one byte after the encoded struct (body_len and CRC agree)",
         ),
         "malformed",
@@ -403,7 +403,7 @@ fn envelopes(em: &mut Emitter) -> Result<()> {
     em.reject(
         Spec::new(
             "n-envelope-0013-segment-trailing-body-byte",
-            &["ENC-03"],
+            &["ENC-03", "ENV-07"],
             "the index segment's body has a byte after the encoded struct (body_len, CRC and reference agree)",
         ),
         "malformed",
@@ -452,7 +452,7 @@ fn envelopes(em: &mut Emitter) -> Result<()> {
     em.reject(
         Spec::new(
             "n-envelope-0017-manifest-string-length-huge",
-            &["ENC-03", "SEC-03"],
+            &["ENC-03", "SEC-03", "ENC-04"],
             "the branch name inside the latest manifest's body declares a length of 2^62 bytes in a body of a \
              few hundred (CRC re-sealed); a reader must not allocate for it",
         ),
@@ -468,7 +468,7 @@ fn envelopes(em: &mut Emitter) -> Result<()> {
     em.reject(
         Spec::new(
             "n-envelope-0018-segment-vec-length-huge",
-            &["ENC-03", "SEC-03"],
+            &["ENC-03", "SEC-03", "ENC-04"],
             "the index segment's fragment list declares 2^60 entries in a body of a few hundred bytes (CRC and \
              the manifest's reference re-sealed)",
         ),
@@ -550,16 +550,21 @@ fn unsupported(em: &mut Emitter) -> Result<()> {
     )?;
     for (id, bit) in [("u-flags-0001-reader-flag-bit-0", 0u32), ("u-flags-0002-reader-flag-bit-63", 63)] {
         let description = format!("the latest manifest sets reader-required flag bit {bit}, unknown to 1.0 readers");
-        em.reject(Spec::new(id, &["FLG-03"], &description), "unsupported", "unknown reader-required flags", |input| {
-            basic(input)?;
-            let (ds, m) = main_key(input)?;
-            ds.edit_manifest(&m, |m| m.reader_flags = 1 << bit)
-        })?;
+        em.reject(
+            Spec::new(id, &["FLG-03", "VAL-05"], &description),
+            "unsupported",
+            "unknown reader-required flags",
+            |input| {
+                basic(input)?;
+                let (ds, m) = main_key(input)?;
+                ds.edit_manifest(&m, |m| m.reader_flags = 1 << bit)
+            },
+        )?;
     }
     em.reject(
         Spec::new(
             "u-flags-0003-reader-flag-with-future-body",
-            &["FLG-03"],
+            &["FLG-03", "VAL-05"],
             "the latest manifest sets a reader flag bit and its body after the flags is in an encoding 1.0 \
              cannot decode: the flags are checked before the body is decoded",
         ),
@@ -641,7 +646,11 @@ fn manifests(em: &mut Emitter) -> Result<()> {
     )?;
     manifest_case(
         em,
-        Spec::new("n-manifest-0004-duplicate-column-name", &["MOD-03"], "two columns of the schema are named `id`"),
+        Spec::new(
+            "n-manifest-0004-duplicate-column-name",
+            &["MOD-03", "MAN-04"],
+            "two columns of the schema are named `id`",
+        ),
         "invalid",
         "duplicate column name",
         |m| m.schema.columns[FEAT as usize].name = "id".into(),
@@ -691,7 +700,11 @@ fn manifests(em: &mut Emitter) -> Result<()> {
     )?;
     manifest_case(
         em,
-        Spec::new("n-manifest-0010-utf8-column-rank-1", &["DT-04"], "the utf8 column `caption` has shape [1]"),
+        Spec::new(
+            "n-manifest-0010-utf8-column-rank-1",
+            &["DT-04", "MAN-04"],
+            "the utf8 column `caption` has shape [1]",
+        ),
         "invalid",
         "must have rank 0",
         |m| m.schema.columns[CAPTION as usize].shape = vec![Fixed(1)],
@@ -800,7 +813,7 @@ fn manifests(em: &mut Emitter) -> Result<()> {
         em,
         Spec::new(
             "n-manifest-0021-unknown-dtype-code",
-            &["ENC-02", "DT-01"],
+            &["ENC-02", "DT-01", "FLG-06"],
             "a schema column's dtype has variant index 15, which no dtype has (CRC re-sealed)",
         ),
         |m| m.schema.columns[ID as usize].dtype = DType::U8,
@@ -810,7 +823,7 @@ fn manifests(em: &mut Emitter) -> Result<()> {
         em,
         Spec::new(
             "n-manifest-0022-unknown-compression-variant",
-            &["ENC-02", "CMP-02"],
+            &["ENC-02", "CMP-02", "FLG-06"],
             "a schema column's compression has variant index 3 (CRC re-sealed)",
         ),
         |m| m.schema.columns[ID as usize].compression = Compression::Lz4,
@@ -820,7 +833,7 @@ fn manifests(em: &mut Emitter) -> Result<()> {
         em,
         Spec::new(
             "n-manifest-0023-unknown-kind-variant",
-            &["ENC-02", "KND-01"],
+            &["ENC-02", "KND-01", "FLG-06"],
             "a schema column's kind has variant index 11, one past Json (CRC re-sealed)",
         ),
         |m| m.schema.columns[ID as usize].kind = Kind::Mask,
@@ -836,7 +849,7 @@ fn segments(em: &mut Emitter) -> Result<()> {
     em.reject(
         Spec::new(
             "n-segment-0001-crc-differs-from-ref",
-            &["SEG-01"],
+            &["SEG-01", "VAL-07"],
             "the index segment was re-sealed with other content under the same name; the manifest's reference \
              records the old CRC",
         ),
@@ -866,7 +879,11 @@ fn segments(em: &mut Emitter) -> Result<()> {
         },
     )?;
     em.reject(
-        Spec::new("n-segment-0003-missing", &["VAL-15"], "the index segment the manifest references does not exist"),
+        Spec::new(
+            "n-segment-0003-missing",
+            &["VAL-15", "VAL-07"],
+            "the index segment the manifest references does not exist",
+        ),
         "invalid",
         "does not exist",
         |input| {
@@ -985,7 +1002,7 @@ fn path_cases(em: &mut Emitter) -> Result<()> {
     ];
     for (id, path, description) in seg_paths {
         let description = format!("{description} ({path:?})");
-        em.reject(Spec::new(id, &["LAY-09", "SEC-02"], &description), "invalid", "[LAY-09]", |input| {
+        em.reject(Spec::new(id, &["LAY-09", "SEC-02", "MAN-07"], &description), "invalid", "[LAY-09]", |input| {
             basic(input)?;
             let (ds, m) = main_key(input)?;
             ds.edit_manifest(&m, |m| m.segments[0].path = path.to_string())
@@ -1000,7 +1017,7 @@ fn path_cases(em: &mut Emitter) -> Result<()> {
         ("n-path-0010-datafile-non-ascii", |p| p.replace("data", "dätä"), "a data file path has non-ASCII letters"),
     ];
     for (id, f, description) in file_paths {
-        em.reject(Spec::new(id, &["LAY-09", "SEC-02"], description), "invalid", "[LAY-09]", |input| {
+        em.reject(Spec::new(id, &["LAY-09", "SEC-02", "SEG-05"], description), "invalid", "[LAY-09]", |input| {
             basic(input)?;
             let (ds, m) = main_key(input)?;
             ds.edit_file_ref(&m, FileLoc::default(), |r| r.path = f(&r.path))
@@ -1026,7 +1043,7 @@ fn limits(em: &mut Emitter) -> Result<()> {
     em.reject(
         Spec::new(
             "n-limits-0001-manifest-body-len-huge",
-            &["LIM-05", "ENV-04"],
+            &["LIM-05", "ENV-04", "LIM-15", "VAL-02"],
             "the latest manifest declares a body of 2^40 bytes (CRC re-sealed)",
         ),
         "limit",
@@ -1040,7 +1057,7 @@ fn limits(em: &mut Emitter) -> Result<()> {
     em.reject(
         Spec::new(
             "n-limits-0002-segment-body-len-huge",
-            &["LIM-05"],
+            &["LIM-05", "LIM-15"],
             "the index segment declares a body of 2^40 bytes (CRC and reference re-sealed)",
         ),
         "limit",
@@ -1057,7 +1074,7 @@ fn limits(em: &mut Emitter) -> Result<()> {
     em.reject(
         Spec::new(
             "n-limits-0003-tag-body-len-over-64k",
-            &["LIM-05"],
+            &["LIM-05", "LIM-15"],
             "the tag record declares a body of 65537 bytes, above the 64 KiB limit for tags (CRC re-sealed)",
         )
         .with_args(tag_t1()),
@@ -1071,7 +1088,7 @@ fn limits(em: &mut Emitter) -> Result<()> {
     em.reject(
         Spec::new(
             "n-limits-0004-footer-len-absurd",
-            &["LIM-06"],
+            &["LIM-06", "LIM-15", "DF-08"],
             "the data file trailer declares a footer of 2^64-1 bytes (trailer CRC re-sealed)",
         ),
         "limit",
@@ -1089,7 +1106,7 @@ fn limits(em: &mut Emitter) -> Result<()> {
     em.reject(
         Spec::new(
             "n-limits-0005-decompression-bomb",
-            &["LIM-07", "SEC-03"],
+            &["LIM-07", "SEC-03", "DF-22", "LIM-15", "VAL-02"],
             "a zstd page of a few dozen stored bytes declares raw_len 2^40",
         ),
         "limit",
@@ -1105,7 +1122,7 @@ fn limits(em: &mut Emitter) -> Result<()> {
     em.reject(
         Spec::new(
             "n-limits-0006-compression-ratio",
-            &["LIM-08", "SEC-03"],
+            &["LIM-08", "SEC-03", "DF-22", "LIM-15"],
             "a zstd page declares a raw_len of 65536 × its stored length + 1, under the block limit but over the \
              ratio limit",
         ),
@@ -1120,26 +1137,40 @@ fn limits(em: &mut Emitter) -> Result<()> {
             })
         },
     )?;
-    manifest_case(em, Spec::new("n-limits-0007-rank-9", &["LIM-02"], "a column has 9 dims"), "limit", "rank", |m| {
-        m.schema.columns[ID as usize].shape = vec![Fixed(1); 9];
-    })?;
     manifest_case(
         em,
-        Spec::new("n-limits-0008-column-name-257-bytes", &["LIM-03"], "a column name is 257 bytes long"),
+        Spec::new("n-limits-0007-rank-9", &["LIM-02", "LIM-15", "MAN-04"], "a column has 9 dims"),
+        "limit",
+        "rank",
+        |m| {
+            m.schema.columns[ID as usize].shape = vec![Fixed(1); 9];
+        },
+    )?;
+    manifest_case(
+        em,
+        Spec::new(
+            "n-limits-0008-column-name-257-bytes",
+            &["LIM-03", "LIM-15", "MAN-04"],
+            "a column name is 257 bytes long",
+        ),
         "limit",
         "name bytes",
         |m| m.schema.columns[ID as usize].name = "n".repeat(257),
     )?;
     manifest_case(
         em,
-        Spec::new("n-limits-0009-path-9-segments", &["LIM-12"], "a segment path has 9 segments"),
+        Spec::new("n-limits-0009-path-9-segments", &["LIM-12", "LIM-15", "MAN-07"], "a segment path has 9 segments"),
         "limit",
         "path segments",
         |m| m.segments[0].path = "index/a/b/c/d/e/f/g/x.tsi".into(),
     )?;
     manifest_case(
         em,
-        Spec::new("n-limits-0010-path-1025-bytes", &["LIM-12"], "a segment path is 1025 bytes long"),
+        Spec::new(
+            "n-limits-0010-path-1025-bytes",
+            &["LIM-12", "LIM-15", "MAN-07"],
+            "a segment path is 1025 bytes long",
+        ),
         "limit",
         "path bytes",
         |m| m.segments[0].path = format!("index/{}.tsi", "a".repeat(1025 - 10)),
@@ -1148,7 +1179,7 @@ fn limits(em: &mut Emitter) -> Result<()> {
         em,
         Spec::new(
             "n-limits-0011-fixed-row-over-1gib",
-            &["LIM-09"],
+            &["LIM-09", "LIM-15", "SHP-06"],
             "a column's fixed shape makes each row 2 GiB (i64 [2^28])",
         ),
         "limit",
@@ -1158,7 +1189,7 @@ fn limits(em: &mut Emitter) -> Result<()> {
     em.reject(
         Spec::new(
             "n-limits-0012-ragged-row-over-1gib",
-            &["LIM-09"],
+            &["LIM-09", "LIM-15", "DF-19"],
             "the shapes block gives an i32 [?] row 2^28 + 1 elements, just over 1 GiB (block CRC re-sealed)",
         ),
         "limit",
@@ -1176,7 +1207,7 @@ fn limits(em: &mut Emitter) -> Result<()> {
     em.reject(
         Spec::new(
             "n-limits-0013-ragged-size-overflows",
-            &["LIM-09", "GEN-05"],
+            &["LIM-09", "GEN-05", "LIM-15"],
             "the shapes block gives an i32 [?] row 2^62 elements, whose byte size overflows 64 bits (block CRC \
              re-sealed)",
         ),
@@ -1202,7 +1233,7 @@ fn datafiles(em: &mut Emitter) -> Result<()> {
     em.reject(
         Spec::new(
             "n-datafile-0001-truncated",
-            &["DF-06"],
+            &["DF-06", "VAL-09"],
             "the data file is cut in half; its reference records the short size",
         ),
         "malformed",
@@ -1230,7 +1261,7 @@ fn datafiles(em: &mut Emitter) -> Result<()> {
     em.reject(
         Spec::new(
             "n-datafile-0003-shorter-than-header",
-            &["DF-01", "DF-02"],
+            &["DF-01", "DF-02", "VAL-09"],
             "the data file is 16 bytes long; its reference records that size",
         ),
         "malformed",
@@ -1268,7 +1299,7 @@ fn datafiles(em: &mut Emitter) -> Result<()> {
     em.reject(
         Spec::new(
             "n-datafile-0006-header-reserved-nonzero",
-            &["DF-03"],
+            &["DF-03", "FLG-05", "VAL-09"],
             "a reserved byte of the data file header is 1 (header CRC re-sealed)",
         ),
         "malformed",
@@ -1368,7 +1399,7 @@ fn datafiles(em: &mut Emitter) -> Result<()> {
     em.reject(
         Spec::new(
             "n-datafile-0012-footer-trailing-byte",
-            &["ENC-03"],
+            &["ENC-03", "DF-09"],
             "the footer has one byte after the encoded struct (footer_len, CRCs and reference agree)",
         ),
         "malformed",
@@ -1948,7 +1979,7 @@ fn refs(em: &mut Emitter) -> Result<()> {
     em.reject(
         Spec::new(
             "n-ref-0001-tag-target-manifest-rewritten",
-            &["REF-02"],
+            &["REF-02", "VAL-13"],
             "main@2's manifest was re-sealed with another commit message after tag t1 recorded its CRC",
         )
         .with_args(tag_t1()),
@@ -1972,8 +2003,12 @@ fn refs(em: &mut Emitter) -> Result<()> {
         |input| edit_tag(input, |t| t.manifest_crc32 = t.manifest_crc32.wrapping_add(1)),
     )?;
     em.reject(
-        Spec::new("n-ref-0003-tag-name-differs-from-key", &["REF-01"], "the record at tags/t1.tst names tag t2")
-            .with_args(tag_t1()),
+        Spec::new(
+            "n-ref-0003-tag-name-differs-from-key",
+            &["REF-01", "VAL-13"],
+            "the record at tags/t1.tst names tag t2",
+        )
+        .with_args(tag_t1()),
         "invalid",
         "tag record names",
         |input| edit_tag(input, |t| t.name = "t2".into()),

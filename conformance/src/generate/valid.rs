@@ -56,7 +56,7 @@ fn dtypes(em: &mut Emitter) -> Result<()> {
     em.valid(
         Spec::new(
             "v-dtype-0001-all-scalar-dtypes",
-            &["DT-01", "DUMP-09"],
+            &["DT-01", "DUMP-09", "ENC-01"],
             "one rank-0 column of each of the 15 dtypes, 7 rows of seeded random values",
         ),
         |input| {
@@ -78,7 +78,7 @@ fn dtypes(em: &mut Emitter) -> Result<()> {
     em.valid(
         Spec::new(
             "v-dtype-0003-float-special-values",
-            &["DT-01", "DUMP-09"],
+            &["DT-01", "DUMP-09", "DT-03"],
             "f16, bf16, f32 and f64 columns holding +0, -0, ±inf, quiet and signalling NaNs with payloads, the \
              smallest subnormal, the largest finite value and 1.0; every bit pattern must survive",
         ),
@@ -617,7 +617,7 @@ fn history(input: &Path) -> Result<()> {
 
 fn versions(em: &mut Emitter) -> Result<()> {
     let cases: [(&str, &[&str], &str, Option<Args>); 7] = [
-        ("v-version-0001-latest-main", &["VER-02"], "the latest version of main (main@4, 6 rows)", None),
+        ("v-version-0001-latest-main", &["VER-02", "REF-03"], "the latest version of main (main@4, 6 rows)", None),
         (
             "v-version-0002-main-version-2",
             &["VER-03"],

@@ -15,7 +15,8 @@ pub fn schema(compressed: bool) -> tessera::Schema {
     let c = |x: Compression| if compressed { x } else { Compression::None };
     tessera::Schema::new([
         Column::new("id", DType::I64, &[]),
-        Column::new("img", DType::U8, &[Dim::Fixed(4), Dim::Fixed(4), Dim::Fixed(3)]).with_compression(c(Compression::Lz4)),
+        Column::new("img", DType::U8, &[Dim::Fixed(4), Dim::Fixed(4), Dim::Fixed(3)])
+            .with_compression(c(Compression::Lz4)),
         Column::new("tok", DType::I32, &[Dim::Ragged]).with_compression(c(Compression::Zstd { level: 3 })),
         Column::new("txt", DType::Utf8, &[]).nullable().with_compression(c(Compression::Lz4)),
         Column::new("boxes", DType::F32, &[Dim::Ragged, Dim::Fixed(4)]),

@@ -1,0 +1,489 @@
+//! Writer obligations that show in the bytes of a dataset written from a logical description.
+//!
+//! Reading a written dataset back (with the reference reader and its full verification)
+//! checks everything a reader and a verifier check. A writer owes more: canonical encodings,
+//! zero flags and minor versions, the key layout, the lineage and segment list of each commit,
+//! canonical block placement, and statistics that hold for the rows. [`lint`] checks those
+//! that a dataset written from a `tessera-logical/1` description (create, appends, tags) makes
+//! visible; each problem names the requirement it breaks, e.g. `[VER-06] main@3: …`.
+//!
+//! What no single dataset can show (immutability over time, create-if-absent races, fsync,
+//! retries) is listed in `conformance/uncovered.toml` instead.
+
+use std::cmp::Ordering;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use tessera::datafile::{Block, Footer};
+use tessera::envelope::{self, ObjectKind};
+use tessera::manifest::{ColumnStats, Manifest, Scalar, Segment, SegmentRef, Tag};
+use tessera::{At, ColumnData, DType, Dataset, Limits, Store};
+
+use crate::logical::Logical;
+
+/// Every problem found in the dataset at `root`, written from `logical`. Empty when the
+/// writer met every obligation checked here.
+#[must_use]
+pub fn lint(root: &Path, logical: &Logical) -> Vec<String> {
+    let mut l = Lint { root, problems: Vec::new(), seen: BTreeSet::new() };
+    l.run(logical);
+    l.problems
+}
+
+struct Lint<'a> {
+    root: &'a Path,
+    problems: Vec<String>,
+    /// Objects (segments, data files, deletion vectors) already checked.
+    seen: BTreeSet<String>,
+}
+
+fn align64(x: u64) -> u64 {
+    x.div_ceil(64) * 64
+}
+
+impl Lint<'_> {
+    fn fail(&mut self, req: &str, msg: impl Into<String>) {
+        self.problems.push(format!("[{req}] {}", msg.into()));
+    }
+
+    fn read(&self, key: &str) -> Option<Vec<u8>> {
+        std::fs::read(key.split('/').fold(self.root.to_path_buf(), |p, s| p.join(s))).ok()
+    }
+
+    /// ENV-08 and ENC-01 for an enveloped object: major 1, minor 0, reserved 0, and a body that
+    /// is the canonical encoding of what it decodes to.
+    fn envelope<T: serde::de::DeserializeOwned + serde::Serialize>(
+        &mut self,
+        kind: ObjectKind,
+        key: &str,
+        bytes: &[u8],
+    ) -> Option<T> {
+        if bytes.len() < 28 {
+            self.fail("ENV-01", format!("{key}: {} bytes is shorter than an envelope", bytes.len()));
+            return None;
+        }
+        let (major, minor) = (u16::from_le_bytes([bytes[8], bytes[9]]), u16::from_le_bytes([bytes[10], bytes[11]]));
+        if (major, minor) != (1, 0) || bytes[12..16] != [0; 4] {
+            self.fail("ENV-08", format!("{key}: major {major}, minor {minor}, reserved {:?}", &bytes[12..16]));
+        }
+        let value: T = match envelope::open(kind, bytes, u64::MAX, key) {
+            Ok(v) => v,
+            Err(e) => {
+                self.fail("ENV-01", format!("{key}: does not open: {e}"));
+                return None;
+            }
+        };
+        match envelope::encode_body(&value) {
+            Ok(body) if body == bytes[24..bytes.len() - 4] => {}
+            _ => self.fail("ENC-01", format!("{key}: the body is not the canonical encoding of its value")),
+        }
+        Some(value)
+    }
+
+    fn run(&mut self, logical: &Logical) {
+        let n = logical.versions();
+        let dir = self.root.join("branches").join("main");
+        let mut found: Vec<u64> = std::fs::read_dir(&dir)
+            .map(|rd| {
+                rd.filter_map(|e| {
+                    e.ok().and_then(|e| tessera::paths::parse_manifest_name(&e.file_name().to_string_lossy()))
+                })
+                .collect()
+            })
+            .unwrap_or_default();
+        found.sort_unstable();
+        let want: Vec<u64> = (1..=n).collect();
+        if found != want {
+            self.fail("VER-01", format!("branches/main holds versions {found:?}, the description makes {want:?}"));
+        }
+        let mut manifests: BTreeMap<u64, (Manifest, u32)> = BTreeMap::new();
+        let mut writer_ids: BTreeMap<[u8; 16], u64> = BTreeMap::new();
+        for v in 1..=n {
+            let key = tessera::paths::manifest_key("main", v);
+            let Some(bytes) = self.read(&key) else {
+                self.fail("LAY-02", format!("{key} does not exist"));
+                continue;
+            };
+            let Some(m) = self.envelope::<Manifest>(ObjectKind::Manifest, &key, &bytes) else { continue };
+            if m.reader_flags != 0 || m.writer_flags != 0 {
+                self.fail(
+                    "FLG-05",
+                    format!("{key}: reader_flags {:#x}, writer_flags {:#x}", m.reader_flags, m.writer_flags),
+                );
+            }
+            if let Some(other) = writer_ids.insert(m.writer_id, v) {
+                self.fail("MAN-03", format!("main@{v} and main@{other} have the same writer_id"));
+            }
+            if m.schema != logical.schema {
+                self.fail(
+                    if v == 1 { "VER-12" } else { "VER-06" },
+                    format!("{key}: the schema differs from the description's (ids 0, 1, 2, … in order)"),
+                );
+            }
+            if v == 1 {
+                self.version_one(&key, &m);
+            } else if let Some((base, _)) = manifests.get(&(v - 1)) {
+                let base = base.clone();
+                self.commit(&key, &base, &m);
+            }
+            manifests.insert(v, (m, envelope::stored_crc(&bytes)));
+        }
+        for (v, (m, _)) in &manifests {
+            self.objects(*v, m);
+        }
+        for t in &logical.tags {
+            let key = tessera::paths::tag_key(&t.name);
+            let Some(bytes) = self.read(&key) else {
+                self.fail("REF-05", format!("{key} does not exist"));
+                continue;
+            };
+            let Some(tag) = self.envelope::<Tag>(ObjectKind::Tag, &key, &bytes) else { continue };
+            let target_ok = tag.target.branch == "main" && tag.target.version == t.version && tag.name == t.name;
+            if !target_ok {
+                self.fail(
+                    "REF-05",
+                    format!("{key}: names {}@{} as {:?}", tag.target.branch, tag.target.version, tag.name),
+                );
+            }
+            if let Some((_, crc)) = manifests.get(&t.version)
+                && *crc != tag.manifest_crc32
+            {
+                self.fail("REF-05", format!("{key}: manifest_crc32 is not the envelope CRC of main@{}", t.version));
+            }
+        }
+    }
+
+    /// VER-12: what creating a dataset writes.
+    fn version_one(&mut self, key: &str, m: &Manifest) {
+        let next_col = m.schema.columns.iter().map(|c| c.id + 1).max().unwrap_or(0);
+        let ok = m.parent.is_none()
+            && m.base.is_none()
+            && m.merged.is_none()
+            && m.next_column_id == next_col
+            && m.next_fragment_id == 0
+            && m.row_count == 0
+            && m.segments.is_empty()
+            && m.stats.is_empty()
+            && m.metadata.is_empty();
+        if !ok {
+            self.fail(
+                "VER-12",
+                format!(
+                    "{key}: a created dataset has no parent, base or merged, next_column_id {next_col}, \
+                     next_fragment_id 0, no rows, segments, statistics or metadata"
+                ),
+            );
+        }
+    }
+
+    /// VER-06, SEG-09 and MAN-05 for an append committed on top of `base`.
+    fn commit(&mut self, key: &str, base: &Manifest, m: &Manifest) {
+        let parent_ok = m.parent.as_ref().is_some_and(|p| p.branch == "main" && p.version == base.version)
+            && m.base.is_none()
+            && m.merged.is_none();
+        if !parent_ok {
+            self.fail("VER-06", format!("{key}: parent must be main@{}, base and merged absent", base.version));
+        }
+        if m.reader_flags != base.reader_flags || m.writer_flags != base.writer_flags || m.metadata != base.metadata {
+            self.fail("VER-06", format!("{key}: flags or metadata differ from the base version's"));
+        }
+        if m.next_column_id != base.next_column_id {
+            self.fail("VER-06", format!("{key}: next_column_id changed in an append"));
+        }
+        if m.next_fragment_id < base.next_fragment_id {
+            self.fail("MAN-05", format!("{key}: next_fragment_id went down"));
+        }
+        // SEG-09: the base's list, unchanged, then new segments; only a run at the end may be
+        // replaced by a merged segment, so no base segment after the common prefix reappears.
+        let k = m.segments.iter().zip(&base.segments).take_while(|(a, b)| a == b).count();
+        let old_tail: Vec<&SegmentRef> = base.segments[k..].iter().collect();
+        if m.segments[k..].iter().any(|s| old_tail.contains(&s)) {
+            self.fail("SEG-09", format!("{key}: a base segment reappears after a replaced one"));
+        }
+        if let (Some(old), Some(new)) = (self.fragment_map(base), self.fragment_map(m)) {
+            for (id, f) in &old {
+                if new.get(id) != Some(f) {
+                    self.fail("VER-06", format!("{key}: an append changed or removed fragment {id}"));
+                }
+            }
+            for id in new.keys().filter(|id| !old.contains_key(id)) {
+                if *id < base.next_fragment_id || *id >= m.next_fragment_id {
+                    self.fail(
+                        "VER-06",
+                        format!(
+                            "{key}: new fragment id {id} is not in [{}, {})",
+                            base.next_fragment_id, m.next_fragment_id
+                        ),
+                    );
+                }
+            }
+        }
+    }
+
+    /// The fragments of a manifest by applying its segments (SEG-08); `None` if a segment
+    /// cannot be read (reported elsewhere).
+    fn fragment_map(&self, m: &Manifest) -> Option<BTreeMap<u64, tessera::manifest::Fragment>> {
+        let mut map = BTreeMap::new();
+        for s in &m.segments {
+            let bytes = self.read(&s.path)?;
+            let seg: Segment = envelope::open(ObjectKind::Segment, &bytes, u64::MAX, &s.path).ok()?;
+            for id in &seg.removed {
+                map.remove(id);
+            }
+            map.extend(seg.fragments.into_iter().map(|f| (f.id, f)));
+        }
+        Some(map)
+    }
+
+    /// Segments, data files and statistics of one version.
+    fn objects(&mut self, v: u64, m: &Manifest) {
+        for s in &m.segments {
+            if !self.seen.insert(s.path.clone()) {
+                continue;
+            }
+            if !(s.path.starts_with("index/") && s.path.ends_with(".tsi")) {
+                self.fail("LAY-02", format!("segment {} is not under index/ with suffix .tsi", s.path));
+            }
+            let Some(bytes) = self.read(&s.path) else { continue };
+            let Some(seg) = self.envelope::<Segment>(ObjectKind::Segment, &s.path, &bytes) else { continue };
+            for f in &seg.fragments {
+                for r in &f.files {
+                    if !(r.path.starts_with("data/") && r.path.ends_with(".tsd")) {
+                        self.fail("LAY-02", format!("data file {} is not under data/ with suffix .tsd", r.path));
+                    }
+                    if self.seen.insert(r.path.clone()) {
+                        self.data_file(&r.path);
+                    }
+                }
+                if let Some(d) = &f.deletion
+                    && !(d.path.starts_with("deletions/") && d.path.ends_with(".tsx"))
+                {
+                    self.fail("LAY-02", format!("deletion vector {} is not under deletions/ with suffix .tsx", d.path));
+                }
+            }
+        }
+        self.statistics(v, m);
+    }
+
+    /// Header versions, canonical block placement (DF-25), zero padding (DF-05) and the
+    /// canonical footer encoding (ENC-01) of one data file.
+    fn data_file(&mut self, key: &str) {
+        let Some(b) = self.read(key) else { return };
+        if b.len() < 88 {
+            return; // the reader reports it
+        }
+        if b[8..12] != [1, 0, 0, 0] {
+            self.fail(
+                "FLG-02",
+                format!("{key}: the header says major/minor {:?}, writers of 1.0 write 1.0", &b[8..12]),
+            );
+        }
+        let t = b.len() - 24;
+        let footer_len = u64::from_le_bytes(b[t..t + 8].try_into().unwrap_or([0; 8])) as usize;
+        let Some(footer_offset) = t.checked_sub(footer_len) else { return };
+        let Ok(footer) = envelope::decode_body::<Footer>(&b[footer_offset..t], key) else { return };
+        match envelope::encode_body(&footer) {
+            Ok(enc) if enc == b[footer_offset..t] => {}
+            _ => self.fail("ENC-01", format!("{key}: the footer is not the canonical encoding of its value")),
+        }
+        let mut order: Vec<&tessera::datafile::ColumnChunk> = footer.columns.iter().collect();
+        order.sort_by_key(|c| c.column_id);
+        let blocks: Vec<&Block> = order.iter().flat_map(|c| c.blocks()).collect();
+        let mut at = 64u64;
+        let mut canonical = true;
+        let mut covered = vec![false; footer_offset];
+        for blk in &blocks {
+            canonical &= blk.offset == align64(at);
+            at = blk.offset.saturating_add(blk.stored_len);
+            for i in blk.offset..at.min(footer_offset as u64) {
+                covered[i as usize] = true;
+            }
+        }
+        if !canonical || footer_offset as u64 != align64(at.max(64)) {
+            self.fail("DF-25", format!("{key}: blocks or footer are not in canonical block order"));
+        }
+        if (32..footer_offset).any(|i| !covered[i] && b[i] != 0) {
+            self.fail("DF-05", format!("{key}: a padding byte is not zero"));
+        }
+    }
+
+    /// STAT-01 to STAT-06 on the fragments and the manifest of one version, against the rows.
+    fn statistics(&mut self, v: u64, m: &Manifest) {
+        let Ok(store) = Store::open(self.root.to_str().unwrap_or_default()) else { return };
+        let Ok(ds) = Dataset::open_at(&store, &At::Version(v), Limits::default()) else { return };
+        let schema = ds.schema().clone();
+        let mut per_column: BTreeMap<u32, Vec<Option<ColumnStats>>> = BTreeMap::new();
+        for info in ds.fragments() {
+            let f = &info.fragment;
+            let what = format!("main@{v} fragment {}", f.id);
+            if f.stats.windows(2).any(|w| w[0].column_id >= w[1].column_id) {
+                self.fail("STAT-05", format!("{what}: statistics column ids do not ascend"));
+            }
+            for c in &schema.columns {
+                let entry = f.stats.iter().find(|s| s.column_id == c.id);
+                per_column.entry(c.id).or_default().push(entry.cloned());
+                let Some(s) = entry else { continue };
+                let Ok(mut data) = ds.read_fragment_physical(info, &[c]) else { continue };
+                let data = data.remove(0);
+                self.check_entry(&format!("{what} column {}", c.id), c, s, &data);
+            }
+        }
+        if m.stats.windows(2).any(|w| w[0].column_id >= w[1].column_id) {
+            self.fail("STAT-05", format!("main@{v}: manifest statistics column ids do not ascend"));
+        }
+        for s in m.stats.iter().filter(|s| schema.column_by_id(s.column_id).is_some()) {
+            let what = format!("main@{v} manifest statistics of column {}", s.column_id);
+            let frags = per_column.get(&s.column_id).cloned().unwrap_or_default();
+            if frags.iter().any(Option::is_none) {
+                self.fail("STAT-06", format!("{what}: a fragment has no entry for the column"));
+                continue;
+            }
+            let frags: Vec<ColumnStats> = frags.into_iter().flatten().collect();
+            let nulls = frags.iter().try_fold(0u64, |a, f| a.checked_add(f.null_count));
+            let min = fold(frags.iter().filter_map(|f| f.min), Ordering::Less);
+            let max = fold(frags.iter().filter_map(|f| f.max), Ordering::Greater);
+            if nulls != Some(s.null_count) || !same(min, s.min) || !same(max, s.max) {
+                self.fail("STAT-06", format!("{what}: not the sum, least and greatest of the fragments' entries"));
+            }
+        }
+    }
+
+    /// STAT-01 to STAT-04 for one fragment entry against the fragment's physical rows.
+    fn check_entry(&mut self, what: &str, c: &tessera::Column, s: &ColumnStats, data: &ColumnData) {
+        let eligible = c.shape.is_empty() && (c.dtype == DType::Bool || c.dtype.is_integer() || c.dtype.is_float());
+        let nulls = (0..data.len()).filter(|&i| !data.is_valid(i)).count() as u64;
+        if nulls != s.null_count {
+            self.fail("STAT-04", format!("{what}: null_count {} but {nulls} null rows", s.null_count));
+        }
+        if !eligible {
+            if s.min.is_some() || s.max.is_some() {
+                self.fail("STAT-01", format!("{what}: min/max on a column that is not rank-0 bool or numeric"));
+            }
+            return;
+        }
+        let values: Vec<Scalar> =
+            (0..data.len()).filter(|&i| data.is_valid(i)).filter_map(|i| scalar(c.dtype, data.row(i))).collect();
+        match (s.min, s.max) {
+            (None, None) => {
+                if !values.is_empty() {
+                    self.fail("STAT-03", format!("{what}: min and max absent though the rows have values"));
+                }
+            }
+            (Some(lo), Some(hi)) => {
+                let variant_ok = variant(c.dtype, lo) && variant(c.dtype, hi);
+                if !variant_ok {
+                    self.fail("STAT-02", format!("{what}: min/max use the wrong Scalar variant"));
+                    return;
+                }
+                if is_nan(lo) || is_nan(hi) || cmp(lo, hi) == Some(Ordering::Greater) {
+                    self.fail("STAT-03", format!("{what}: min {lo:?} and max {hi:?} are NaN or out of order"));
+                }
+                if values.is_empty() {
+                    self.fail("STAT-03", format!("{what}: min and max present though no row has a value"));
+                }
+                if values.iter().any(|&x| cmp(x, lo) == Some(Ordering::Less) || cmp(x, hi) == Some(Ordering::Greater)) {
+                    self.fail("STAT-04", format!("{what}: a value lies outside [{lo:?}, {hi:?}]"));
+                }
+            }
+            _ => self.fail("STAT-03", format!("{what}: only one of min and max is present")),
+        }
+    }
+}
+
+fn is_nan(s: Scalar) -> bool {
+    matches!(s, Scalar::Float(f) if f.is_nan())
+}
+
+fn variant(dtype: DType, s: Scalar) -> bool {
+    match s {
+        Scalar::Bool(_) => dtype == DType::Bool,
+        Scalar::Int(_) => matches!(dtype, DType::I8 | DType::I16 | DType::I32 | DType::I64),
+        Scalar::UInt(_) => matches!(dtype, DType::U8 | DType::U16 | DType::U32 | DType::U64),
+        Scalar::Float(_) => dtype.is_float(),
+    }
+}
+
+/// Orders two scalars of one variant (`false < true`, `-0.0 = +0.0`); `None` across variants.
+fn cmp(a: Scalar, b: Scalar) -> Option<Ordering> {
+    match (a, b) {
+        (Scalar::Bool(x), Scalar::Bool(y)) => Some(x.cmp(&y)),
+        (Scalar::Int(x), Scalar::Int(y)) => Some(x.cmp(&y)),
+        (Scalar::UInt(x), Scalar::UInt(y)) => Some(x.cmp(&y)),
+        (Scalar::Float(x), Scalar::Float(y)) => x.partial_cmp(&y),
+        _ => None,
+    }
+}
+
+fn same(a: Option<Scalar>, b: Option<Scalar>) -> bool {
+    match (a, b) {
+        (None, None) => true,
+        (Some(x), Some(y)) => cmp(x, y) == Some(Ordering::Equal),
+        _ => false,
+    }
+}
+
+fn fold(it: impl Iterator<Item = Scalar>, keep: Ordering) -> Option<Scalar> {
+    it.fold(None, |acc, x| match acc {
+        Some(a) if cmp(x, a) != Some(keep) => Some(a),
+        _ => Some(x),
+    })
+}
+
+/// The statistics value of one element (STAT-02), computed here from the bits; `None` for NaN.
+fn scalar(dtype: DType, e: &[u8]) -> Option<Scalar> {
+    let mut w = [0u8; 8];
+    w[..e.len().min(8)].copy_from_slice(&e[..e.len().min(8)]);
+    let u = u64::from_le_bytes(w);
+    let n = dtype.item_size() as u32;
+    let v = match dtype {
+        DType::Bool => Scalar::Bool(e[0] != 0),
+        DType::U8 | DType::U16 | DType::U32 | DType::U64 => Scalar::UInt(u),
+        DType::I8 | DType::I16 | DType::I32 | DType::I64 => {
+            let shift = 64 - 8 * n;
+            Scalar::Int((u << shift).cast_signed() >> shift)
+        }
+        DType::F16 => Scalar::Float(f16_to_f64(u as u16)),
+        DType::Bf16 => Scalar::Float(f64::from(f32::from_bits((u as u32) << 16))),
+        DType::F32 => Scalar::Float(f64::from(f32::from_bits(u as u32))),
+        DType::F64 => Scalar::Float(f64::from_bits(u)),
+        DType::Utf8 | DType::Bytes => return None,
+    };
+    (!is_nan(v)).then_some(v)
+}
+
+/// IEEE binary16 to binary64, exactly.
+fn f16_to_f64(h: u16) -> f64 {
+    let sign = if h & 0x8000 != 0 { -1.0 } else { 1.0 };
+    let exp = i32::from((h >> 10) & 0x1f);
+    let mant = f64::from(h & 0x3ff);
+    match exp {
+        0 => sign * mant * 2f64.powi(-24),
+        31 if mant == 0.0 => sign * f64::INFINITY,
+        31 => f64::NAN,
+        e => sign * (1.0 + mant / 1024.0) * 2f64.powi(e - 15),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scalars_from_bits() {
+        assert_eq!(scalar(DType::F16, &0x3c00u16.to_le_bytes()), Some(Scalar::Float(1.0)));
+        assert_eq!(scalar(DType::F16, &0x0001u16.to_le_bytes()), Some(Scalar::Float(2f64.powi(-24))));
+        assert_eq!(scalar(DType::F16, &0x7e00u16.to_le_bytes()), None);
+        assert_eq!(scalar(DType::Bf16, &0xbf80u16.to_le_bytes()), Some(Scalar::Float(-1.0)));
+        assert_eq!(scalar(DType::I8, &[0xff]), Some(Scalar::Int(-1)));
+        assert_eq!(scalar(DType::I16, &[0x00, 0x80]), Some(Scalar::Int(-32768)));
+        assert_eq!(cmp(Scalar::Float(-0.0), Scalar::Float(0.0)), Some(Ordering::Equal));
+        assert_eq!(
+            fold([Scalar::Int(3), Scalar::Int(-2), Scalar::Int(5)].into_iter(), Ordering::Less),
+            Some(Scalar::Int(-2))
+        );
+        assert_eq!(
+            fold([Scalar::Int(3), Scalar::Int(-2), Scalar::Int(5)].into_iter(), Ordering::Greater),
+            Some(Scalar::Int(5))
+        );
+    }
+}

@@ -1,0 +1,162 @@
+//! Shuffle quality of both modes measured on the loader's output, per-batch transforms
+//! (deterministic, independent of workers), one-process multi-device batches, and batches
+//! without buffer reuse.
+
+mod common;
+
+use tch::{Device, Kind};
+use tessera::WriteOptions;
+use tessera_loader_tch::sampler::{adjacent_pair_retention, displacement_stats};
+use tessera_loader_tch::transform::{ImageToFloat, Normalize, RandomCrop, RandomHorizontalFlip};
+use tessera_loader_tch::{Loader, LoaderConfig, ShuffleMode};
+
+#[test]
+fn shuffle_quality_of_both_modes() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().to_str().unwrap();
+    // 4000 rows in fragments of 64 rows.
+    common::id_dataset(
+        root,
+        4000,
+        &WriteOptions { target_file_bytes: 512, page_bytes: 128, ..WriteOptions::default() },
+    );
+    let order = |shuffle| -> Vec<u64> {
+        let l = Loader::open(common::config(root).with_batch_size(50).with_shuffle(shuffle)).unwrap();
+        common::epoch_ids(&l, 0).concat().into_iter().map(|x| x as u64).collect()
+    };
+    let global = order(ShuffleMode::Global);
+    let block = order(ShuffleMode::Block { window_fragments: 4 });
+    let seq = order(ShuffleMode::None);
+    let (dg, db, ds) = (displacement_stats(&global), displacement_stats(&block), displacement_stats(&seq));
+    let rows_per_window = 4.0 * 64.0;
+    println!(
+        "global: adjacent-pair retention {:.4}, displacement mean {:.3} max {:.3}",
+        adjacent_pair_retention(&global),
+        dg.mean_normalized,
+        dg.max_normalized
+    );
+    println!(
+        "block(4 fragments = {rows_per_window} rows): retention {:.4}, displacement mean {:.3} max {:.3}",
+        adjacent_pair_retention(&block),
+        db.mean_normalized,
+        db.max_normalized
+    );
+    // Batch diversity: distinct fragments per batch of 50.
+    let frags_per_batch = |o: &[u64]| {
+        o.chunks(50).map(|c| c.iter().map(|r| r / 64).collect::<std::collections::BTreeSet<_>>().len()).sum::<usize>()
+            as f64
+            / (o.len() / 50) as f64
+    };
+    println!(
+        "distinct fragments per batch of 50: global {:.1}, block {:.1}",
+        frags_per_batch(&global),
+        frags_per_batch(&block)
+    );
+    assert!(adjacent_pair_retention(&global) < 0.005);
+    assert!((dg.mean_normalized - 1.0 / 3.0).abs() < 0.03);
+    assert!(adjacent_pair_retention(&block) < 2.0 / rows_per_window);
+    assert!(db.mean_normalized > 0.2, "fragments move across the whole epoch");
+    assert!(frags_per_batch(&block) <= 8.0 && frags_per_batch(&global) > 20.0);
+    assert!(ds.mean_normalized.abs() < f64::EPSILON && adjacent_pair_retention(&seq) > 0.99);
+}
+
+fn image_config(root: &str, workers: usize) -> LoaderConfig {
+    let mut c = common::config(root).with_batch_size(6).with_columns(&["id", "img"]).with_workers(workers).with_seed(3);
+    c.transforms = vec![
+        std::sync::Arc::new(ImageToFloat { column: "img".into() }),
+        std::sync::Arc::new(RandomHorizontalFlip { column: "img".into(), p: 0.5, width_dim: 3 }),
+        std::sync::Arc::new(RandomCrop { column: "img".into(), height: 3, width: 3, padding: 1 }),
+        std::sync::Arc::new(Normalize { column: "img".into(), mean: vec![0.5; 3], std: vec![0.25; 3] }),
+    ];
+    c
+}
+
+#[test]
+fn transforms_are_deterministic_per_batch() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().to_str().unwrap();
+    common::dataset(root, 48, false, &common::small_files());
+    let run = |workers| -> Vec<tch::Tensor> {
+        let l = Loader::open(image_config(root, workers)).unwrap();
+        l.epoch(0).unwrap().map(|b| b.unwrap().tensor("img").unwrap().copy()).collect()
+    };
+    let one_worker = run(1);
+    let three_workers = run(3);
+    assert_eq!(one_worker.len(), 8);
+    for (t1, t3) in one_worker.iter().zip(&three_workers) {
+        assert_eq!(t1.size(), [6, 3, 3, 3]);
+        assert_eq!(t1.kind(), Kind::Float);
+        assert!(t1.equal(t3), "transforms depend on the number of workers");
+    }
+    // Another epoch draws other augmentations.
+    let l = Loader::open(image_config(root, 2)).unwrap();
+    let e1: Vec<_> = l.epoch(1).unwrap().map(|b| b.unwrap().tensor("img").unwrap().copy()).collect();
+    assert!(one_worker.iter().zip(&e1).any(|(t0, t1)| !t0.equal(t1)));
+    // A flip with p = 1 mirrors every sample.
+    let mut c = common::config(root).with_batch_size(4).with_columns(&["img"]);
+    c.transforms = vec![std::sync::Arc::new(RandomHorizontalFlip { column: "img".into(), p: 1.0, width_dim: 2 })];
+    let plain = Loader::open(common::config(root).with_batch_size(4).with_columns(&["img"])).unwrap();
+    let flipped = Loader::open(c).unwrap();
+    let original = plain.epoch(0).unwrap().next().unwrap().unwrap().tensor("img").unwrap().copy();
+    let mirrored = flipped.epoch(0).unwrap().next().unwrap().unwrap().tensor("img").unwrap().copy();
+    assert!(original.flip([2]).equal(&mirrored));
+}
+
+#[test]
+fn one_process_several_devices_matches_more_ranks() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().to_str().unwrap();
+    common::dataset(root, 50, true, &common::small_files());
+    let cfg = |bs, rank, world| {
+        common::config(root).with_batch_size(bs).with_rank(rank, world).with_columns(&["id", "tok", "txt"])
+    };
+    let one = Loader::open(cfg(8, 0, 1)).unwrap();
+    let mut it = one.epoch(0).unwrap();
+    let mut parts: Vec<Vec<Vec<i64>>> = vec![Vec::new(), Vec::new()];
+    while let Some(group) = it.next_for_devices(&[Device::Cpu, Device::Cpu]) {
+        let group = group.unwrap();
+        assert_eq!(group.len(), 2);
+        for (k, b) in group.iter().enumerate() {
+            assert_eq!(b.len(), 4);
+            // Side tensors are split consistently with the values.
+            let lengths = b.column("tok").unwrap().lengths.as_ref().unwrap().size();
+            assert_eq!(lengths, [4]);
+            assert_eq!(b.strings("txt").unwrap().len(), 4);
+            parts[k].push(common::ids(b));
+        }
+    }
+    for (rank, part) in parts.iter().enumerate() {
+        let l = Loader::open(cfg(4, rank, 2)).unwrap();
+        assert_eq!(&common::epoch_ids(&l, 0), part, "device {rank} = rank {rank} of 2");
+    }
+    assert!(it.next_for_devices(&[Device::Cpu; 3]).is_none());
+    drop(it);
+    let mut it = one.epoch(1).unwrap();
+    assert!(it.next_for_devices(&[Device::Cpu; 3]).unwrap().is_err(), "8 rows do not split in 3");
+}
+
+#[test]
+fn fresh_buffers_when_reuse_is_off() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().to_str().unwrap();
+    common::dataset(root, 30, false, &common::small_files());
+    let cfg =
+        LoaderConfig { reuse_buffers: false, ..common::config(root) }.with_batch_size(5).with_columns(&["id", "img"]);
+    let l = Loader::open(cfg).unwrap();
+    // Tensors kept (as shallow clones) past their batch stay intact without reuse.
+    let kept: Vec<(Vec<i64>, tch::Tensor)> = l
+        .epoch(0)
+        .unwrap()
+        .map(|b| {
+            let b = b.unwrap();
+            (common::ids(&b), b.tensor("img").unwrap().shallow_clone())
+        })
+        .collect();
+    for (ids, img) in &kept {
+        for (j, &id) in ids.iter().enumerate() {
+            let first = img.get(j as i64).reshape([-1]).int64_value(&[0]);
+            assert_eq!(first, (id * 7) % 256, "row {id}");
+        }
+    }
+    assert_eq!(l.memory_stats().current, 0);
+}
