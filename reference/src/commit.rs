@@ -386,6 +386,7 @@ fn apply_delta(base: &Dataset, delta: Option<Segment>) -> Vec<Arc<Fragment>> {
 /// The manifest of the next version on top of `base` for `change`, writing the new index
 /// segment (and deletion vectors) and merging segments in geometric tiers. Returns the manifest
 /// and the segment of this change (before tier merging), to apply to `base` in memory.
+#[allow(clippy::too_many_lines)] // one pass over the change kinds; each arm is short
 fn build(
     store: &Store,
     base: &Dataset,
@@ -848,7 +849,15 @@ impl Dataset {
     /// Any error reading a manifest.
     pub fn log(&self) -> Result<Vec<Manifest>> {
         let mut out = vec![self.manifest().clone()];
+        let mut seen = std::collections::HashSet::from([self.manifest().version_ref()]);
         while let Some(p) = out.last().and_then(|m| m.parent.clone()) {
+            // A hostile or damaged store can make parent links loop; never follow one twice.
+            if !seen.insert(p.clone()) {
+                return Err(Error::invalid(
+                    paths::manifest_key(&p.branch, p.version),
+                    "parent links form a cycle [MAN-02]",
+                ));
+            }
             let (m, _) = load_manifest(self.store(), &p.branch, p.version, self.limits())?;
             out.push(m);
         }

@@ -50,6 +50,9 @@ impl FragmentInfo {
     }
 }
 
+/// Key of the data-file cache: the whole reference and the fragment's row count.
+type FileKey = (DataFileRef, u64);
+
 /// One version of a dataset, opened and validated: its manifest and index segments are
 /// loaded; data files are opened on first use.
 #[derive(Clone, Debug)]
@@ -59,7 +62,9 @@ pub struct Dataset {
     manifest_crc32: u32,
     fragments: Arc<Vec<FragmentInfo>>,
     limits: Limits,
-    files: Arc<Mutex<HashMap<String, Arc<DataFile>>>>,
+    /// Opened data files, keyed by the whole reference and the fragment's row count: two
+    /// references to one path with other columns, sizes, CRCs or rows are validated apart.
+    files: Arc<Mutex<HashMap<FileKey, Arc<DataFile>>>>,
     deletions: Arc<Mutex<HashMap<u64, Arc<Vec<u64>>>>>,
 }
 
@@ -239,7 +244,8 @@ impl Dataset {
     /// # Errors
     /// The first failed check.
     pub fn data_file(&self, fragment: &Fragment, file: &DataFileRef) -> Result<Arc<DataFile>> {
-        if let Some(f) = self.files.lock().map_err(|_| Error::usage("cache poisoned"))?.get(&file.path) {
+        let key = (file.clone(), fragment.row_count);
+        if let Some(f) = self.files.lock().map_err(|_| Error::usage("cache poisoned"))?.get(&key) {
             return Ok(f.clone());
         }
         paths::validate_relative(&file.path, &file.path)?;
@@ -249,7 +255,7 @@ impl Dataset {
             self.store.get_ranges(&file.path, &[r]).map(|mut v| v.pop().unwrap_or_default())
         })?;
         let f = Arc::new(f);
-        self.files.lock().map_err(|_| Error::usage("cache poisoned"))?.insert(file.path.clone(), f.clone());
+        self.files.lock().map_err(|_| Error::usage("cache poisoned"))?.insert(key, f.clone());
         Ok(f)
     }
 

@@ -154,7 +154,7 @@ impl DeletionVector {
 }
 
 /// A reference from a fragment to a data file.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct DataFileRef {
     /// Relative path of the data file.
     pub path: String,

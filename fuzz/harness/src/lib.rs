@@ -142,9 +142,6 @@ fn check_data_file(file: &[u8], columns: Option<&[Column]>, all_columns_of_foote
     // parse_tail guarantees footer_offset + footer_len == size - 24.
     let footer_bytes = &file[tail.footer_offset as usize..(tail.footer_offset + tail.footer_len) as usize];
     let Ok(footer) = envelope::decode_body::<Footer>(footer_bytes, what) else { return };
-    if known_bugs::skip_footer(&footer) {
-        return;
-    }
     let derived;
     let columns = if let Some(c) = columns {
         c

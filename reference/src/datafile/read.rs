@@ -263,6 +263,9 @@ impl DataFile {
     pub fn decode(&self, column: &Column, rows: Range<u64>, stored: &[&[u8]]) -> Result<ColumnData> {
         let what = format!("{}: column {}", self.what, column.id);
         let chunk = self.chunk(column.id).ok_or_else(|| Error::usage(format!("{what}: not in this file")))?;
+        // A chunk of a column the file was not opened for has not been validated yet
+        // (VAL-11); check it against this column before trusting its page counts.
+        self.validate_chunk(chunk, column, self.footer.row_count)?;
         let (blocks, first_page) = self.blocks_for(chunk, &rows);
         if blocks.len() != stored.len() || rows.end > self.footer.row_count || rows.start > rows.end {
             return Err(Error::usage(format!("{what}: decode called with the wrong blocks or rows")));
