@@ -385,7 +385,7 @@ impl Adapter {
                     }
                     Some(reference_impl::Outcome::Crashed(m)) => (Outcome::Crashed(format!("panic: {m}")), m),
                 };
-                in_process_observation(outcome, stderr, duration)
+                in_process_observation(outcome, &stderr, duration)
             }
             Self::External { argv, .. } => {
                 let mut extra: Vec<OsString> = vec!["read".into(), root.as_os_str().to_owned()];
@@ -438,7 +438,7 @@ impl Adapter {
                         (Outcome::Crashed(format!("panic: {m}")), m)
                     }
                 };
-                in_process_observation(outcome, stderr, duration)
+                in_process_observation(outcome, &stderr, duration)
             }
             Self::External { argv, .. } => {
                 let extra: Vec<OsString> =
@@ -449,14 +449,14 @@ impl Adapter {
     }
 }
 
-fn in_process_observation(outcome: Outcome, stderr: String, duration: Duration) -> Observation {
+fn in_process_observation(outcome: Outcome, stderr: &str, duration: Duration) -> Observation {
     let exit_code = match &outcome {
         Outcome::Accepted(_) => Some(0),
         Outcome::Rejected { .. } => Some(EXIT_REJECT),
         Outcome::NotSupported(_) => Some(EXIT_NOT_SUPPORTED),
         Outcome::Crashed(_) | Outcome::TimedOut => None,
     };
-    Observation { outcome, exit_code, signal: None, stderr_head: head(&stderr), duration }
+    Observation { outcome, exit_code, signal: None, stderr_head: head(stderr), duration }
 }
 
 fn describe(status: Option<ExitStatus>) -> String {

@@ -399,7 +399,7 @@ fn hex(bytes: &[u8]) -> String {
 }
 
 fn unhex(s: &str) -> ParseResult<Vec<u8>> {
-    if s.len() % 2 != 0 || !s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
+    if !s.len().is_multiple_of(2) || !s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
         return Err(format!("bytes value {s:?} is not lowercase hex"));
     }
     (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).map_err(|e| e.to_string())).collect()
@@ -746,6 +746,10 @@ impl Logical {
     ///
     /// # Errors
     /// Whatever the reference reports.
+    ///
+    /// # Panics
+    /// If a tag names a version the description does not have (`Logical::from_value` refuses
+    /// such descriptions).
     pub fn write_with_reference(&self, root: &Path, settings: &RefWrite) -> tessera::Result<()> {
         let location = root.to_str().ok_or_else(|| tessera::Error::Usage("the path is not UTF-8".into()))?;
         let mut n = 0u8;
@@ -789,11 +793,17 @@ impl Commit {
     }
 }
 
+/// The versions of a writer case's `expected.json`: (version, dump) pairs.
+pub type ExpectedVersions = Vec<(u64, Value)>;
+
+/// The tags of a writer case's `expected.json`: (tag, version) pairs.
+pub type ExpectedTags = Vec<(String, u64)>;
+
 /// Parses a writer case's `expected.json` into (version, dump) pairs and (tag, version) pairs.
 ///
 /// # Errors
 /// What is wrong with the document.
-pub fn parse_expected(v: &Value) -> ParseResult<(Vec<(u64, Value)>, Vec<(String, u64)>)> {
+pub fn parse_expected(v: &Value) -> ParseResult<(ExpectedVersions, ExpectedTags)> {
     let top = obj(v, "$", &["expected", "versions", "tags"], &[])?;
     if top["expected"] != EXPECTED_FORMAT {
         return Err(format!("$.expected: expected {EXPECTED_FORMAT:?}"));

@@ -32,7 +32,7 @@ use serde_json::{Value, json};
 use crate::adapter::{Adapter, AdapterInfo, Observation, Outcome};
 use crate::case::{Args, Case, CaseClass, load_cases};
 use crate::compare;
-use crate::logical::{Logical, RefWrite, parse_expected};
+use crate::logical::{ExpectedTags, ExpectedVersions, Logical, RefWrite, parse_expected};
 use crate::reference_impl;
 use crate::writer_lint;
 
@@ -280,7 +280,11 @@ impl Report {
     /// True when a result counts as a failure.
     #[must_use]
     pub fn is_failure(&self, s: Status) -> bool {
-        !matches!(s, Status::Pass | Status::Skip) && !(self.lenient_classes && s == Status::FailWrongClass)
+        match s {
+            Status::Pass | Status::Skip => false,
+            Status::FailWrongClass => !self.lenient_classes,
+            _ => true,
+        }
     }
 
     /// (passed, failed, skipped, wrong class tolerated by `--lenient-classes`).
@@ -719,7 +723,7 @@ fn read_case(adapter: &Adapter, info: &AdapterInfo, case: &Case, timeout: Durati
 }
 
 /// Loads a writer case's description and expected dumps.
-fn writer_inputs(case: &Case) -> Result<(Logical, Vec<(u64, Value)>, Vec<(String, u64)>), String> {
+fn writer_inputs(case: &Case) -> Result<(Logical, ExpectedVersions, ExpectedTags), String> {
     let logical = Logical::read(&case.logical_path())?;
     let (versions, tags) = parse_expected(&case.expected()?)?;
     Ok((logical, versions, tags))

@@ -241,14 +241,14 @@ impl Lint<'_> {
             if !self.seen.insert(s.path.clone()) {
                 continue;
             }
-            if !(s.path.starts_with("index/") && s.path.ends_with(".tsi")) {
+            if !placed(&s.path, "index/", ".tsi") {
                 self.fail("LAY-02", format!("segment {} is not under index/ with suffix .tsi", s.path));
             }
             let Some(bytes) = self.read(&s.path) else { continue };
             let Some(seg) = self.envelope::<Segment>(ObjectKind::Segment, &s.path, &bytes) else { continue };
             for f in &seg.fragments {
                 for r in &f.files {
-                    if !(r.path.starts_with("data/") && r.path.ends_with(".tsd")) {
+                    if !placed(&r.path, "data/", ".tsd") {
                         self.fail("LAY-02", format!("data file {} is not under data/ with suffix .tsd", r.path));
                     }
                     if self.seen.insert(r.path.clone()) {
@@ -256,7 +256,7 @@ impl Lint<'_> {
                     }
                 }
                 if let Some(d) = &f.deletion
-                    && !(d.path.starts_with("deletions/") && d.path.ends_with(".tsx"))
+                    && !placed(&d.path, "deletions/", ".tsx")
                 {
                     self.fail("LAY-02", format!("deletion vector {} is not under deletions/ with suffix .tsx", d.path));
                 }
@@ -429,26 +429,32 @@ fn fold(it: impl Iterator<Item = Scalar>, keep: Ordering) -> Option<Scalar> {
     })
 }
 
+/// Whether an object key lies under `dir` with `suffix` (LAY-02). Keys are compared exactly,
+/// case included: `.TSI` is not `.tsi`.
+fn placed(key: &str, dir: &str, suffix: &str) -> bool {
+    key.starts_with(dir) && key.ends_with(suffix)
+}
+
 /// The statistics value of one element (STAT-02), computed here from the bits; `None` for NaN.
-fn scalar(dtype: DType, e: &[u8]) -> Option<Scalar> {
-    let mut w = [0u8; 8];
-    w[..e.len().min(8)].copy_from_slice(&e[..e.len().min(8)]);
-    let u = u64::from_le_bytes(w);
-    let n = dtype.item_size() as u32;
-    let v = match dtype {
-        DType::Bool => Scalar::Bool(e[0] != 0),
-        DType::U8 | DType::U16 | DType::U32 | DType::U64 => Scalar::UInt(u),
+fn scalar(dtype: DType, elem: &[u8]) -> Option<Scalar> {
+    let mut word = [0u8; 8];
+    word[..elem.len().min(8)].copy_from_slice(&elem[..elem.len().min(8)]);
+    let bits = u64::from_le_bytes(word);
+    let size = dtype.item_size() as u32;
+    let value = match dtype {
+        DType::Bool => Scalar::Bool(elem[0] != 0),
+        DType::U8 | DType::U16 | DType::U32 | DType::U64 => Scalar::UInt(bits),
         DType::I8 | DType::I16 | DType::I32 | DType::I64 => {
-            let shift = 64 - 8 * n;
-            Scalar::Int((u << shift).cast_signed() >> shift)
+            let shift = 64 - 8 * size;
+            Scalar::Int((bits << shift).cast_signed() >> shift)
         }
-        DType::F16 => Scalar::Float(f16_to_f64(u as u16)),
-        DType::Bf16 => Scalar::Float(f64::from(f32::from_bits((u as u32) << 16))),
-        DType::F32 => Scalar::Float(f64::from(f32::from_bits(u as u32))),
-        DType::F64 => Scalar::Float(f64::from_bits(u)),
+        DType::F16 => Scalar::Float(f16_to_f64(bits as u16)),
+        DType::Bf16 => Scalar::Float(f64::from(f32::from_bits((bits as u32) << 16))),
+        DType::F32 => Scalar::Float(f64::from(f32::from_bits(bits as u32))),
+        DType::F64 => Scalar::Float(f64::from_bits(bits)),
         DType::Utf8 | DType::Bytes => return None,
     };
-    (!is_nan(v)).then_some(v)
+    (!is_nan(value)).then_some(value)
 }
 
 /// IEEE binary16 to binary64, exactly.

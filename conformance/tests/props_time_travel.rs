@@ -91,73 +91,73 @@ fn opts(n: &mut u8) -> WriteOptions {
 }
 
 /// Applies one step to the dataset and the model; `None` when the step changes nothing.
-fn apply(ds: &Dataset, m: &mut Model, op: &Op, rng: &mut Rng, n: &mut u8) -> Result<Option<Dataset>, String> {
-    let e = |e: tessera::Error| e.to_string();
+fn apply(ds: &Dataset, model: &mut Model, op: &Op, rng: &mut Rng, seq: &mut u8) -> Result<Option<Dataset>, String> {
+    let msg = |err: tessera::Error| err.to_string();
     match op {
         Op::Append(k) => {
-            let mut b = Batch::new();
-            for (i, c) in m.schema.columns.iter().enumerate() {
+            let mut batch = Batch::new();
+            for (i, c) in model.schema.columns.iter().enumerate() {
                 let new: Vec<Option<Row>> = (0..*k).map(|_| random_value(rng, c, 3)).collect();
-                b.push(c.name.clone(), data(c, &new)).map_err(e)?;
-                m.rows[i].extend(new);
+                batch.push(c.name.clone(), data(c, &new)).map_err(msg)?;
+                model.rows[i].extend(new);
             }
-            ds.append(&b, "append", opts(n)).map(Some).map_err(e)
+            ds.append(&batch, "append", opts(seq)).map(Some).map_err(msg)
         }
-        Op::Delete(picks) if m.len() > 0 => {
-            let mut rows: Vec<u64> = picks.iter().map(|p| p.index(m.len()) as u64).collect();
+        Op::Delete(picks) if model.len() > 0 => {
+            let mut rows: Vec<u64> = picks.iter().map(|p| p.index(model.len()) as u64).collect();
             rows.sort_unstable();
             rows.dedup();
-            for col in &mut m.rows {
+            for col in &mut model.rows {
                 for r in rows.iter().rev() {
                     col.remove(*r as usize);
                 }
             }
-            ds.delete_rows(&rows, "delete", &opts(n)).map(Some).map_err(e)
+            ds.delete_rows(&rows, "delete", &opts(seq)).map(Some).map_err(msg)
         }
-        Op::Update(c, picks) if m.len() > 0 => {
-            let ci = c.index(m.schema.columns.len());
-            let col = m.schema.columns[ci].clone();
-            let mut rows: Vec<u64> = picks.iter().map(|p| p.index(m.len()) as u64).collect();
+        Op::Update(c, picks) if model.len() > 0 => {
+            let ci = c.index(model.schema.columns.len());
+            let col = model.schema.columns[ci].clone();
+            let mut rows: Vec<u64> = picks.iter().map(|p| p.index(model.len()) as u64).collect();
             rows.sort_unstable();
             rows.dedup();
             let new: Vec<Option<Row>> = rows.iter().map(|_| random_value(rng, &col, 3)).collect();
             for (r, v) in rows.iter().zip(&new) {
-                m.rows[ci][*r as usize].clone_from(v);
+                model.rows[ci][*r as usize].clone_from(v);
             }
-            let mut b = Batch::new();
-            b.push(col.name.clone(), data(&col, &new)).map_err(e)?;
-            ds.update_rows(&rows, &b, "update", &opts(n)).map(Some).map_err(e)
+            let mut batch = Batch::new();
+            batch.push(col.name.clone(), data(&col, &new)).map_err(msg)?;
+            ds.update_rows(&rows, &batch, "update", &opts(seq)).map(Some).map_err(msg)
         }
         Op::Add(spec, with_values) => {
-            let mut c = common::column(m.next_column_id as usize, spec);
-            c.id = m.next_column_id;
+            let mut c = common::column(model.next_column_id as usize, spec);
+            c.id = model.next_column_id;
             let values: Option<Vec<Option<Row>>> =
-                (*with_values || !c.nullable).then(|| (0..m.len()).map(|_| random_value(rng, &c, 3)).collect());
+                (*with_values || !c.nullable).then(|| (0..model.len()).map(|_| random_value(rng, &c, 3)).collect());
             let d = values.as_ref().map(|v| data(&c, v));
-            let out = ds.add_column(c.clone(), d.as_ref(), "add column", &opts(n)).map_err(e)?;
-            m.rows.push(values.unwrap_or_else(|| vec![None; m.len()]));
-            m.schema.columns.push(c);
-            m.next_column_id += 1;
+            let out = ds.add_column(c.clone(), d.as_ref(), "add column", &opts(seq)).map_err(msg)?;
+            model.rows.push(values.unwrap_or_else(|| vec![None; model.len()]));
+            model.schema.columns.push(c);
+            model.next_column_id += 1;
             Ok(Some(out))
         }
-        Op::Drop(c) if m.schema.columns.len() > 1 => {
-            let ci = c.index(m.schema.columns.len());
-            let name = m.schema.columns.remove(ci).name;
-            m.rows.remove(ci);
-            ds.drop_column(&name, "drop column", &opts(n)).map(Some).map_err(e)
+        Op::Drop(c) if model.schema.columns.len() > 1 => {
+            let ci = c.index(model.schema.columns.len());
+            let name = model.schema.columns.remove(ci).name;
+            model.rows.remove(ci);
+            ds.drop_column(&name, "drop column", &opts(seq)).map(Some).map_err(msg)
         }
         Op::Rename(c) => {
-            let ci = c.index(m.schema.columns.len());
-            let from = m.schema.columns[ci].name.clone();
+            let ci = c.index(model.schema.columns.len());
+            let from = model.schema.columns[ci].name.clone();
             let to = format!("{from}_r");
-            if m.schema.column(&to).is_some() {
+            if model.schema.column(&to).is_some() {
                 return Ok(None);
             }
-            m.schema.columns[ci].name.clone_from(&to);
-            ds.rename_column(&from, &to, "rename column", &opts(n)).map(Some).map_err(e)
+            model.schema.columns[ci].name.clone_from(&to);
+            ds.rename_column(&from, &to, "rename column", &opts(seq)).map(Some).map_err(msg)
         }
         Op::Compact(target) => {
-            let out = ds.compact(*target, "compact", &opts(n)).map_err(e)?;
+            let out = ds.compact(*target, "compact", &opts(seq)).map_err(msg)?;
             Ok((out.version() != ds.version()).then_some(out))
         }
         _ => Ok(None),

@@ -347,8 +347,8 @@ fn lineage_case(
     })
 }
 
-fn vref(branch: &str, version: u64) -> Option<VersionRef> {
-    Some(VersionRef { branch: branch.into(), version })
+fn vref(branch: &str, version: u64) -> VersionRef {
+    VersionRef { branch: branch.into(), version }
 }
 
 fn lineage(em: &mut Emitter) -> Result<()> {
@@ -363,13 +363,13 @@ fn lineage(em: &mut Emitter) -> Result<()> {
         em,
         Spec::new("n-manifest-0025-parent-is-itself", &["MAN-02"], "main@2's parent is main@2, not main@1"),
         FIT,
-        |m| m.parent = vref("main", 2),
+        |m| m.parent = Some(vref("main", 2)),
     )?;
     lineage_case(
         em,
         Spec::new("n-manifest-0026-parent-on-other-branch", &["MAN-02"], "main@2's parent is dev@1, not main@1"),
         FIT,
-        |m| m.parent = vref("dev", 1),
+        |m| m.parent = Some(vref("dev", 1)),
     )?;
     lineage_case(
         em,
@@ -379,7 +379,7 @@ fn lineage(em: &mut Emitter) -> Result<()> {
             "main@2 has base dev@1: a base must have the manifest's own version",
         ),
         FIT,
-        |m| m.base = vref("dev", 1),
+        |m| m.base = Some(vref("dev", 1)),
     )?;
     lineage_case(
         em,
@@ -389,7 +389,7 @@ fn lineage(em: &mut Emitter) -> Result<()> {
             "main@2 has base main@2: a base must name another branch",
         ),
         FIT,
-        |m| m.base = vref("main", 2),
+        |m| m.base = Some(vref("main", 2)),
     )?;
     em.reject(
         Spec::new(
@@ -402,14 +402,14 @@ fn lineage(em: &mut Emitter) -> Result<()> {
         FIT,
         |input| {
             plain(input)?;
-            Ds::new(input).edit_manifest("branches/main/00000000000000000001.tsm", |m| m.parent = vref("dev", 1))
+            Ds::new(input).edit_manifest("branches/main/00000000000000000001.tsm", |m| m.parent = Some(vref("dev", 1)))
         },
     )?;
     lineage_case(
         em,
         Spec::new("n-manifest-0030-merged-version-0", &["MAN-02", "LAY-08"], "main@2's merged names main@0"),
         "bad version reference",
-        |m| m.merged = vref("main", 0),
+        |m| m.merged = Some(vref("main", 0)),
     )?;
     lineage_case(
         em,
@@ -419,7 +419,7 @@ fn lineage(em: &mut Emitter) -> Result<()> {
             "main@2's parent names the branch `.hidden`, which LAY-07 does not allow",
         ),
         "bad version reference",
-        |m| m.parent = vref(".hidden", 1),
+        |m| m.parent = Some(vref(".hidden", 1)),
     )?;
     Ok(())
 }
@@ -517,7 +517,7 @@ fn log(em: &mut Emitter) -> Result<()> {
             plain(input)?;
             let ds = Ds::new(input);
             ds.edit_data_file(&ds.main()?, FileLoc { seg: 0, frag: 1, file: 0 }, |p, f| {
-                let b = f.columns[0].pages[0].block.clone();
+                let b = f.columns[0].pages[0].block;
                 p[b.offset as usize] ^= 0x01;
                 Ok(())
             })
@@ -602,7 +602,7 @@ fn resolution(em: &mut Emitter) -> Result<()> {
             let ds = Ds::new(input);
             ds.remove("branches/main/00000000000000000001.tsm")?;
             ds.edit_manifest("branches/main/00000000000000000002.tsm", |m| {
-                m.base = vref("dev", 2);
+                m.base = Some(vref("dev", 2));
             })
         },
     )?;

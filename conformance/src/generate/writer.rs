@@ -26,8 +26,8 @@ fn reqs(extra: &[&'static str]) -> Vec<&'static str> {
     v
 }
 
-fn row(r: super::data::Row) -> Option<Row> {
-    Some(Row { shape: r.shape, bytes: r.bytes })
+fn row(r: super::data::Row) -> Row {
+    Row { shape: r.shape, bytes: r.bytes }
 }
 
 /// `n` random rows of a column; every `null_every`-th row (from the first) is null when the
@@ -36,7 +36,7 @@ fn random_rows(rng: &mut Prng, c: &Column, n: usize, max_ragged: u64, null_every
     (0..n)
         .map(|i| {
             let r = random_row(rng, c.dtype, &c.shape, max_ragged);
-            if c.nullable && null_every > 0 && i % null_every == 0 { None } else { row(r) }
+            if c.nullable && null_every > 0 && i % null_every == 0 { None } else { Some(row(r)) }
         })
         .collect()
 }
@@ -55,20 +55,33 @@ fn random_logical(schema: Schema, seed: u64, sizes: &[usize], max_ragged: u64, n
     Logical { schema, commits, tags: Vec::new() }
 }
 
-fn scalar_row<const N: usize>(bytes: [u8; N]) -> Option<Row> {
-    Some(Row { shape: vec![], bytes: bytes.to_vec() })
+fn scalar_row<const N: usize>(bytes: [u8; N]) -> Row {
+    Row { shape: vec![], bytes: bytes.to_vec() }
 }
 
-fn text(s: &str) -> Option<Row> {
-    Some(Row { shape: vec![s.len() as u64], bytes: s.as_bytes().to_vec() })
+fn text(s: &str) -> Row {
+    Row { shape: vec![s.len() as u64], bytes: s.as_bytes().to_vec() }
 }
 
-fn ints<T: tessera::Element>(shape: &[u64], values: &[T]) -> Option<Row> {
-    Some(Row { shape: shape.to_vec(), bytes: super::data::le(values) })
+fn ints<T: tessera::Element>(shape: &[u64], values: &[T]) -> Row {
+    Row { shape: shape.to_vec(), bytes: super::data::le(values) }
 }
 
 /// Writes every writer case.
 pub(crate) fn all(em: &mut Emitter) -> Result<()> {
+    dtype_cases(em)?;
+    shape_case(em)?;
+    null_case(em)?;
+    codec_case(em)?;
+    history_cases(em)?;
+    kind_case(em)?;
+    schema_case(em)?;
+    large_column_case(em)?;
+    Ok(())
+}
+
+/// The dtype cases: a column of every dtype, and float bit patterns that must survive exactly.
+fn dtype_cases(em: &mut Emitter) -> Result<()> {
     let every_dtype = Schema::new(DType::ALL.iter().map(|d| Column::new(format!("c_{}", d.name()), *d, &[])))?;
     em.writer(
         Spec::new(
@@ -102,10 +115,10 @@ pub(crate) fn all(em: &mut Emitter) -> Result<()> {
         commits: vec![Commit {
             message: "special float bit patterns".into(),
             columns: vec![
-                f16.iter().map(|x| scalar_row(x.to_le_bytes())).collect(),
-                bf16.iter().map(|x| scalar_row(x.to_le_bytes())).collect(),
-                f32s.iter().map(|x| scalar_row(x.to_le_bytes())).collect(),
-                f64s.iter().map(|x| ints(&[2], &[*x, !*x])).collect(),
+                f16.iter().map(|x| Some(scalar_row(x.to_le_bytes()))).collect(),
+                bf16.iter().map(|x| Some(scalar_row(x.to_le_bytes()))).collect(),
+                f32s.iter().map(|x| Some(scalar_row(x.to_le_bytes()))).collect(),
+                f64s.iter().map(|x| Some(ints(&[2], &[*x, !*x]))).collect(),
             ],
         }],
         tags: Vec::new(),
@@ -119,6 +132,11 @@ pub(crate) fn all(em: &mut Emitter) -> Result<()> {
         ),
         &specials,
     )?;
+    Ok(())
+}
+
+/// Fixed, ragged, empty and rank-8 shapes.
+fn shape_case(em: &mut Emitter) -> Result<()> {
     let shapes = Schema::new([
         Column::new("cube", DType::U16, &[Fixed(2), Fixed(3), Fixed(2)]),
         Column::new("seq", DType::I32, &[Ragged]).with_compression(Compression::Zstd { level: 3 }),
@@ -137,6 +155,11 @@ pub(crate) fn all(em: &mut Emitter) -> Result<()> {
         ),
         &random_logical(shapes, 9003, &[5, 1, 4], 3, 0),
     )?;
+    Ok(())
+}
+
+/// Nullable columns of every shape category.
+fn null_case(em: &mut Emitter) -> Result<()> {
     let nullable = Schema::new([
         Column::new("num", DType::I64, &[]).nullable(),
         Column::new("grid", DType::F32, &[Fixed(2), Fixed(2)]).nullable(),
@@ -157,6 +180,11 @@ pub(crate) fn all(em: &mut Emitter) -> Result<()> {
         ),
         &nulls,
     )?;
+    Ok(())
+}
+
+/// Columns under every codec, compressible and not.
+fn codec_case(em: &mut Emitter) -> Result<()> {
     let codecs = Schema::new([
         Column::new("none", DType::U16, &[Fixed(16)]),
         Column::new("lz4", DType::U16, &[Fixed(16)]).with_compression(Compression::Lz4),
@@ -169,10 +197,12 @@ pub(crate) fn all(em: &mut Emitter) -> Result<()> {
     let codec_rows = Commit {
         message: "compressible and incompressible rows".into(),
         columns: vec![
-            (0..n).map(|i| ints(&[16], &[(i % 3) as u16 * 7; 16])).collect(),
-            (0..n).map(|i| ints(&[16], &(0..16).map(|j| (j % 4) as u16 + i as u16).collect::<Vec<_>>())).collect(),
-            (0..n).map(|i| ints(&[20 + i as u64], &vec![i as i32; 20 + i])).collect(),
-            (0..n).map(|i| text(&"the quick brown fox ".repeat(1 + i % 4))).collect(),
+            (0..n).map(|i| Some(ints(&[16], &[(i % 3) as u16 * 7; 16]))).collect(),
+            (0..n)
+                .map(|i| Some(ints(&[16], &(0..16).map(|j| (j % 4) as u16 + i as u16).collect::<Vec<_>>())))
+                .collect(),
+            (0..n).map(|i| Some(ints(&[20 + i as u64], &vec![i as i32; 20 + i]))).collect(),
+            (0..n).map(|i| Some(text(&"the quick brown fox ".repeat(1 + i % 4)))).collect(),
             (0..n).map(|_| Some(Row { shape: vec![40], bytes: rng.bytes(40) })).collect(),
         ],
     };
@@ -185,6 +215,11 @@ pub(crate) fn all(em: &mut Emitter) -> Result<()> {
         ),
         &Logical { schema: codecs, commits: vec![codec_rows], tags: Vec::new() },
     )?;
+    Ok(())
+}
+
+/// Commits and tags, and a description without commits.
+fn history_cases(em: &mut Emitter) -> Result<()> {
     let hist_schema =
         Schema::new([Column::new("id", DType::U32, &[]), Column::new("name", DType::Utf8, &[]).nullable()])?;
     let mut hist = random_logical(hist_schema, 9006, &[3, 0, 4, 2], 5, 4);
@@ -220,6 +255,11 @@ pub(crate) fn all(em: &mut Emitter) -> Result<()> {
             tags: vec![TagSpec { name: "t".into(), version: 1, message: "only version".into() }],
         },
     )?;
+    Ok(())
+}
+
+/// A column of every kind.
+fn kind_case(em: &mut Emitter) -> Result<()> {
     em.writer(
         Spec::new(
             "w-kind-0001-every-kind",
@@ -229,6 +269,11 @@ pub(crate) fn all(em: &mut Emitter) -> Result<()> {
         ),
         &kinds()?,
     )?;
+    Ok(())
+}
+
+/// Column names in several scripts, schema and column metadata.
+fn schema_case(em: &mut Emitter) -> Result<()> {
     let meta = Schema::new([
         Column::new("画像 ID", DType::I16, &[])
             .with_metadata("unit", "px")
@@ -248,6 +293,11 @@ pub(crate) fn all(em: &mut Emitter) -> Result<()> {
         ),
         &random_logical(meta, 9008, &[4, 2], 0, 0),
     )?;
+    Ok(())
+}
+
+/// A column large enough that the dump gives only its digest.
+fn large_column_case(em: &mut Emitter) -> Result<()> {
     let big = Schema::new([
         Column::new("pixels", DType::U8, &[Fixed(48), Fixed(48)]).with_compression(Compression::Zstd { level: 3 }),
         Column::new("label", DType::I64, &[]),
@@ -289,15 +339,17 @@ fn kinds() -> Result<Logical> {
         let mut columns = Vec::new();
         for c in &schema.columns {
             let rows = (0..n)
-                .map(|i| match &c.kind {
-                    Kind::Tokens { .. } => {
-                        let ids: Vec<u16> = (0..i + 1).map(|_| rng.below(50) as u16).collect();
-                        ints(&[ids.len() as u64], &ids)
-                    }
-                    Kind::ClassLabel { .. } => ints::<u8>(&[], &[rng.below(3) as u8]),
-                    Kind::Json => text(&format!("{{\"k\":{k},\"i\":[{i},null,\"é\"]}}")),
-                    Kind::Text => text(&format!("caption {k}.{i}")),
-                    _ => row(random_row(&mut rng, c.dtype, &c.shape, 3)),
+                .map(|i| {
+                    Some(match &c.kind {
+                        Kind::Tokens { .. } => {
+                            let ids: Vec<u16> = (0..=i).map(|_| rng.below(50) as u16).collect();
+                            ints(&[ids.len() as u64], &ids)
+                        }
+                        Kind::ClassLabel { .. } => ints::<u8>(&[], &[rng.below(3) as u8]),
+                        Kind::Json => text(&format!("{{\"k\":{k},\"i\":[{i},null,\"é\"]}}")),
+                        Kind::Text => text(&format!("caption {k}.{i}")),
+                        _ => row(random_row(&mut rng, c.dtype, &c.shape, 3)),
+                    })
                 })
                 .collect();
             columns.push(rows);

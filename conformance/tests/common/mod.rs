@@ -25,7 +25,7 @@ pub fn config(default_cases: u32, seed: u64) -> Config {
     c
 }
 
-/// SplitMix64: row data from a seed, so proptest shrinks the structure, not every byte.
+/// `SplitMix64`: row data from a seed, so proptest shrinks the structure, not every byte.
 #[derive(Clone, Debug)]
 pub struct Rng(pub u64);
 
