@@ -215,6 +215,18 @@ impl Need {
     }
 }
 
+/// An object-store data file a batch reads from: what to serve, the ranges to fetch for it
+/// (one per need with a range, in order) and the bodies fetched so far.
+struct RemoteFile {
+    frag: usize,
+    fi: usize,
+    meta: Arc<FileMeta>,
+    key: String,
+    needs: std::collections::VecDeque<Need>,
+    ranges: Vec<Range<u64>>,
+    fetched: std::collections::VecDeque<Bytes>,
+}
+
 /// Per-thread worker state.
 struct Worker {
     sh: Arc<Shared>,
@@ -544,7 +556,7 @@ impl Worker {
         } else {
             for chunk in self.chunked(&list.iter().map(|(_, _, b)| b.range()).collect::<Vec<_>>()) {
                 let ranges: Vec<Range<u64>> = chunk.clone().map(|k| list[k].2.range()).collect();
-                self.begin_inflight(&ranges)?;
+                self.begin_inflight(ranges.iter().map(|r| r.end - r.start).sum())?;
                 let got = sh.fetcher.fetch(&key, &ranges, &sh.stopped)?;
                 for (k, stored) in chunk.zip(got) {
                     let (pos, p, block) = list[k];
@@ -597,9 +609,8 @@ impl Worker {
 
     /// Counts the bytes of one in-flight request against this worker's allowance (until
     /// [`Worker::end_inflight`]).
-    fn begin_inflight(&mut self, ranges: &[Range<u64>]) -> Result<()> {
+    fn begin_inflight(&mut self, n: u64) -> Result<()> {
         self.end_inflight();
-        let n: u64 = ranges.iter().map(|r| r.end - r.start).sum();
         self.make_room(n, true)?;
         self.inflight = n;
         self.account();
@@ -685,6 +696,7 @@ impl Worker {
                 groups.entry((s.frag, fi)).or_default().push(j);
             }
         }
+        let mut remote = Vec::new();
         for ((frag, fi), js) in groups {
             let meta = metas
                 .get(&(frag, fi))
@@ -695,10 +707,31 @@ impl Worker {
                 Some(data) => self.fill_from_window(&data, fi, &meta, &js, slots, &plans, set, &mut fails)?,
                 None => js,
             };
-            if !direct.is_empty() {
-                self.fill_direct(frag, fi, &meta, &direct, slots, &plans, set, &mut fails)?;
+            if direct.is_empty() {
+                continue;
+            }
+            if sh.fetcher.is_local() {
+                self.fill_local(frag, fi, &meta, &direct, slots, &plans, set, &mut fails)?;
+            } else {
+                let needs: std::collections::VecDeque<Need> =
+                    self.direct_needs(frag, fi, &meta, &direct, slots, &plans).into();
+                let ranges = needs.iter().filter_map(Need::range).collect();
+                let key = cat.fragments[frag].files[fi].file.path.clone();
+                remote.push(RemoteFile {
+                    frag,
+                    fi,
+                    meta,
+                    key,
+                    needs,
+                    ranges,
+                    fetched: std::collections::VecDeque::new(),
+                });
             }
         }
+        if !remote.is_empty() {
+            self.fill_remote(remote, &plans, set, &mut fails)?;
+        }
+        self.account();
         if fails.is_empty() { Ok((plans, validity)) } else { Err(FillError::Rows(fails)) }
     }
 
@@ -764,7 +797,9 @@ impl Worker {
 
     /// Reads rows of one data file for a batch from storage.
     #[allow(clippy::too_many_arguments)]
-    fn fill_direct(
+    /// What serving slots `js` from data file `fi` of fragment `frag` takes: rows, pages and
+    /// cached pages, in the order they are served.
+    fn direct_needs(
         &mut self,
         frag: usize,
         fi: usize,
@@ -772,9 +807,7 @@ impl Worker {
         js: &[usize],
         slots: &[SlotRow],
         plans: &[ColumnPlan],
-        set: &mut BufferSet,
-        fails: &mut Vec<(usize, LoaderError)>,
-    ) -> std::result::Result<(), FillError> {
+    ) -> Vec<Need> {
         let sh = self.sh.clone();
         let cat = &sh.catalog;
         let fe = &cat.fragments[frag].files[fi];
@@ -815,34 +848,106 @@ impl Worker {
                 }
             }
         }
-        let key = fe.file.path.clone();
-        if local {
-            for need in needs {
-                self.serve(frag, fi, meta, &key, need, None, plans, set, fails)?;
-            }
-        } else {
-            // One request per chunk of this file's ranges; each chunk is counted while in flight.
-            let ranges: Vec<Range<u64>> = needs.iter().filter_map(Need::range).collect();
-            let mut chunks = self.chunked(&ranges).into_iter();
-            let mut fetched = std::collections::VecDeque::new();
-            for need in needs {
-                let stored = if need.range().is_some() {
-                    if fetched.is_empty() {
-                        let g = chunks
-                            .next()
-                            .ok_or_else(|| FillError::Fatal(LoaderError::WorkerPanicked("fetch plan".into())))?;
-                        self.begin_inflight(&ranges[g.clone()])?; // the previous chunk is done
-                        fetched = sh.fetcher.fetch(&key, &ranges[g], &sh.stopped)?.into();
-                    }
-                    fetched.pop_front()
-                } else {
-                    None
-                };
-                self.serve(frag, fi, meta, &key, need, stored, plans, set, fails)?;
-            }
-            self.end_inflight();
+        needs
+    }
+
+    /// Serves slots `js` from a local data file with positioned reads.
+    #[allow(clippy::too_many_arguments)]
+    fn fill_local(
+        &mut self,
+        frag: usize,
+        fi: usize,
+        meta: &FileMeta,
+        js: &[usize],
+        slots: &[SlotRow],
+        plans: &[ColumnPlan],
+        set: &mut BufferSet,
+        fails: &mut Vec<(usize, LoaderError)>,
+    ) -> std::result::Result<(), FillError> {
+        let key = self.sh.catalog.fragments[frag].files[fi].file.path.clone();
+        for need in self.direct_needs(frag, fi, meta, js, slots, plans) {
+            self.serve(frag, fi, meta, &key, need, None, plans, set, fails)?;
         }
         self.account();
+        Ok(())
+    }
+
+    /// Serves the object-store files of a batch. Every file's ranges are split into requests
+    /// of at most the request limit, and requests are packed into waves of at most that many
+    /// bytes; the requests of a wave (usually every file the batch touches) go out at once,
+    /// so a batch costs about one round trip, not one per file. Each wave is counted while in
+    /// flight, and what it brought is served before the next wave starts.
+    fn fill_remote(
+        &mut self,
+        mut files: Vec<RemoteFile>,
+        plans: &[ColumnPlan],
+        set: &mut BufferSet,
+        fails: &mut Vec<(usize, LoaderError)>,
+    ) -> std::result::Result<(), FillError> {
+        let sh = self.sh.clone();
+        let limit = self.sh.set.max_fetch.min(self.sh.allowance / 2).max(1);
+        // (file, its range group, bytes) in order, then waves of consecutive units.
+        let mut units: Vec<(usize, Range<usize>, u64)> = Vec::new();
+        for (f, file) in files.iter().enumerate() {
+            for g in self.chunked(&file.ranges) {
+                let n = file.ranges[g.clone()].iter().map(|r| r.end - r.start).sum();
+                units.push((f, g, n));
+            }
+        }
+        let mut waves: Vec<Range<usize>> = Vec::new();
+        let (mut start, mut sum) = (0, 0u64);
+        for (i, u) in units.iter().enumerate() {
+            if i > start && sum + u.2 > limit {
+                waves.push(start..i);
+                start = i;
+                sum = 0;
+            }
+            sum += u.2;
+        }
+        if start < units.len() {
+            waves.push(start..units.len());
+        }
+        for wave in waves {
+            let wave = &units[wave];
+            self.begin_inflight(wave.iter().map(|u| u.2).sum())?; // the previous wave is served
+            let requests: Vec<(&str, &[Range<u64>])> =
+                wave.iter().map(|(f, g, _)| (files[*f].key.as_str(), &files[*f].ranges[g.clone()])).collect();
+            let got = sh.fetcher.fetch_many(&requests, &sh.stopped)?;
+            for ((f, _, _), bodies) in wave.iter().zip(got) {
+                files[*f].fetched.extend(bodies);
+            }
+            for file in &mut files {
+                self.serve_ready(file, plans, set, fails)?;
+            }
+        }
+        for file in &mut files {
+            self.serve_ready(file, plans, set, fails)?; // files with cached pages only
+        }
+        self.end_inflight();
+        Ok(())
+    }
+
+    /// Serves a remote file's needs in order while their bytes are here.
+    fn serve_ready(
+        &mut self,
+        file: &mut RemoteFile,
+        plans: &[ColumnPlan],
+        set: &mut BufferSet,
+        fails: &mut Vec<(usize, LoaderError)>,
+    ) -> std::result::Result<(), FillError> {
+        while let Some(need) = file.needs.front() {
+            let stored = if need.range().is_some() {
+                match file.fetched.pop_front() {
+                    Some(b) => Some(b),
+                    None => break,
+                }
+            } else {
+                None
+            };
+            let Some(need) = file.needs.pop_front() else { break };
+            let meta = file.meta.clone();
+            self.serve(file.frag, file.fi, &meta, &file.key, need, stored, plans, set, fails)?;
+        }
         Ok(())
     }
 

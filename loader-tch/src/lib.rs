@@ -86,8 +86,9 @@
 //! one `get_ranges` call per file from object stores, or with positioned reads from a local
 //! directory straight into the batch tensor's memory. Pages are CRC-checked when
 //! [`LoaderConfig::verify_checksums`] is on (the default), which requires reading a page
-//! whole: for big samples in a global shuffle, turning it off reads only the sample's bytes
-//! (a page of 150 KB images holds ~6 rows, so verification reads ~6× more). Decoded pages
+//! whole. Writers aim at 256 KiB pages (DF-20), so a 150 KB image is a page of its own and a
+//! verified global shuffle reads no more than the samples; for mid-sized rows several share a
+//! page, and turning verification off reads only the sample's bytes. Decoded pages
 //! are cached per worker while consecutive rows hit them.
 //!
 //! Every batch tensor is allocated once (from a `pool` of buffers, pinned when the device is
@@ -116,7 +117,8 @@
 //! `config` (settings, torchrun env), [`sampler`] (order), `source` (local/object reads,
 //! retries), `fetch` (the pipeline), `window` (block-shuffle cache), `catalog` (row → page
 //! index), `assemble` (tensor layout, padding), `pool` (buffer reuse), `slots` (the unsafe
-//! slice), [`transform`], `memory` (budget), `error`, [`faults`] (a flaky store for tests).
+//! slice), [`transform`], `memory` (budget), `error`, [`faults`] (a flaky store for tests),
+//! [`throughput`] (epoch timing and the raw read limit, for `tessera bench` and `benches/`).
 
 #![deny(rustdoc::broken_intra_doc_links)]
 
@@ -133,6 +135,7 @@ mod pool;
 pub mod sampler;
 mod slots;
 mod source;
+pub mod throughput;
 pub mod transform;
 mod window;
 

@@ -379,7 +379,9 @@ mod tests {
         store.put_if_absent("obj", Bytes::from_static(b"abcdef")).unwrap();
         let got = store.get_ranges("obj", &[0..0, 2..4, 6..6, 1..3]).unwrap();
         assert_eq!(got, vec![Bytes::new(), Bytes::from_static(b"cd"), Bytes::new(), Bytes::from_static(b"bc")]);
-        assert_eq!(store.get_ranges("obj", &[3..3]).unwrap(), vec![Bytes::new()]);
-        assert!(store.get_ranges("obj", &[4..2]).is_err(), "a reversed range is a usage error");
+        assert_eq!(store.get_ranges("obj", &[3..3, 0..0]).unwrap(), vec![Bytes::new(), Bytes::new()]);
+        #[allow(clippy::reversed_empty_ranges)]
+        let reversed = [4..2, 0..1];
+        assert!(store.get_ranges("obj", &reversed).is_err(), "a reversed range is a usage error");
     }
 }

@@ -30,8 +30,10 @@ pub const HEADER_LEN: u64 = 32;
 pub const TRAILER_LEN: u64 = 24;
 /// Alignment of every block and of the footer.
 pub const ALIGN: u64 = 64;
-/// Default raw size a writer aims at for one page.
-pub const DEFAULT_PAGE_BYTES: u64 = 1 << 20;
+/// Default raw size a writer aims at for one page `[DF-20]`: the unit of verification and of
+/// random access, so small enough that a verified random read of a large sample reads little
+/// more than the sample.
+pub const DEFAULT_PAGE_BYTES: u64 = 256 << 10;
 
 /// The footer: what the file holds and where.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
