@@ -86,6 +86,8 @@ enum Command {
     Verify(cmd::verify::Args),
     /// Export a version to .npy files or WebDataset tar shards.
     Export(cmd::export::Args),
+    /// Measure the training loader's throughput on a version, against the raw read limit.
+    Bench(cmd::bench::Args),
 }
 
 fn main() -> ExitCode {
@@ -101,6 +103,7 @@ fn main() -> ExitCode {
         Command::Show(a) => cmd::show::run(ctx, &a),
         Command::Verify(a) => cmd::verify::run(ctx, &a),
         Command::Export(a) => cmd::export::run(ctx, &a),
+        Command::Bench(a) => cmd::bench::run(ctx, &a),
     };
     match result {
         Ok(exit) => ExitCode::from(exit.code()),

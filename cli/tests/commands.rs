@@ -191,3 +191,20 @@ fn export_npy_and_wds_round_trip() {
     // A non-empty output folder is refused.
     assert_eq!(fails(&["export", s(&images), "--out", s(&out)]).0, 4);
 }
+
+#[test]
+fn bench_runs_the_loader() {
+    let dir = tempfile::tempdir().unwrap();
+    let ds = images_dataset(dir.path());
+    // 6 rows in batches of 4: two batches per epoch (the second padded), two timed epochs.
+    let b = json(&["bench", s(&ds), "--batch-size", "4", "--epochs", "2", "--workers", "1", "-q"]);
+    assert_eq!((b["rows"].as_u64(), b["samples"].as_u64(), b["epochs"].as_u64()), (Some(6), Some(16), Some(2)));
+    assert!(b["samples_per_sec"].as_f64().unwrap() > 0.0);
+    assert!(b["requests_per_epoch"].as_u64().unwrap() > 0 && b["bytes_read_per_epoch"].as_u64().unwrap() > 0);
+    assert!(b["raw_read_samples_per_sec"].as_f64().unwrap() > 0.0, "a local dataset has a raw read limit");
+    let text = ok(&["bench", s(&ds), "--shuffle", "block", "--window", "1", "--batch-size", "2", "--epochs", "1"]);
+    assert!(text.contains("samples/s") && text.contains("raw read()"), "{text}");
+    let missing = dir.path().join("nope");
+    let (code, _, err) = fails(&["bench", s(&missing)]);
+    assert_eq!(code, 3, "{err}");
+}

@@ -143,8 +143,14 @@ pub struct LoaderConfig {
     /// Total bytes the loader may hold: batch buffers, fetch/decode buffers, the block
     /// shuffle window cache and per-file metadata.
     pub memory_budget: u64,
-    /// Largest byte count one storage request may ask for (ranges are split above it).
+    /// Largest byte count one storage request may ask for (ranges are split above it), and
+    /// the most bytes one worker has in flight: a batch's requests to an object store go out
+    /// together in waves of at most this many bytes.
     pub max_fetch_bytes: u64,
+    /// The most storage requests one worker has in flight at once (object stores; a wave of
+    /// a batch's requests is also cut at this count). With `workers` workers, at most
+    /// `workers × max_requests_in_flight` requests are outstanding.
+    pub max_requests_in_flight: usize,
     /// Verify every page's CRC-32 (pages are then read whole). `false` lets uncompressed
     /// rows be read alone, which is much cheaper for big samples in a global shuffle.
     pub verify_checksums: bool,
@@ -185,6 +191,7 @@ impl LoaderConfig {
             prefetch_batches: 6,
             memory_budget: 1 << 30,
             max_fetch_bytes: 16 << 20,
+            max_requests_in_flight: 32,
             verify_checksums: true,
             skip_bad_samples: false,
             retry: RetryPolicy::default(),
@@ -275,6 +282,9 @@ impl LoaderConfig {
         }
         if self.dist.world_size == 0 || self.dist.rank >= self.dist.world_size {
             return bad("rank must be less than world_size, and world_size at least 1");
+        }
+        if self.max_requests_in_flight == 0 {
+            return bad("max_requests_in_flight must be at least 1");
         }
         if self.max_fetch_bytes == 0 {
             return bad("max_fetch_bytes must be at least 1");

@@ -48,6 +48,7 @@ pub(crate) struct PipelineSettings {
     pub(crate) skip_bad: bool,
     pub(crate) ragged_offsets: bool,
     pub(crate) max_fetch: u64,
+    pub(crate) max_requests: usize,
     pub(crate) block: bool,
     pub(crate) reuse: bool,
     pub(crate) pin: Option<tch::Device>,
@@ -874,7 +875,7 @@ impl Worker {
 
     /// Serves the object-store files of a batch. Every file's ranges are split into requests
     /// of at most the request limit, and requests are packed into waves of at most that many
-    /// bytes; the requests of a wave (usually every file the batch touches) go out at once,
+    /// bytes and `max_requests_in_flight` requests; the requests of a wave (usually every file the batch touches) go out at once,
     /// so a batch costs about one round trip, not one per file. Each wave is counted while in
     /// flight, and what it brought is served before the next wave starts.
     fn fill_remote(
@@ -897,7 +898,7 @@ impl Worker {
         let mut waves: Vec<Range<usize>> = Vec::new();
         let (mut start, mut sum) = (0, 0u64);
         for (i, u) in units.iter().enumerate() {
-            if i > start && sum + u.2 > limit {
+            if i > start && (sum + u.2 > limit || i - start >= sh.set.max_requests) {
                 waves.push(start..i);
                 start = i;
                 sum = 0;

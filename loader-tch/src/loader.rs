@@ -160,6 +160,7 @@ impl Loader {
             skip_bad: self.config.skip_bad_samples,
             ragged_offsets: self.config.ragged.offsets,
             max_fetch: self.config.max_fetch_bytes,
+            max_requests: self.config.max_requests_in_flight,
             block: matches!(self.config.shuffle, ShuffleMode::Block { .. }),
             reuse: self.config.reuse_buffers,
             pin: self.pin,

@@ -1,6 +1,7 @@
 //! The subcommands, and what they share: dataset selection, version selection, output and
 //! formatting helpers.
 
+pub(crate) mod bench;
 pub(crate) mod diff;
 pub(crate) mod export;
 pub(crate) mod info;
