@@ -128,7 +128,8 @@ fn main() -> Result<(), Box<dyn Error>> {
         loader.config().shuffle,
         args.workers
     );
-    let mut model = Replicas::new(&devices, args.lr)?;
+    let classes = class_count(loader.dataset())?;
+    let mut model = Replicas::new(&devices, args.lr, classes)?;
     let (first_epoch, mut resume_state) = load_resume(&args, &loader, &mut model)?;
     let started = Instant::now();
     let mut total_steps = 0usize;
@@ -173,11 +174,13 @@ fn main() -> Result<(), Box<dyn Error>> {
         let waited = it.wait_time();
         checkpoint(&args.checkpoint, &it, &model.stores[0])?;
         drop(it);
-        let val_acc = evaluate(&val_loader, &model.nets[0], devices[0])?;
+        let val = match &val_loader {
+            Some(v) => format!("{:.1}%", 100.0 * evaluate(v, &model.nets[0], devices[0])?),
+            None => "n/a (no <data>-val dataset)".to_string(),
+        };
         println!(
-            "epoch {epoch} done: {}  val acc {:.1}%  loader wait {:.2}s of {:.2}s ({:.1}%)",
+            "epoch {epoch} done: {}  val acc {val}  loader wait {:.2}s of {:.2}s ({:.1}%)",
             stats.summary(elapsed),
-            100.0 * val_acc,
             waited.as_secs_f64(),
             elapsed.as_secs_f64(),
             100.0 * waited.as_secs_f64() / elapsed.as_secs_f64().max(1e-9)
@@ -219,11 +222,29 @@ fn load_resume(
     Ok((state.epoch, Some(state)))
 }
 
-/// The training and validation loaders (generating the datasets on first use).
-fn open_loaders(args: &Args) -> Result<(Loader, Loader), Box<dyn Error>> {
+/// Classes of the `label` column: its class names when it has them (the shapes set, and
+/// image folders ingested by `tessera ingest`), else the largest label in its statistics + 1.
+fn class_count(ds: &Dataset) -> Result<i64, Box<dyn Error>> {
+    let col = ds.schema().column("label").ok_or("the dataset has no `label` column")?;
+    if let ColKind::ClassLabel { names } = &col.kind {
+        return Ok(names.len() as i64);
+    }
+    let max = ds.manifest().stats.iter().find(|s| s.column_id == col.id).and_then(|s| s.max.clone());
+    match max {
+        Some(tessera::manifest::Scalar::Int(m)) if m >= 0 => Ok(m + 1),
+        Some(tessera::manifest::Scalar::UInt(m)) => Ok(m as i64 + 1),
+        _ => Err("cannot tell the number of classes: give `label` class names (kind class_label)".into()),
+    }
+}
+
+/// The training and validation loaders. The shapes datasets are generated on first use; a
+/// dataset that is already there (for example an image folder ingested with `tessera
+/// ingest`) is used as it is, with `<data>-val` as validation set when it exists.
+fn open_loaders(args: &Args) -> Result<(Loader, Option<Loader>), Box<dyn Error>> {
     let val_root = format!("{}-val", args.data);
-    ensure_dataset(&args.data, args.rows, 1)?;
-    ensure_dataset(&val_root, (args.rows / 6).max(256), 2)?;
+    if ensure_dataset(&args.data, args.rows, 1)? {
+        ensure_dataset(&val_root, (args.rows / 6).max(256), 2)?;
+    }
     let device = match args.device {
         Some(DeviceArg::Cpu) => Device::Cpu,
         Some(DeviceArg::Cuda) if !tch::Cuda::is_available() => return Err("--device cuda: no CUDA device".into()),
@@ -256,7 +277,8 @@ fn open_loaders(args: &Args) -> Result<(Loader, Loader), Box<dyn Error>> {
     val_config.location = val_root;
     val_config.shuffle = ShuffleMode::None;
     val_config.transforms.remove(1); // no augmentation for evaluation
-    Ok((Loader::open(config)?, Loader::open(val_config)?))
+    let val = if Dataset::open(&val_config.location).is_ok() { Some(Loader::open(val_config)?) } else { None };
+    Ok((Loader::open(config)?, val))
 }
 
 /// Running totals of an epoch.
@@ -294,9 +316,9 @@ struct Replicas {
 }
 
 impl Replicas {
-    fn new(devices: &[Device], lr: f64) -> Result<Self, Box<dyn Error>> {
+    fn new(devices: &[Device], lr: f64, classes: i64) -> Result<Self, Box<dyn Error>> {
         let stores: Vec<nn::VarStore> = devices.iter().map(|&d| nn::VarStore::new(d)).collect();
-        let nets = stores.iter().map(|vs| convnet(&vs.root())).collect();
+        let nets = stores.iter().map(|vs| convnet(&vs.root(), classes)).collect();
         let opt = nn::Adam::default().build(&stores[0], lr)?;
         let mut r = Self { stores, nets, opt };
         r.sync()?;
@@ -340,7 +362,7 @@ impl Replicas {
 }
 
 /// conv → pool ×3 on a 2× downsampled image, then a linear classifier.
-fn convnet(p: &nn::Path) -> nn::SequentialT {
+fn convnet(p: &nn::Path, classes: i64) -> nn::SequentialT {
     let conv = |p: nn::Path, i, o| nn::conv2d(p, i, o, 3, nn::ConvConfig { padding: 1, ..Default::default() });
     nn::seq_t()
         .add_fn(|x| x.avg_pool2d([2, 2], [2, 2], [0, 0], false, true, None))
@@ -350,7 +372,7 @@ fn convnet(p: &nn::Path) -> nn::SequentialT {
         .add_fn(|x| x.relu().max_pool2d_default(2))
         .add(conv(p / "c3", 32, 64))
         .add_fn(|x| x.relu().adaptive_avg_pool2d([1, 1]).flatten(1, -1))
-        .add(nn::linear(p / "fc", 64, SHAPES.len() as i64, nn::LinearConfig::default()))
+        .add(nn::linear(p / "fc", 64, classes, nn::LinearConfig::default()))
 }
 
 /// Accuracy on the validation set (sequential order, no augmentation).
@@ -418,10 +440,10 @@ fn checkpoint(path: &Path, it: &EpochIter, vs: &nn::VarStore) -> Result<(), Box<
     Ok(())
 }
 
-/// Writes the shapes dataset at `root` unless a dataset is already there.
-fn ensure_dataset(root: &str, rows: usize, stream: u64) -> Result<(), Box<dyn Error>> {
+/// Writes the shapes dataset at `root` unless a dataset is already there; true if it wrote.
+fn ensure_dataset(root: &str, rows: usize, stream: u64) -> Result<bool, Box<dyn Error>> {
     match Dataset::open(root) {
-        Ok(ds) if ds.row_count() > 0 => return Ok(()),
+        Ok(ds) if ds.row_count() > 0 => return Ok(false),
         Ok(_) => return Err(format!("{root} holds an empty dataset; remove it to regenerate").into()),
         Err(e) if e.class() == tessera::ErrorClass::NotFound => {}
         Err(e) => return Err(e.into()),
@@ -446,7 +468,7 @@ fn ensure_dataset(root: &str, rows: usize, stream: u64) -> Result<(), Box<dyn Er
     }
     let ds = writer.commit("synthetic shapes")?;
     println!("generated {rows} rows at {root} (version {}) in {:.1}s", ds.version(), t.elapsed().as_secs_f64());
-    Ok(())
+    Ok(true)
 }
 
 /// Rows `start..start+n`: a shape of random class, colour, size and position on noise.

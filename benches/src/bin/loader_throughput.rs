@@ -20,6 +20,21 @@ fn dataset(name: &str, rows: usize, codec: Compression) -> Result<PathBuf, Box<d
     Ok(dir)
 }
 
+/// The process's resident-set high-water mark (`VmHWM`), in bytes.
+fn peak_rss() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map_or(0, |kb| kb << 10)
+}
+
+/// Resets `VmHWM` to the current RSS (Linux: write 5 to `clear_refs`).
+fn reset_peak_rss() {
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
+}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
     let rows: usize = args.next().and_then(|s| s.parse().ok()).unwrap_or(mm224::ROWS);
@@ -36,8 +51,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         raw_bytes as f64 / 1e6
     );
     println!(
-        "{:<8} {:<12} {:<6} {:>7} {:>11} {:>9} {:>8} {:>9} {:>10} {:>12}",
-        "codec", "shuffle", "crc", "workers", "samples/s", "MB/s", "of raw", "requests", "MB read", "peak memory"
+        "{:<8} {:<12} {:<6} {:>7} {:>11} {:>9} {:>8} {:>9} {:>10} {:>12} {:>14}",
+        "codec",
+        "shuffle",
+        "crc",
+        "workers",
+        "samples/s",
+        "MB/s",
+        "of raw",
+        "requests",
+        "MB read",
+        "peak memory",
+        "peak RSS (+)"
     );
     let shuffles = [
         ("global", ShuffleMode::Global),
@@ -53,10 +78,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 for workers in [1, 2] {
                     let mut cfg = base(dir).with_shuffle(shuffle).with_workers(workers);
                     cfg.verify_checksums = verify;
+                    reset_peak_rss();
+                    let base_rss = peak_rss();
                     let loader = Loader::open(cfg)?;
                     let t = measure(&loader, 1, epochs)?;
+                    let rss = peak_rss().saturating_sub(base_rss);
+                    drop(loader);
                     println!(
-                        "{codec:<8} {sname:<12} {:<6} {workers:>7} {:>11.0} {:>9.0} {:>7.0}% {:>9} {:>10.0} {:>9.1} MiB",
+                        "{codec:<8} {sname:<12} {:<6} {workers:>7} {:>11.0} {:>9.0} {:>7.0}% {:>9} {:>10.0} {:>8.1} MiB {:>10.1} MiB",
                         if verify { "on" } else { "off" },
                         t.samples_per_sec(),
                         t.tensor_mb_per_sec(),
@@ -64,11 +93,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                         t.requests / epochs,
                         t.storage_bytes as f64 / 1e6 / epochs as f64,
                         t.memory.high_water as f64 / f64::from(1 << 20),
+                        rss as f64 / f64::from(1 << 20),
                     );
                 }
             }
         }
     }
-    println!("(requests and MB read are per epoch; peak memory is the loader's accounted high-water mark)");
+    println!("(requests and MB read are per epoch; peak memory is the loader's accounted high-water mark, budget");
+    println!(" 1024 MiB; peak RSS (+) is the process's resident high-water mark above its level before the loader)");
     Ok(())
 }
