@@ -229,7 +229,7 @@ fn class_count(ds: &Dataset) -> Result<i64, Box<dyn Error>> {
     if let ColKind::ClassLabel { names } = &col.kind {
         return Ok(names.len() as i64);
     }
-    let max = ds.manifest().stats.iter().find(|s| s.column_id == col.id).and_then(|s| s.max.clone());
+    let max = ds.manifest().stats.iter().find(|s| s.column_id == col.id).and_then(|s| s.max);
     match max {
         Some(tessera::manifest::Scalar::Int(m)) if m >= 0 => Ok(m + 1),
         Some(tessera::manifest::Scalar::UInt(m)) => Ok(m as i64 + 1),

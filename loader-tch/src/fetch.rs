@@ -978,21 +978,29 @@ impl Worker {
                     slot_error(fails, j, e)?;
                 }
             }
-            Need::Page { pos, col, page, block, items } => match self.read_page(key, col, page, &block, stored) {
-                Ok(raw) => {
-                    self.write_rows(&raw, meta, pos, col, &items, plans, set, fails)?;
-                    if raw.len() as u64 <= self.sh.allowance / 2 {
-                        self.make_room(raw.len() as u64, true)?;
-                        self.cache.insert((frag, fi, pos, page), raw);
+            Need::Page { pos, col, page, block, items } => {
+                let fetched = stored.is_some();
+                match self.read_page(key, col, page, &block, stored) {
+                    Ok(raw) => {
+                        self.write_rows(&raw, meta, pos, col, &items, plans, set, fails)?;
+                        // Cache the page only if it holds rows this batch did not take (a later
+                        // batch may want them), and never as a slice of a fetched body, which
+                        // would keep the whole coalesced body alive unaccounted.
+                        let rows_left = (items.len() as u64) < meta.chunks[pos].pages[page].row_count;
+                        if rows_left && raw.len() as u64 <= self.sh.allowance / 2 {
+                            self.make_room(raw.len() as u64, true)?;
+                            let raw = if fetched { Bytes::copy_from_slice(&raw) } else { raw };
+                            self.cache.insert((frag, fi, pos, page), raw);
+                        }
                     }
-                }
-                Err(e) if e.is_data_error() => {
-                    for &(j, _) in &items {
-                        fails.push((j, clone_fault(&e)));
+                    Err(e) if e.is_data_error() => {
+                        for &(j, _) in &items {
+                            fails.push((j, clone_fault(&e)));
+                        }
                     }
+                    Err(e) => return Err(FillError::Fatal(e)),
                 }
-                Err(e) => return Err(FillError::Fatal(e)),
-            },
+            }
             Need::Cached { pos, col, raw, items } => {
                 self.write_rows(&raw, meta, pos, col, &items, plans, set, fails)?;
             }
@@ -1088,6 +1096,14 @@ impl Worker {
         let verify = sh.set.verify;
         let what = || format!("{key}: column {:?} page {page}", sh.catalog.columns[col].name);
         if let Some(bytes) = stored {
+            if block.codec == Codec::None && bytes.len() as u64 == block.stored_len {
+                // Zero copy: the fetched bytes are the page.
+                let computed = if verify { crc32fast::hash(&bytes) } else { block.crc32 };
+                if computed != block.crc32 {
+                    return Err(LoaderError::Checksum { what: what(), stored: block.crc32, computed });
+                }
+                return Ok(bytes);
+            }
             return decode_page(block, &bytes, verify, &what);
         }
         if block.codec == Codec::None {
@@ -1359,6 +1375,9 @@ impl EpochPipeline {
         loop {
             if let Some(r) = self.pending.remove(&self.next) {
                 self.next += 1;
+                if let Ok(Some(lease)) = r.as_ref().map(|b| b.lease.as_ref()) {
+                    lease.deliver();
+                }
                 return Some(r);
             }
             let rx = self.rx.as_ref()?;

@@ -7,6 +7,11 @@
 //! the same memory: no allocation, no page faults, no zeroing on the hot path. The number of
 //! sets is the pipeline's depth, so it is also its backpressure.
 //!
+//! When the training loop holds every set out (it keeps batches: collects them, say), the
+//! pool hands out one more set instead of waiting: no batch in the pipeline could finish and
+//! return one, so waiting would never end. Such a loop holds that memory itself; the
+//! accountant counts it as an overcommit of the `Ready` share.
+//!
 //! With `reuse = false` the buffers are freed instead, and every batch allocates fresh
 //! tensors (for consumers that keep batch tensors past the batch's life).
 
@@ -33,6 +38,8 @@ pub(crate) struct BufferSet {
 struct PoolState {
     idle: Vec<BufferSet>,
     outstanding: usize,
+    /// Outstanding sets whose batch the consumer has received ([`Lease::deliver`]).
+    delivered: usize,
 }
 
 /// The pool of buffer sets for one epoch.
@@ -88,7 +95,9 @@ impl BufferPool {
                 drop(s);
                 return Ok(Self::synced(set));
             }
-            if s.outstanding < self.max_sets {
+            // Beyond `max_sets` only when the consumer holds every set out: then no batch in
+            // the pipeline can finish and return one, and waiting would never end.
+            if s.outstanding < self.max_sets || s.delivered >= s.outstanding {
                 s.outstanding += 1;
                 return Ok(BufferSet { bufs: (0..self.columns).map(|_| None).collect(), pending_cuda: None });
             }
@@ -140,10 +149,17 @@ impl BufferPool {
 
     /// Returns a set (from a dropped lease).
     pub(crate) fn give_back(&self, set: BufferSet) {
+        self.give_back_from(set, false);
+    }
+
+    fn give_back_from(&self, set: BufferSet, delivered: bool) {
         let keep = self.reuse && self.starved.load(Ordering::Acquire) == 0;
         let freed = {
             let mut s = self.lock();
             s.outstanding = s.outstanding.saturating_sub(1);
+            if delivered {
+                s.delivered = s.delivered.saturating_sub(1);
+            }
             if keep {
                 s.idle.push(set);
                 None
@@ -168,11 +184,21 @@ impl BufferPool {
 pub(crate) struct Lease {
     pool: Arc<BufferPool>,
     set: Mutex<Option<BufferSet>>,
+    delivered: AtomicBool,
 }
 
 impl Lease {
     pub(crate) fn new(pool: Arc<BufferPool>, set: BufferSet) -> Arc<Self> {
-        Arc::new(Self { pool, set: Mutex::new(Some(set)) })
+        Arc::new(Self { pool, set: Mutex::new(Some(set)), delivered: AtomicBool::new(false) })
+    }
+
+    /// Records that the batch reached the consumer: from now on its set is the consumer's
+    /// and no longer counts towards the pipeline's depth (see the module docs).
+    pub(crate) fn deliver(&self) {
+        if !self.delivered.swap(true, Ordering::AcqRel) {
+            self.pool.lock().delivered += 1;
+            self.pool.returned.notify_all();
+        }
     }
 
     fn lock(&self) -> MutexGuard<'_, Option<BufferSet>> {
@@ -199,8 +225,9 @@ impl Lease {
 
 impl Drop for Lease {
     fn drop(&mut self) {
+        let delivered = self.delivered.load(Ordering::Acquire);
         if let Some(set) = self.lock().take() {
-            self.pool.give_back(set);
+            self.pool.give_back_from(set, delivered);
         }
     }
 }
@@ -249,5 +276,37 @@ mod tests {
         drop(lease);
         stop.store(true, Ordering::Release);
         assert!(matches!(pool.take(&stop), Err(LoaderError::Stopped)));
+    }
+
+    #[test]
+    fn delivered_sets_do_not_block_the_pipeline() {
+        let acct = Accountant::new(1 << 20);
+        acct.set_shares([
+            (MemoryUse::Ready, 1 << 20),
+            (MemoryUse::Fetch, 0),
+            (MemoryUse::Shuffle, 0),
+            (MemoryUse::Metadata, 0),
+        ]);
+        let pool = BufferPool::new(acct, 1, 2, None, true);
+        let stop = AtomicBool::new(false);
+        // The consumer keeps both sets' batches: the pipeline may still make a third.
+        let kept: Vec<Arc<Lease>> = (0..2).map(|_| Lease::new(pool.clone(), pool.take(&stop).unwrap())).collect();
+        for l in &kept {
+            l.deliver();
+        }
+        let third = pool.take(&stop).unwrap();
+        // With a set in the pipeline, the next waits for a set to come back.
+        let pool2 = pool.clone();
+        let waiter = std::thread::spawn(move || {
+            let stop = AtomicBool::new(false);
+            pool2.take(&stop).map(|set| pool2.give_back(set)).is_ok()
+        });
+        std::thread::sleep(Duration::from_millis(30));
+        assert!(!waiter.is_finished(), "a fourth set waits while one undelivered set is out");
+        pool.give_back(third);
+        assert!(waiter.join().unwrap());
+        drop(kept);
+        let s = pool.lock();
+        assert_eq!((s.outstanding, s.delivered), (0, 0), "counts return to zero");
     }
 }

@@ -142,3 +142,20 @@ fn resident_set_growth_stays_near_the_budget() {
     assert!(delta < budget + (12 << 20), "RSS grew by {delta} bytes with a {budget}-byte budget");
     assert!(delta < data / 2);
 }
+
+/// A loop that keeps every batch (here: collects the epoch into a Vec) holds more batches
+/// than the pipeline has buffer sets; the loader must still deliver the whole epoch.
+#[test]
+fn a_loop_that_keeps_every_batch_does_not_stall() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().to_str().unwrap();
+    common::id_dataset(root, 200, &common::small_files());
+    let mut cfg = common::config(root).with_batch_size(4).with_workers(3);
+    cfg.prefetch_batches = 2;
+    let loader = Loader::open(cfg).unwrap();
+    let kept: Vec<_> = loader.epoch(0).unwrap().collect();
+    assert_eq!(kept.len(), 50);
+    let mut ids: Vec<i64> = kept.iter().flat_map(|b| common::ids(b.as_ref().unwrap())).collect();
+    ids.sort_unstable();
+    assert_eq!(ids, (0..200).collect::<Vec<i64>>());
+}

@@ -2,6 +2,8 @@
 //! requests and bytes per epoch), against the raw `read()` limit of the same files when the
 //! dataset is a local directory.
 
+use std::fmt::Write as _;
+
 use serde_json::json;
 use tessera_loader_tch::throughput::{measure, raw_read_limit};
 use tessera_loader_tch::{Loader, LoaderConfig, LoaderError, ShuffleMode};
@@ -56,7 +58,7 @@ pub(crate) struct Args {
     memory_mib: u64,
 }
 
-fn loader_error(e: LoaderError) -> CliError {
+fn loader_error(e: &LoaderError) -> CliError {
     let exit = if e.is_data_error() { Exit::DataFault } else { Exit::Other };
     CliError::new(exit, e.to_string())
 }
@@ -79,7 +81,7 @@ pub(crate) fn run(ctx: Ctx, a: &Args) -> CliResult<Exit> {
     if !a.columns.is_empty() {
         cfg = cfg.with_columns(&a.columns);
     }
-    let loader = Loader::open(cfg).map_err(loader_error)?;
+    let loader = Loader::open(cfg).map_err(|e| loader_error(&e))?;
     ctx.info(&format!(
         "bench {location} v{}: {} rows, batch {}, {:?}, {} worker(s), checksums {}",
         loader.version(),
@@ -89,7 +91,7 @@ pub(crate) fn run(ctx: Ctx, a: &Args) -> CliResult<Exit> {
         a.workers,
         if a.no_verify { "off" } else { "on" }
     ));
-    let t = measure(&loader, 1, a.epochs.max(1)).map_err(loader_error)?;
+    let t = measure(&loader, 1, a.epochs.max(1)).map_err(|e| loader_error(&e))?;
     let raw = raw_read_limit(&loader, 2).ok();
     let per_epoch = |n: u64| n / t.epochs.max(1);
     let raw_rate = raw.map(|(_, secs)| loader.row_count() as f64 / secs.as_secs_f64());
@@ -119,8 +121,9 @@ pub(crate) fn run(ctx: Ctx, a: &Args) -> CliResult<Exit> {
             t.memory.budget as f64 / f64::from(1 << 20),
         );
         if let (Some((bytes, secs)), Some(rate)) = (raw, raw_rate) {
-            out += &format!(
-                "raw read() of the same files: {rate:.0} samples/s, {:.0} MB/s; the loader runs at {:.0}% of it\n",
+            let _ = writeln!(
+                out,
+                "raw read() of the same files: {rate:.0} samples/s, {:.0} MB/s; the loader runs at {:.0}% of it",
                 bytes as f64 / 1e6 / secs.as_secs_f64(),
                 100.0 * t.samples_per_sec() / rate
             );
