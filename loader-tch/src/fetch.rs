@@ -796,8 +796,6 @@ impl Worker {
         Ok(direct)
     }
 
-    /// Reads rows of one data file for a batch from storage.
-    #[allow(clippy::too_many_arguments)]
     /// What serving slots `js` from data file `fi` of fragment `frag` takes: rows, pages and
     /// cached pages, in the order they are served.
     fn direct_needs(

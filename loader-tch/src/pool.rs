@@ -236,15 +236,21 @@ impl Drop for Lease {
 mod tests {
     use super::*;
 
-    #[test]
-    fn sets_are_recycled_and_bounded() {
-        let acct = Accountant::new(1 << 20);
+    /// An accountant whose whole budget is the `Ready` share.
+    fn ready_only(budget: u64) -> Arc<Accountant> {
+        let acct = Accountant::new(budget);
         acct.set_shares([
-            (MemoryUse::Ready, 1 << 20),
+            (MemoryUse::Ready, budget),
             (MemoryUse::Fetch, 0),
             (MemoryUse::Shuffle, 0),
             (MemoryUse::Metadata, 0),
         ]);
+        acct
+    }
+
+    #[test]
+    fn sets_are_recycled_and_bounded() {
+        let acct = ready_only(1 << 20);
         let pool = BufferPool::new(acct.clone(), 2, 2, None, true);
         let stop = AtomicBool::new(false);
         let mut a = pool.take(&stop).unwrap();
@@ -280,13 +286,7 @@ mod tests {
 
     #[test]
     fn delivered_sets_do_not_block_the_pipeline() {
-        let acct = Accountant::new(1 << 20);
-        acct.set_shares([
-            (MemoryUse::Ready, 1 << 20),
-            (MemoryUse::Fetch, 0),
-            (MemoryUse::Shuffle, 0),
-            (MemoryUse::Metadata, 0),
-        ]);
+        let acct = ready_only(1 << 20);
         let pool = BufferPool::new(acct, 1, 2, None, true);
         let stop = AtomicBool::new(false);
         // The consumer keeps both sets' batches: the pipeline may still make a third.
