@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value as J;
 use tessera::{Column, DType, Kind};
 
-use super::{Bad, Decoded, Sample, Value, default_compression, extension};
+use super::{Bad, Decoded, Sample, Value, default_compression};
 use crate::error::{CliError, CliResult};
 
 /// The inferred type of a field.
@@ -62,21 +62,7 @@ fn jtype(v: &J) -> Option<JType> {
 /// # Errors
 /// Missing or unreadable files.
 pub(crate) fn scan(inputs: &[PathBuf]) -> CliResult<Plan> {
-    let mut files = Vec::new();
-    for p in inputs {
-        if p.is_dir() {
-            let mut found: Vec<PathBuf> = std::fs::read_dir(p)
-                .map_err(|e| CliError::io(p, &e))?
-                .filter_map(Result::ok)
-                .map(|e| e.path())
-                .filter(|f| matches!(extension(f).as_str(), "jsonl" | "ndjson"))
-                .collect();
-            found.sort();
-            files.extend(found);
-        } else {
-            files.push(p.clone());
-        }
-    }
+    let files = super::expand_inputs(inputs, &["jsonl", "ndjson"])?;
     let mut plan = Plan { fields: Vec::new(), total_bytes: 0, lines: 0, files: files.clone() };
     for f in &files {
         plan.total_bytes += std::fs::metadata(f).map_err(|e| CliError::io(f, &e))?.len();

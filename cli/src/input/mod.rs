@@ -236,6 +236,30 @@ pub(crate) fn apply_sidecar(inferred: Vec<Column>, sidecar: &[Column]) -> Vec<Co
     out.into_iter().map(|(_, c)| c).collect()
 }
 
+/// The input files of `inputs`: a file stands for itself, a directory for its files with one
+/// of `extensions` (lowercase, no dot), in name order.
+///
+/// # Errors
+/// A directory that cannot be listed.
+pub(crate) fn expand_inputs(inputs: &[std::path::PathBuf], extensions: &[&str]) -> CliResult<Vec<std::path::PathBuf>> {
+    let mut files = Vec::new();
+    for p in inputs {
+        if p.is_dir() {
+            let mut found: Vec<std::path::PathBuf> = std::fs::read_dir(p)
+                .map_err(|e| CliError::io(p, &e))?
+                .filter_map(Result::ok)
+                .map(|e| e.path())
+                .filter(|f| extensions.contains(&extension(f).as_str()))
+                .collect();
+            found.sort();
+            files.extend(found);
+        } else {
+            files.push(p.clone());
+        }
+    }
+    Ok(files)
+}
+
 /// Lower-case extension of a path's file name.
 pub(crate) fn extension(path: &Path) -> String {
     path.extension().and_then(|e| e.to_str()).unwrap_or_default().to_ascii_lowercase()

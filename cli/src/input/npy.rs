@@ -378,21 +378,7 @@ pub(crate) struct NpySource {
 /// # Errors
 /// Missing files (exit 3), malformed arrays (exit 1), inconsistent row counts (exit 1).
 pub(crate) fn open(inputs: &[PathBuf]) -> CliResult<NpySource> {
-    let mut files = Vec::new();
-    for p in inputs {
-        if p.is_dir() {
-            let mut found: Vec<PathBuf> = std::fs::read_dir(p)
-                .map_err(|e| CliError::io(p, &e))?
-                .filter_map(Result::ok)
-                .map(|e| e.path())
-                .filter(|f| matches!(extension(f).as_str(), "npy" | "npz"))
-                .collect();
-            found.sort();
-            files.extend(found);
-        } else {
-            files.push(p.clone());
-        }
-    }
+    let files = super::expand_inputs(inputs, &["npy", "npz"])?;
     let mut arrays = Vec::new();
     for f in &files {
         match extension(f).as_str() {
