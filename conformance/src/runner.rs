@@ -729,6 +729,16 @@ fn writer_inputs(case: &Case) -> Result<(Logical, ExpectedVersions, ExpectedTags
     Ok((logical, versions, tags))
 }
 
+/// [`writer_inputs`], or `None` with the result marked as a runner crash.
+fn writer_inputs_or_crash(case: &Case, r: &mut CaseResult) -> Option<(Logical, ExpectedVersions, ExpectedTags)> {
+    writer_inputs(case)
+        .map_err(|e| {
+            r.status = Status::Crash;
+            r.detail = format!("the runner cannot load the case: {e}");
+        })
+        .ok()
+}
+
 /// Everything wrong with a dataset written from `logical`, as the reference sees it: each
 /// version read back and compared with its expected dump, each version verified (VAL-14),
 /// each tag read back, and the writer lint.
@@ -772,14 +782,7 @@ fn write_direction(adapter: &Adapter, info: &AdapterInfo, case: &Case, timeout: 
         r.detail = "the implementation does not list the write operation".into();
         return;
     }
-    let (logical, versions, tags) = match writer_inputs(case) {
-        Ok(x) => x,
-        Err(e) => {
-            r.status = Status::Crash;
-            r.detail = format!("the runner cannot load the case: {e}");
-            return;
-        }
-    };
+    let Some((logical, versions, tags)) = writer_inputs_or_crash(case, r) else { return };
     let tmp = match tempfile::Builder::new().prefix("tessera-conformance-").tempdir() {
         Ok(t) => t,
         Err(e) => {
@@ -822,14 +825,7 @@ fn read_direction(adapter: &Adapter, info: &AdapterInfo, case: &Case, timeout: D
         r.detail = "the implementation does not list the read operation".into();
         return;
     }
-    let (logical, versions, tags) = match writer_inputs(case) {
-        Ok(x) => x,
-        Err(e) => {
-            r.status = Status::Crash;
-            r.detail = format!("the runner cannot load the case: {e}");
-            return;
-        }
-    };
+    let Some((logical, versions, tags)) = writer_inputs_or_crash(case, r) else { return };
     let written =
         tempfile::Builder::new().prefix("tessera-conformance-").tempdir().map_err(|e| e.to_string()).and_then(|tmp| {
             let root = tmp.path().join("dataset");

@@ -351,19 +351,7 @@ impl Store {
     /// # Errors
     /// `io` on failure.
     pub fn list_recursive(&self, dir: &str) -> Result<Vec<(String, u64)>> {
-        block_on(async {
-            let p = self.path(dir);
-            let root = self.prefix.as_ref().len();
-            let items: Vec<_> = self.inner.list(Some(&p)).try_collect().await.map_err(|e| self.io(dir, e))?;
-            Ok(items
-                .into_iter()
-                .map(|m| {
-                    let full = m.location.as_ref();
-                    let rel = full.get(root..).unwrap_or(full).trim_start_matches('/').to_string();
-                    (rel, m.size)
-                })
-                .collect())
-        })
+        Ok(self.list_with_times(dir)?.into_iter().map(|(key, size, _)| (key, size)).collect())
     }
 }
 

@@ -367,6 +367,16 @@ struct Shard {
     bytes: u64,
 }
 
+/// Appends one regular file to a shard (mode 0644, mtime 0, so exports are reproducible).
+fn append_file(s: &mut Shard, name: &str, content: &[u8]) -> CliResult<()> {
+    let mut header = tar::Header::new_gnu();
+    header.set_size(content.len() as u64);
+    header.set_mode(0o644);
+    header.set_mtime(0);
+    header.set_entry_type(tar::EntryType::Regular);
+    s.builder.append_data(&mut header, name, content).map_err(|e| CliError::io(&s.path, &e))
+}
+
 fn finish_shard(s: Shard) -> CliResult<PathBuf> {
     let w = s.builder.into_inner().map_err(|e| CliError::io(&s.path, &e))?;
     let f = w.into_inner().map_err(|e| CliError::other(format!("{}: {e}", s.path.display())))?;
@@ -423,28 +433,14 @@ fn export_wds(
                     continue;
                 }
                 let content = encode_field(field, c, data, i)?;
-                let mut header = tar::Header::new_gnu();
-                header.set_size(content.len() as u64);
-                header.set_mode(0o644);
-                header.set_mtime(0);
-                header.set_entry_type(tar::EntryType::Regular);
-                s.builder
-                    .append_data(&mut header, format!("{key}.{fname}"), content.as_slice())
-                    .map_err(|e| CliError::io(&s.path, &e))?;
+                append_file(s, &format!("{key}.{fname}"), &content)?;
                 s.bytes += content.len() as u64 + 512;
                 bytes += data.row(i).len() as u64;
                 wrote = true;
             }
             if !wrote {
                 // Every value is null: keep the sample with a `__key__` file (ingest skips it).
-                let mut header = tar::Header::new_gnu();
-                header.set_size(key.len() as u64);
-                header.set_mode(0o644);
-                header.set_mtime(0);
-                header.set_entry_type(tar::EntryType::Regular);
-                s.builder
-                    .append_data(&mut header, format!("{key}.__key__"), key.as_bytes())
-                    .map_err(|e| CliError::io(&s.path, &e))?;
+                append_file(s, &format!("{key}.__key__"), key.as_bytes())?;
             }
             s.rows += 1;
             row += 1;
