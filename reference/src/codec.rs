@@ -15,10 +15,29 @@ pub fn compress(compression: Compression, raw: &[u8]) -> Result<Vec<u8>> {
     match compression {
         Compression::None => Ok(raw.to_vec()),
         Compression::Lz4 => Ok(lz4_flex::block::compress(raw)),
-        Compression::Zstd { level } => {
-            zstd::bulk::compress(raw, level).map_err(|e| Error::usage(format!("zstd compression failed: {e}")))
-        }
+        Compression::Zstd { level } => ZSTD_ENCODER.with_borrow_mut(|enc| {
+            let enc = match enc {
+                Some(enc) => enc,
+                None => enc.insert(zstd::bulk::Compressor::new(level).map_err(zstd_usage)?),
+            };
+            enc.set_compression_level(level).map_err(zstd_usage)?;
+            enc.compress(raw).map_err(zstd_usage)
+        }),
     }
+}
+
+fn zstd_usage(e: std::io::Error) -> Error {
+    Error::usage(format!("zstd compression failed: {e}"))
+}
+
+thread_local! {
+    /// One zstd context per thread for each direction: creating a context allocates and clears
+    /// its tables, which costs more than compressing or decoding a small page. Each call starts
+    /// a new frame, so nothing carries over between blocks.
+    static ZSTD_ENCODER: std::cell::RefCell<Option<zstd::bulk::Compressor<'static>>> =
+        const { std::cell::RefCell::new(None) };
+    static ZSTD_DECODER: std::cell::RefCell<Option<zstd::bulk::Decompressor<'static>>> =
+        const { std::cell::RefCell::new(None) };
 }
 
 /// Checks a block's declared sizes before anything is allocated `[DF-22]` `[LIM-07]` `[LIM-08]`.
@@ -70,10 +89,16 @@ pub fn decompress_into(codec: Codec, stored: &[u8], out: &mut [u8], what: &dyn F
 
 /// Decodes one zstd frame into `out`, refusing any output beyond `out.len()`.
 fn zstd_into(stored: &[u8], out: &mut [u8], what: &dyn Fn() -> String) -> Result<usize> {
-    let mut d = zstd::bulk::Decompressor::new().map_err(|e| Error::malformed(what(), format!("zstd: {e}")))?;
-    let n = d
-        .decompress_to_buffer(stored, out)
-        .map_err(|e| Error::malformed(what(), format!("zstd frame does not decode: {e}")))?;
+    let n = ZSTD_DECODER.with_borrow_mut(|d| {
+        let d = match d {
+            Some(d) => d,
+            None => {
+                d.insert(zstd::bulk::Decompressor::new().map_err(|e| Error::malformed(what(), format!("zstd: {e}")))?)
+            }
+        };
+        d.decompress_to_buffer(stored, out)
+            .map_err(|e| Error::malformed(what(), format!("zstd frame does not decode: {e}")))
+    })?;
     // One frame exactly: a second frame or trailing garbage would be silently ignored otherwise.
     match zstd::zstd_safe::find_frame_compressed_size(stored) {
         Ok(len) if len == stored.len() => Ok(n),

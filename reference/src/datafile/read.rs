@@ -129,7 +129,7 @@ impl DataFile {
         let mut all: Vec<Block> = Vec::new();
         for chunk in &self.footer.columns {
             for b in chunk.blocks() {
-                self.check_block(b, &format!("{what}: column {}", chunk.column_id))?;
+                self.check_block(b, &|| format!("{what}: column {}", chunk.column_id))?;
             }
             all.extend(chunk.blocks().copied());
         }
@@ -152,23 +152,24 @@ impl DataFile {
     }
 
     fn validate_chunk(&self, chunk: &ColumnChunk, col: &Column, rows: u64) -> Result<()> {
-        let what = format!("{}: column {}", self.what, col.id);
+        // Built only when a check fails: this runs for every chunk a decode reads.
+        let what = || format!("{}: column {}", self.what, col.id);
         if chunk.dtype != col.dtype {
             return Err(Error::invalid(
-                &what,
+                what(),
                 format!("dtype {} differs from the schema's {} [DF-14]", chunk.dtype, col.dtype),
             ));
         }
         if chunk.ragged_dims as usize != col.ragged_dims() {
-            return Err(Error::invalid(&what, "ragged_dims differs from the schema [DF-14]"));
+            return Err(Error::invalid(what(), "ragged_dims differs from the schema [DF-14]"));
         }
         if chunk.validity.is_some() != col.nullable || chunk.shapes.is_some() != (col.ragged_dims() > 0) {
-            return Err(Error::invalid(&what, "validity/shapes block presence does not match the schema [DF-15]"));
+            return Err(Error::invalid(what(), "validity/shapes block presence does not match the schema [DF-15]"));
         }
         if let Some(b) = &chunk.validity {
             self.check_block(b, &what)?;
             if b.codec != Codec::None || b.raw_len != rows.div_ceil(8) {
-                return Err(Error::invalid(&what, "validity block must be uncompressed, ceil(rows/8) bytes [DF-16]"));
+                return Err(Error::invalid(what(), "validity block must be uncompressed, ceil(rows/8) bytes [DF-16]"));
             }
         }
         if let Some(b) = &chunk.shapes {
@@ -176,46 +177,46 @@ impl DataFile {
             let want = rows.checked_mul(8 * u64::from(chunk.ragged_dims));
             if b.codec != Codec::None || Some(b.raw_len) != want {
                 return Err(Error::invalid(
-                    &what,
+                    what(),
                     "shapes block must be uncompressed, rows × ragged_dims × 8 bytes [DF-17]",
                 ));
             }
         }
-        Error::check_limit(|| format!("{what}: pages"), hard::MAX_PAGES, chunk.pages.len() as u64)?;
+        Error::check_limit(|| format!("{}: pages", what()), hard::MAX_PAGES, chunk.pages.len() as u64)?;
         let fixed = col.fixed_row_bytes();
         let mut total = 0u64;
         for (i, p) in chunk.pages.iter().enumerate() {
-            self.check_block(&p.block, &format!("{what} page {i}"))?;
+            self.check_block(&p.block, &|| format!("{} page {i}", what()))?;
             if p.row_count == 0 {
-                return Err(Error::invalid(&what, format!("page {i} has no rows [DF-18]")));
+                return Err(Error::invalid(what(), format!("page {i} has no rows [DF-18]")));
             }
-            total = total.checked_add(p.row_count).ok_or_else(|| Error::invalid(&what, "page row counts overflow"))?;
+            total = total.checked_add(p.row_count).ok_or_else(|| Error::invalid(what(), "page row counts overflow"))?;
             if let Some(rb) = fixed
                 && p.row_count.checked_mul(rb) != Some(p.block.raw_len)
             {
                 return Err(Error::invalid(
-                    &what,
+                    what(),
                     format!("page {i} raw length {} != {} rows × {rb} bytes [DF-19]", p.block.raw_len, p.row_count),
                 ));
             }
         }
         if total != rows {
-            return Err(Error::invalid(&what, format!("pages hold {total} rows, file has {rows} [DF-18]")));
+            return Err(Error::invalid(what(), format!("pages hold {total} rows, file has {rows} [DF-18]")));
         }
         Ok(())
     }
 
-    fn check_block(&self, b: &Block, what: &str) -> Result<()> {
+    fn check_block(&self, b: &Block, what: &dyn Fn() -> String) -> Result<()> {
         let in_bounds = b.offset.is_multiple_of(ALIGN)
             && b.offset >= ALIGN
             && b.offset.checked_add(b.stored_len).is_some_and(|end| end <= self.tail.footer_offset);
         if !in_bounds {
             return Err(Error::invalid(
-                what,
+                what(),
                 format!("block at {} (+{}) is misaligned or out of bounds [DF-21]", b.offset, b.stored_len),
             ));
         }
-        codec::check_sizes(b.codec, b.stored_len, b.raw_len, self.limits.max_block_raw, &|| what.to_string())
+        codec::check_sizes(b.codec, b.stored_len, b.raw_len, self.limits.max_block_raw, what)
     }
 
     /// The validated footer.
@@ -274,7 +275,7 @@ impl DataFile {
         let mut it = blocks.iter().zip(stored);
         let mut next = |label: &str| -> Result<Vec<u8>> {
             let (b, s) = it.next().ok_or_else(|| Error::usage("missing block"))?;
-            Self::decode_block(b, s, &format!("{what} {label}"))
+            Self::decode_block(b, s, &|| format!("{what} {label}"))
         };
         let validity = if chunk.validity.is_some() {
             let bits = next("validity")?;
@@ -348,16 +349,16 @@ impl DataFile {
         Ok(ColumnData::from_parts(column.dtype, column.shape.clone(), values, offsets, sizes, validity))
     }
 
-    fn decode_block(b: &Block, stored: &[u8], what: &str) -> Result<Vec<u8>> {
+    fn decode_block(b: &Block, stored: &[u8], what: &dyn Fn() -> String) -> Result<Vec<u8>> {
         if stored.len() as u64 != b.stored_len {
-            return Err(Error::malformed(what, format!("read {} bytes, block has {}", stored.len(), b.stored_len)));
+            return Err(Error::malformed(what(), format!("read {} bytes, block has {}", stored.len(), b.stored_len)));
         }
         let computed = crc32fast::hash(stored);
         if computed != b.crc32 {
-            return Err(Error::Checksum { what: what.to_string(), stored: b.crc32, computed });
+            return Err(Error::Checksum { what: what(), stored: b.crc32, computed });
         }
         // Sizes were bounded in `check_block`; the allocation is at most `max_block_raw`.
-        codec::decompress(b.codec, stored, b.raw_len as usize, &|| what.to_string())
+        codec::decompress(b.codec, stored, b.raw_len as usize, what)
     }
 
     /// Checks that every byte between header, blocks and footer is zero padding, given the
