@@ -26,17 +26,25 @@ pub(crate) struct Spec<'a> {
     pub(crate) description: &'a str,
     /// Which version to read.
     pub(crate) args: Option<Args>,
+    /// The fuzz finding (`TFZ-n` in `fuzz/README.md`) this case promotes, if any.
+    pub(crate) found_by: Option<&'a str>,
 }
 
 impl<'a> Spec<'a> {
     /// A case reading the latest version of `main`.
     pub(crate) fn new(id: &'a str, reqs: &'a [&'a str], description: &'a str) -> Self {
-        Self { id, reqs, description, args: None }
+        Self { id, reqs, description, args: None, found_by: None }
     }
 
     /// The same case reading the version `args` name.
     pub(crate) fn with_args(mut self, args: Args) -> Self {
         self.args = Some(args);
+        self
+    }
+
+    /// The same case, promoted from a fuzz finding: its provenance names the finding.
+    pub(crate) fn found_by(mut self, finding: &'a str) -> Self {
+        self.found_by = Some(finding);
         self
     }
 }
@@ -174,7 +182,10 @@ fn write_meta(dir: &Path, spec: Spec<'_>, class: CaseClass, error: Vec<String>, 
         args: spec.args,
         timeout_ms: None,
         description: spec.description.to_string(),
-        provenance: PROVENANCE.to_string(),
+        provenance: match spec.found_by {
+            Some(finding) => format!("{PROVENANCE} fuzz:{finding}"),
+            None => PROVENANCE.to_string(),
+        },
         hint,
     };
     let area = spec.id.split('-').nth(1).unwrap_or_default();

@@ -1830,6 +1830,72 @@ fn datafiles(em: &mut Emitter) -> Result<()> {
             })
         },
     )?;
+    // Promoted fuzz findings (fuzz/README.md).
+    em.reject(
+        Spec::new(
+            "n-datafile-0038-zero-width-page-declares-2pow32-rows",
+            &["DF-18", "SEC-03"],
+            "the one page of a u8 [0] column (an empty block) declares 2^32 rows; the file has 3. Rows of zero \
+             bytes make every size check pass, so a reader that sizes anything by the page's row count before \
+             checking the sum allocates for 2^32 rows",
+        )
+        .found_by("TFZ-2"),
+        "invalid",
+        "pages hold 4294967296 rows, file has 3",
+        |input| {
+            zero_width(input)?;
+            let ds = Ds::new(input);
+            ds.edit_data_file(&ds.main()?, FileLoc::default(), |_, f| {
+                chunk(f, 0)?.pages[0].row_count = 1 << 32;
+                Ok(())
+            })
+        },
+    )?;
+    em.reject(
+        Spec::new(
+            "n-datafile-0039-second-ref-to-one-file-reads-other-dtype",
+            &["DF-14", "SEG-07"],
+            "the fragment reads its one data file through two references: the first for every column but \
+             column 4 (f32 [4]), the second for column 4 alone, whose chunk the footer says is u32. A reader that \
+             validates a file once per path, for the columns of the first reference, would return the u32 \
+             bytes as f32 values",
+        )
+        .found_by("TFZ-5"),
+        "invalid",
+        "dtype u32 differs from the schema's f32",
+        |input| {
+            basic(input)?;
+            edit_file(input, |_, f| {
+                chunk(f, FEAT)?.dtype = DType::U32;
+                Ok(())
+            })?;
+            let (ds, m) = main_key(input)?;
+            ds.edit_segment(&m, 0, |s| {
+                let files = &mut s.fragments[0].files;
+                let mut second = files[0].clone();
+                files[0].column_ids.retain(|&c| c != FEAT);
+                second.column_ids = vec![FEAT];
+                files.push(second);
+            })
+        },
+    )?;
+    Ok(())
+}
+
+/// A u8 [0] column (rows of zero bytes, stored as one empty page) and an i64 column, 3 rows.
+fn zero_width(input: &Path) -> Result<()> {
+    let schema = Schema::new([Column::new("z", DType::U8, &[Fixed(0)]), Column::new("id", DType::I64, &[])])?;
+    let mut z = ColumnData::for_column(&schema.columns[0]);
+    for _ in 0..3 {
+        z.push_row(&[0], &[])?;
+    }
+    let mut clock = Clock::new();
+    let ds = create(input, schema, &mut clock)?;
+    ds.append(
+        &batch(vec![("z", z), ("id", ColumnData::from_scalars(&[7i64, 8, 9]))])?,
+        "zero-width rows",
+        clock.tick(),
+    )?;
     Ok(())
 }
 

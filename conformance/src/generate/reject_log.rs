@@ -421,6 +421,22 @@ fn lineage(em: &mut Emitter) -> Result<()> {
         "bad version reference",
         |m| m.parent = Some(vref(".hidden", 1)),
     )?;
+    em.reject(
+        Spec::new(
+            "n-manifest-0032-version-1-parent-is-itself",
+            &["MAN-02"],
+            "main@1 (no base) names itself as its parent: a reader that follows parent links without checking \
+             them walks this cycle forever",
+        )
+        .with_args(Args { version: Some(1), ..Args::default() })
+        .found_by("TFZ-4"),
+        "invalid",
+        FIT,
+        |input| {
+            plain(input)?;
+            Ds::new(input).edit_manifest("branches/main/00000000000000000001.tsm", |m| m.parent = Some(vref("main", 1)))
+        },
+    )?;
     Ok(())
 }
 
