@@ -148,6 +148,28 @@ mod tests {
     }
 
     #[test]
+    fn the_reused_zstd_contexts_carry_nothing_between_blocks() {
+        let a: Vec<u8> = (0..5000u32).map(|i| (i % 7) as u8).collect();
+        let b: Vec<u8> = (0..3000u32).map(|i| (i % 13) as u8).collect();
+        // Levels change between calls on this thread's one encoder; each output is what a
+        // fresh encoder at that level produces.
+        for (raw, level) in [(&a, 19), (&b, 1), (&a, 3)] {
+            let stored = compress(Compression::Zstd { level }, raw).unwrap();
+            assert_eq!(stored, zstd::bulk::compress(raw, level).unwrap());
+        }
+        // A frame that fails half-way leaves the decoder usable for the next block.
+        let good = compress(Compression::Zstd { level: 3 }, &a).unwrap();
+        let mut bad = good.clone();
+        let mid = bad.len() / 2;
+        bad[mid] ^= 0xff;
+        bad.truncate(bad.len() - 3);
+        assert!(decompress(Codec::Zstd, &bad, a.len(), &w).is_err());
+        assert_eq!(decompress(Codec::Zstd, &good, a.len(), &w).unwrap(), a);
+        let other = compress(Compression::Zstd { level: 1 }, &b).unwrap();
+        assert_eq!(decompress(Codec::Zstd, &other, b.len(), &w).unwrap(), b);
+    }
+
+    #[test]
     fn trailing_zstd_frames_are_malformed() {
         let mut stored = compress(Compression::Zstd { level: 1 }, b"abc").unwrap();
         let again = stored.clone();
