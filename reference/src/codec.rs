@@ -26,6 +26,7 @@ pub fn compress(compression: Compression, raw: &[u8]) -> Result<Vec<u8>> {
     }
 }
 
+#[allow(clippy::needless_pass_by_value)] // by value to fit `map_err`
 fn zstd_usage(e: std::io::Error) -> Error {
     Error::usage(format!("zstd compression failed: {e}"))
 }
