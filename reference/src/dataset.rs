@@ -122,7 +122,8 @@ impl Dataset {
     pub(crate) fn from_manifest(store: Store, manifest: Manifest, manifest_crc32: u32, limits: Limits) -> Result<Self> {
         let mut log: BTreeMap<u64, Arc<Fragment>> = BTreeMap::new();
         for sref in &manifest.segments {
-            let bytes = store.get(&sref.path).map_err(|e| referenced(e, &sref.path))?;
+            let max = envelope::max_object_len(limits.clamped().max_segment_body);
+            let bytes = store.get_bounded(&sref.path, max).map_err(|e| referenced(e, &sref.path))?;
             if bytes.len() as u64 != sref.size || envelope::stored_crc(&bytes) != sref.crc32 {
                 return Err(Error::invalid(
                     &sref.path,
@@ -250,7 +251,7 @@ impl Dataset {
         }
         paths::validate_relative(&file.path, &file.path)?;
         let columns = self.file_columns(file)?;
-        let (header, suffix, suffix_start) = block_on(fetch_tail(&self.store, file, &self.limits))?;
+        let (header, suffix, suffix_start) = block_on(fetch_tail(&self.store, file))?;
         let f = open_file(file, fragment.row_count, &columns, &self.limits, &header, &suffix, suffix_start, |r| {
             self.store.get_ranges(&file.path, &[r]).map(|mut v| v.pop().unwrap_or_default())
         })?;
@@ -334,11 +335,12 @@ impl Dataset {
         if let Some(d) = self.deletions.lock().map_err(|e| cache(e.to_string()))?.get(&info.fragment.id) {
             return Ok(d.clone());
         }
-        let bytes = self.store.get(&dref.path).map_err(|e| referenced(e, &dref.path))?;
+        let max = hard::MAX_SEGMENT_BODY.min(self.limits.clamped().max_segment_body);
+        let bytes =
+            self.store.get_bounded(&dref.path, envelope::max_object_len(max)).map_err(|e| referenced(e, &dref.path))?;
         if bytes.len() as u64 != dref.size || envelope::stored_crc(&bytes) != dref.crc32 {
             return Err(Error::invalid(&dref.path, "deletion vector size or CRC differs from its reference [DEL-03]"));
         }
-        let max = hard::MAX_SEGMENT_BODY.min(self.limits.clamped().max_segment_body);
         let dv: DeletionVector = envelope::open(ObjectKind::Deletion, &bytes, max, &dref.path)?;
         dv.validate(&info.fragment, dref, &dref.path)?;
         let rows = Arc::new(dv.rows);
@@ -435,13 +437,27 @@ pub(crate) fn apply_segment(log: &mut BTreeMap<u64, Arc<Fragment>>, seg: Segment
 
 /// Fetches the header (first 32 bytes) and a suffix of a data file in one request where the
 /// file is small, checking the object's size against the reference `[VAL-09]`.
-async fn fetch_tail(store: &Store, file: &DataFileRef, limits: &Limits) -> Result<(Bytes, Bytes, u64)> {
+async fn fetch_tail(store: &Store, file: &DataFileRef) -> Result<(Bytes, Bytes, u64)> {
     const SUFFIX: u64 = 64 << 10;
     let path = store.path(&file.path);
     let want = SUFFIX.min(file.size);
-    // A bounded range (not a suffix range, which Azure does not serve): the size is known.
-    let opts = GetOptions { range: Some(GetRange::Bounded(file.size - want..file.size)), ..GetOptions::default() };
-    let got = store.object_store().get_opts(&path, opts).await;
+    let start = file.size - want;
+    // Bounded ranges (not a suffix range, which Azure does not serve): the size is known. The
+    // header and the tail go out together, so opening a file costs one round trip (two when
+    // the footer is larger than the tail read).
+    let get = |range: Range<u64>| {
+        let path = path.clone();
+        async move {
+            let opts = GetOptions { range: Some(GetRange::Bounded(range)), ..GetOptions::default() };
+            store.object_store().get_opts(&path, opts).await
+        }
+    };
+    let (got, header) = if start <= datafile::HEADER_LEN {
+        (get(0..file.size).await, None)
+    } else {
+        let (t, h) = futures::join!(get(start..file.size), get(0..datafile::HEADER_LEN));
+        (t, Some(h))
+    };
     if let Err(e) = &got
         && !matches!(e, object_store::Error::NotFound { .. })
     {
@@ -462,25 +478,20 @@ async fn fetch_tail(store: &Store, file: &DataFileRef, limits: &Limits) -> Resul
         e => Error::Io { path: file.path.clone(), source: e },
     })?;
     let actual = r.meta.size;
-    let start = r.range.start;
-    let suffix = r.bytes().await.map_err(|e| Error::Io { path: file.path.clone(), source: e })?;
-    let _ = limits;
     if actual != file.size {
         return Err(Error::invalid(
             &file.path,
             format!("file is {actual} bytes, manifest says {} [SEG-07]", file.size),
         ));
     }
-    let header = if start == 0 {
-        suffix.slice(..suffix.len().min(datafile::HEADER_LEN as usize))
-    } else {
-        let header = GetOptions { range: Some(GetRange::Bounded(0..datafile::HEADER_LEN)), ..GetOptions::default() };
-        let r = store
-            .object_store()
-            .get_opts(&path, header)
-            .await
-            .map_err(|e| Error::Io { path: file.path.clone(), source: e })?;
-        r.bytes().await.map_err(|e| Error::Io { path: file.path.clone(), source: e })?
+    let start = r.range.start;
+    let suffix = store.bounded_body(&file.path, r).await?;
+    let header = match header {
+        None => suffix.slice(..suffix.len().min(datafile::HEADER_LEN as usize)),
+        Some(h) => {
+            let h = h.map_err(|e| Error::Io { path: file.path.clone(), source: e })?;
+            store.bounded_body(&file.path, h).await?
+        }
     };
     Ok((header, suffix, start))
 }
@@ -543,7 +554,7 @@ fn resolve(store: &Store, at: &At, limits: &Limits) -> Result<(String, u64)> {
 pub(crate) fn read_tag(store: &Store, name: &str, _limits: &Limits) -> Result<Tag> {
     paths::validate_ref_name(name)?;
     let key = paths::tag_key(name);
-    let bytes = store.get(&key)?;
+    let bytes = store.get_bounded(&key, envelope::max_object_len(hard::MAX_TAG_BODY))?;
     let tag: Tag = envelope::open(ObjectKind::Tag, &bytes, hard::MAX_TAG_BODY, &key)?;
     if tag.name != name {
         return Err(Error::invalid(&key, format!("tag record names {:?} [REF-01]", tag.name)));
@@ -600,7 +611,7 @@ pub(crate) fn load_manifest_exact(
     limits: &Limits,
 ) -> Result<(Manifest, u32)> {
     let key = paths::manifest_key(branch, version);
-    let bytes = store.get(&key)?;
+    let bytes = store.get_bounded(&key, envelope::max_object_len(limits.clamped().max_manifest_body))?;
     let m: Manifest =
         envelope::open_checked(ObjectKind::Manifest, &bytes, limits.clamped().max_manifest_body, &key, |body| {
             check_reader_flags(body, &key)

@@ -135,6 +135,13 @@ pub fn seal<T: Serialize>(kind: ObjectKind, value: &T) -> Result<Vec<u8>> {
     Ok(out)
 }
 
+/// The largest stored object whose body is at most `max_body` bytes: what a reader may GET
+/// for an object of this kind before it has seen a byte of it `[ENV-04]`.
+#[must_use]
+pub fn max_object_len(max_body: u64) -> u64 {
+    max_body.saturating_add((HEADER_LEN + TRAILER_LEN) as u64)
+}
+
 /// Validates the envelope in the order SPEC.md gives `[VAL-04]` and decodes the body.
 ///
 /// # Errors

@@ -48,7 +48,8 @@ pub fn collect_garbage(store: &Store, retention: Duration, dry_run: bool) -> Res
                 if !segments_seen.insert(sref.path.clone()) {
                     continue;
                 }
-                let bytes = store.get(&sref.path)?;
+                let max = envelope::max_object_len(limits.clamped().max_segment_body);
+                let bytes = store.get_bounded(&sref.path, max)?;
                 let seg: Segment = envelope::open(ObjectKind::Segment, &bytes, limits.max_segment_body, &sref.path)?;
                 for f in &seg.fragments {
                     live.extend(f.files.iter().map(|r| r.path.clone()));

@@ -170,21 +170,102 @@ impl Store {
         }
     }
 
-    /// Reads a whole object.
+    /// Reads a whole object, however large. Kept only until the last callers move to
+    /// [`Store::get_bounded`]; never use it for objects named by stored data.
     ///
     /// # Errors
     /// `not_found` if absent, `io` otherwise.
     pub fn get(&self, key: &str) -> Result<Bytes> {
-        block_on(async { self.get_async(key).await })
+        block_on(async {
+            let r = self.inner.get(&self.path(key)).await.map_err(|e| self.io(key, e))?;
+            r.bytes().await.map_err(|e| self.io(key, e))
+        })
     }
 
-    /// Reads a whole object (async).
+    /// Reads a whole object of at most `max_len` bytes `[ENV-04]`.
+    ///
+    /// The size the store reports is checked before any body byte is read, and the body is
+    /// collected with a running count, so a store that reports less than it sends (or a
+    /// stream that never ends) costs at most `max_len` bytes of memory.
     ///
     /// # Errors
-    /// As [`Store::get`].
-    pub async fn get_async(&self, key: &str) -> Result<Bytes> {
+    /// `limit` for an object (or a body) larger than `max_len`; `not_found` if absent; `io`
+    /// for a body shorter than the size the store reported, or any other failure.
+    pub fn get_bounded(&self, key: &str, max_len: u64) -> Result<Bytes> {
+        block_on(async { self.get_bounded_async(key, max_len).await })
+    }
+
+    /// Reads a whole object of at most `max_len` bytes (async).
+    ///
+    /// # Errors
+    /// As [`Store::get_bounded`].
+    pub async fn get_bounded_async(&self, key: &str, max_len: u64) -> Result<Bytes> {
         let r = self.inner.get(&self.path(key)).await.map_err(|e| self.io(key, e))?;
-        r.bytes().await.map_err(|e| self.io(key, e))
+        let declared = r.meta.size;
+        Error::check_limit(|| format!("object {key}: size"), max_len, declared)?;
+        if let object_store::GetResultPayload::File(..) = &r.payload {
+            // A local file: its size came from the file system and one read returns it.
+            return r.bytes().await.map_err(|e| self.io(key, e));
+        }
+        self.collect_bounded(key, r.into_stream(), declared, max_len).await
+    }
+
+    /// The body of a GET, at most as long as the range the store says it answers: a longer
+    /// body is refused as `limit` as it streams in, a shorter one is an `io` error.
+    ///
+    /// # Errors
+    /// As described; `io` for a failed stream.
+    pub async fn bounded_body(&self, key: &str, r: object_store::GetResult) -> Result<Bytes> {
+        let want = r.range.end.saturating_sub(r.range.start);
+        if let object_store::GetResultPayload::File(..) = &r.payload {
+            return r.bytes().await.map_err(|e| self.io(key, e));
+        }
+        self.collect_bounded(key, r.into_stream(), want, want).await
+    }
+
+    /// Collects a body stream the store said is `expected` bytes long, refusing more than
+    /// `max_len` bytes as `limit` and a short body as `io`; one chunk is returned without a copy.
+    async fn collect_bounded(
+        &self,
+        key: &str,
+        mut stream: futures::stream::BoxStream<'static, object_store::Result<Bytes>>,
+        expected: u64,
+        max_len: u64,
+    ) -> Result<Bytes> {
+        use futures::StreamExt;
+        let mut first: Option<Bytes> = None;
+        let mut buf: Option<bytes::BytesMut> = None;
+        let mut total = 0u64;
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.map_err(|e| self.io(key, e))?;
+            total = total.saturating_add(chunk.len() as u64);
+            Error::check_limit(|| format!("object {key}: body"), max_len.min(expected), total)?;
+            match (&mut first, &mut buf) {
+                (None, None) => first = Some(chunk),
+                (Some(f), None) => {
+                    // `expected` is at most `max_len`, checked by the caller.
+                    let mut b = bytes::BytesMut::with_capacity(expected as usize);
+                    b.extend_from_slice(f);
+                    b.extend_from_slice(&chunk);
+                    buf = Some(b);
+                }
+                (_, Some(b)) => b.extend_from_slice(&chunk),
+            }
+        }
+        if total != expected {
+            return Err(Error::Io {
+                path: format!("{}/{key}", self.url),
+                source: object_store::Error::Generic {
+                    store: "tessera",
+                    source: format!("the store announced {expected} bytes and sent {total}").into(),
+                },
+            });
+        }
+        Ok(match (first, buf) {
+            (_, Some(b)) => b.freeze(),
+            (Some(f), None) => f,
+            (None, None) => Bytes::new(),
+        })
     }
 
     /// Reads byte ranges of an object; nearby ranges are coalesced into one request.
@@ -231,8 +312,15 @@ impl Store {
             async move {
                 let opts = GetOptions { range: Some(GetRange::Bounded(m.clone())), ..GetOptions::default() };
                 let body = self.inner.get_opts(&path, opts).await.map_err(|e| self.io(key, e))?;
-                let bytes = body.bytes().await.map_err(|e| self.io(key, e))?;
-                if bytes.len() as u64 != m.end - m.start {
+                // A body longer than the range asked for is refused as it streams in, a
+                // shorter one is an `io` error: never a short slice, a panic or unbounded memory.
+                let want = m.end - m.start;
+                let bytes = if let object_store::GetResultPayload::File(..) = &body.payload {
+                    body.bytes().await.map_err(|e| self.io(key, e))?
+                } else {
+                    self.collect_bounded(key, body.into_stream(), want, want).await?
+                };
+                if bytes.len() as u64 != want {
                     return Err(Error::Io {
                         path: format!("{}/{key}", self.url),
                         source: object_store::Error::Generic {
