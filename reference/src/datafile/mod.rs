@@ -9,9 +9,11 @@
 //! libraries without copying. A reader fetches the trailer and footer with one suffix read,
 //! then the blocks of the columns it projects, one contiguous range per column.
 
+mod index;
 mod read;
 mod write;
 
+pub use index::{ChunkIndex, decode_block_into, verify_block};
 pub use read::{DataFile, Tail, check_header, parse_tail};
 pub use write::{DataFileWriter, EncodedFile};
 

@@ -3,10 +3,10 @@
 
 use std::ops::Range;
 
+use super::index::decode_block_into;
 use super::{ALIGN, Block, ColumnChunk, END_MAGIC, Footer, HEADER_LEN, MAGIC, TRAILER_LEN};
 use crate::codec;
-use crate::column::{ColumnData, full_shape, row_bytes};
-use crate::dtype::DType;
+use crate::column::{ColumnData, full_shape};
 use crate::envelope::{self, MAJOR, le8};
 use crate::error::{Error, Result};
 use crate::limits::{Limits, hard};
@@ -80,9 +80,9 @@ pub fn check_header(header: &[u8], what: &str) -> Result<()> {
 /// A data file whose footer has been validated against the schema: safe to decode from.
 #[derive(Clone, Debug)]
 pub struct DataFile {
-    what: String,
+    pub(super) what: String,
     tail: Tail,
-    footer: Footer,
+    pub(super) footer: Footer,
     limits: Limits,
 }
 
@@ -151,7 +151,7 @@ impl DataFile {
         Ok(())
     }
 
-    fn validate_chunk(&self, chunk: &ColumnChunk, col: &Column, rows: u64) -> Result<()> {
+    pub(super) fn validate_chunk(&self, chunk: &ColumnChunk, col: &Column, rows: u64) -> Result<()> {
         // Built only when a check fails: this runs for every chunk a decode reads.
         let what = || format!("{}: column {}", self.what, col.id);
         if chunk.dtype != col.dtype {
@@ -262,103 +262,34 @@ impl DataFile {
     /// `malformed` for a CRC or codec failure, `invalid` for sizes that disagree, `limit` for
     /// a row above the maximum.
     pub fn decode(&self, column: &Column, rows: Range<u64>, stored: &[&[u8]]) -> Result<ColumnData> {
-        let what = format!("{}: column {}", self.what, column.id);
-        let chunk = self.chunk(column.id).ok_or_else(|| Error::usage(format!("{what}: not in this file")))?;
-        // A chunk of a column the file was not opened for has not been validated yet
-        // (VAL-11); check it against this column before trusting its page counts.
-        self.validate_chunk(chunk, column, self.footer.row_count)?;
+        let what = || format!("{}: column {}", self.what, column.id);
+        let chunk = self.checked_chunk(column)?;
         let (blocks, first_page) = self.blocks_for(chunk, &rows);
         if blocks.len() != stored.len() || rows.end > self.footer.row_count || rows.start > rows.end {
-            return Err(Error::usage(format!("{what}: decode called with the wrong blocks or rows")));
+            return Err(Error::usage(format!("{}: decode called with the wrong blocks or rows", what())));
         }
-        let n_rows = self.footer.row_count;
-        let mut it = blocks.iter().zip(stored);
-        let mut next = |label: &str| -> Result<Vec<u8>> {
-            let (b, s) = it.next().ok_or_else(|| Error::usage("missing block"))?;
-            Self::decode_block(b, s, &|| format!("{what} {label}"))
-        };
-        let validity = if chunk.validity.is_some() {
-            let bits = next("validity")?;
-            if !n_rows.is_multiple_of(8) && bits.last().is_some_and(|&last| last >> (n_rows % 8) != 0) {
-                return Err(Error::invalid(&what, "validity padding bits are not zero [DF-16]"));
-            }
-            Some((0..n_rows).map(|i| bits[(i / 8) as usize] >> (i % 8) & 1 == 1).collect::<Vec<bool>>())
-        } else {
-            None
-        };
-        let ragged = chunk.ragged_dims as usize;
-        let sizes_all: Vec<u64> = if chunk.shapes.is_some() {
-            next("shapes")?.chunks_exact(8).map(|c| u64::from_le_bytes(le8(c))).collect()
-        } else {
-            Vec::new()
-        };
-        // Per-row byte sizes for every row of the file (needed to check page lengths).
-        let row_len = |r: u64| -> Result<u64> {
-            let sz = &sizes_all[(r as usize) * ragged..(r as usize + 1) * ragged];
-            let n = row_bytes(column.dtype, &column.shape, sz)
-                .ok_or_else(|| Error::limit(format!("{what}: row {r} bytes"), hard::MAX_ROW_BYTES, u64::MAX))?;
-            Error::check_limit(|| format!("{what}: row {r} bytes"), hard::MAX_ROW_BYTES, n)?;
-            if let Some(v) = &validity
-                && !v[r as usize]
-                && sz.iter().any(|&s| s != 0)
-            {
-                return Err(Error::invalid(&what, format!("null row {r} has non-zero ragged sizes [MOD-06]")));
-            }
-            Ok(n)
-        };
+        let n_index = usize::from(chunk.validity.is_some()) + usize::from(chunk.shapes.is_some());
+        let index = self.index_chunk(column, &stored[..n_index])?;
         let mut values = Vec::new();
         let mut offsets = vec![0u64];
-        let mut page_start: u64 = chunk.pages[..first_page].iter().map(|p| p.row_count).sum();
-        for page in &chunk.pages[first_page..] {
-            if page_start >= rows.end {
-                break;
+        let mut raw = Vec::new();
+        for (p, (block, bytes)) in (first_page..).zip(blocks[n_index..].iter().zip(&stored[n_index..])) {
+            let page_rows = index.page_rows(p);
+            raw.clear();
+            // Sizes were bounded when the footer was validated: at most `max_block_raw`.
+            raw.resize(block.raw_len as usize, 0);
+            decode_block_into(block, bytes, &mut raw, true, &|| format!("{} page", what()))?;
+            for r in page_rows.start.max(rows.start)..page_rows.end.min(rows.end) {
+                let (_, range) = index.locate(r);
+                let row = &raw[range];
+                index.check_row(r, row, &what)?;
+                values.extend_from_slice(row);
+                offsets.push(values.len() as u64);
             }
-            let page_end = page_start + page.row_count;
-            let mut lens = Vec::with_capacity(page.row_count as usize);
-            let mut sum = 0u64;
-            for r in page_start..page_end {
-                let n = row_len(r)?;
-                sum = sum.checked_add(n).ok_or_else(|| Error::invalid(&what, "page size overflows"))?;
-                lens.push(n);
-            }
-            if sum != page.block.raw_len {
-                return Err(Error::invalid(
-                    &what,
-                    format!(
-                        "page at {} holds {} bytes, its rows need {sum} [DF-19]",
-                        page.block.offset, page.block.raw_len
-                    ),
-                ));
-            }
-            let raw = next("page")?;
-            let mut at = 0usize;
-            for (r, n) in (page_start..page_end).zip(lens) {
-                let row = &raw[at..at + n as usize];
-                at += n as usize;
-                if r >= rows.start && r < rows.end {
-                    check_elements(column.dtype, row, &what, r)?;
-                    values.extend_from_slice(row);
-                    offsets.push(values.len() as u64);
-                }
-            }
-            page_start = page_end;
         }
-        let (a, b) = (rows.start as usize, rows.end as usize);
-        let sizes = if ragged > 0 { sizes_all[a * ragged..b * ragged].to_vec() } else { Vec::new() };
-        let validity = validity.map(|v| v[a..b].to_vec());
+        let sizes = rows.clone().flat_map(|r| index.sizes(r).iter().copied()).collect();
+        let validity = index.is_nullable().then(|| rows.map(|r| index.is_valid(r)).collect());
         Ok(ColumnData::from_parts(column.dtype, column.shape.clone(), values, offsets, sizes, validity))
-    }
-
-    fn decode_block(b: &Block, stored: &[u8], what: &dyn Fn() -> String) -> Result<Vec<u8>> {
-        if stored.len() as u64 != b.stored_len {
-            return Err(Error::malformed(what(), format!("read {} bytes, block has {}", stored.len(), b.stored_len)));
-        }
-        let computed = crc32fast::hash(stored);
-        if computed != b.crc32 {
-            return Err(Error::Checksum { what: what(), stored: b.crc32, computed });
-        }
-        // Sizes were bounded in `check_block`; the allocation is at most `max_block_raw`.
-        codec::decompress(b.codec, stored, b.raw_len as usize, what)
     }
 
     /// Checks that every byte between header, blocks and footer is zero padding, given the
@@ -385,18 +316,5 @@ impl DataFile {
     #[must_use]
     pub fn row_shape(column: &Column, sizes: &[u64]) -> Vec<u64> {
         full_shape(column.dtype, &column.shape, sizes)
-    }
-}
-
-/// Element-level checks: bool is 0/1, utf8 is UTF-8 `[DT-02]` `[DT-05]`.
-fn check_elements(dtype: DType, row: &[u8], what: &str, r: u64) -> Result<()> {
-    match dtype {
-        DType::Bool if row.iter().any(|&b| b > 1) => {
-            Err(Error::invalid(what, format!("row {r}: bool element not 0 or 1 [DT-02]")))
-        }
-        DType::Utf8 if std::str::from_utf8(row).is_err() => {
-            Err(Error::invalid(what, format!("row {r}: not UTF-8 [DT-05]")))
-        }
-        _ => Ok(()),
     }
 }
