@@ -14,7 +14,7 @@
 use tch::{Kind, Tensor};
 use tessera::{Column, DType, Dim};
 
-use crate::error::{LoaderError, Result};
+use crate::error::{LoaderError, Result, from_format};
 
 #[cfg(target_endian = "big")]
 compile_error!(
@@ -34,16 +34,6 @@ pub(crate) enum Conversion {
     U64ToI64,
 }
 
-/// Extra element checks stored bytes must pass.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Check {
-    None,
-    /// Every byte is 0 or 1.
-    Bool,
-    /// The row is UTF-8.
-    Utf8,
-}
-
 /// How one projected column is laid out in batches.
 #[derive(Clone, Debug)]
 pub(crate) struct ColumnLayout {
@@ -51,7 +41,6 @@ pub(crate) struct ColumnLayout {
     pub(crate) column: Column,
     pub(crate) kind: Kind,
     pub(crate) conv: Conversion,
-    pub(crate) check: Check,
     pub(crate) in_item: usize,
     pub(crate) out_item: usize,
     /// Per-row dims; `utf8`/`bytes` rows are `[Ragged]` bytes.
@@ -80,11 +69,6 @@ impl ColumnLayout {
             DType::U32 => (Kind::Int64, Conversion::U32ToI64),
             DType::U64 => (Kind::Int64, Conversion::U64ToI64),
         };
-        let check = match column.dtype {
-            DType::Bool => Check::Bool,
-            DType::Utf8 => Check::Utf8,
-            _ => Check::None,
-        };
         let dims = if column.dtype.is_variable() { vec![Dim::Ragged] } else { column.shape.clone() };
         let ragged = column.ragged_dims();
         if dims.iter().filter(|d| matches!(d, Dim::Ragged)).count() != ragged {
@@ -95,7 +79,6 @@ impl ColumnLayout {
             column: column.clone(),
             kind,
             conv,
-            check,
             in_item: column.dtype.item_size(),
             out_item: kind.elt_size_in_bytes(),
             dims,
@@ -127,7 +110,8 @@ impl ColumnLayout {
         if let Some(b) = self.fixed_row_bytes {
             return Some(b);
         }
-        self.row_dims(sizes).iter().try_fold(self.in_item as u64, |a, &d| a.checked_mul(d))
+        // The format's rule (the exact product, zero when any dim is zero), from the reference.
+        tessera::column::row_bytes(self.column.dtype, &self.column.shape, sizes)
     }
 }
 
@@ -306,16 +290,10 @@ impl ColumnPlan {
     }
 }
 
+/// The element rules of the stored bytes of one row (bool 0/1, UTF-8), from the reference.
 fn check_elements(layout: &ColumnLayout, row: &[u8]) -> Result<()> {
-    match layout.check {
-        Check::Bool if row.iter().any(|&b| b > 1) => {
-            Err(LoaderError::corrupt(format!("column {:?}", layout.name), "bool element is not 0 or 1"))
-        }
-        Check::Utf8 if std::str::from_utf8(row).is_err() => {
-            Err(LoaderError::corrupt(format!("column {:?}", layout.name), "text is not UTF-8"))
-        }
-        Check::None | Check::Bool | Check::Utf8 => Ok(()),
-    }
+    let what = || format!("column {:?}", layout.name);
+    tessera::datafile::check_row_elements(layout.column.dtype, row, &what).map_err(|e| from_format(&what(), e))
 }
 
 /// Converts little-endian stored elements into output elements (lengths already checked).

@@ -6,13 +6,12 @@ use std::collections::HashMap;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 
-use tessera::datafile::{Block, DataFile, Page};
-use tessera::limits::hard;
+use tessera::datafile::{Block, ChunkIndex, DataFile};
 use tessera::manifest::DataFileRef;
-use tessera::{Codec, Dataset, FragmentInfo};
+use tessera::{Dataset, FragmentInfo};
 
 use crate::assemble::ColumnLayout;
-use crate::error::{LoaderError, Result};
+use crate::error::{LoaderError, Result, from_format};
 use crate::memory::{Accountant, Charge, MemoryUse};
 use crate::source::{Fetcher, classify, with_retry};
 
@@ -50,60 +49,11 @@ impl FragmentEntry {
     }
 }
 
-/// One projected column's chunk in one data file, indexed.
-#[derive(Debug)]
-pub(crate) struct ChunkIndex {
-    pub(crate) pages: Vec<Page>,
-    /// First row of each page, then the row count (`pages.len() + 1` entries).
-    pub(crate) page_first_row: Vec<u64>,
-    /// For ragged columns, the byte offset of each row within the column's raw bytes
-    /// (`rows + 1` entries); fixed rows are at `row * row_bytes`.
-    pub(crate) row_start: Option<Vec<u64>>,
-    pub(crate) fixed_row_bytes: u64,
-    /// Ragged sizes, `rows * ragged`.
-    pub(crate) sizes: Vec<u64>,
-    pub(crate) ragged: usize,
-    pub(crate) validity: Option<Vec<u8>>,
-}
-
-impl ChunkIndex {
-    /// The page holding `row`.
-    pub(crate) fn page_of(&self, row: u64) -> usize {
-        self.page_first_row.partition_point(|&first| first <= row).saturating_sub(1)
-    }
-
-    fn raw_start(&self, row: u64) -> u64 {
-        match &self.row_start {
-            Some(starts) => starts.get(row as usize).copied().unwrap_or(u64::MAX),
-            None => row * self.fixed_row_bytes,
-        }
-    }
-
-    /// Row `row`'s page and byte range within the page's raw bytes.
-    pub(crate) fn locate(&self, row: u64) -> (usize, std::ops::Range<usize>) {
-        let page = self.page_of(row);
-        let base = self.raw_start(self.page_first_row[page]);
-        let (a, b) = (self.raw_start(row) - base, self.raw_start(row + 1) - base);
-        (page, a as usize..b as usize)
-    }
-
-    /// Row `row`'s ragged sizes.
-    pub(crate) fn sizes(&self, row: u64) -> &[u64] {
-        let r = row as usize;
-        self.sizes.get(r * self.ragged..(r + 1) * self.ragged).unwrap_or(&[])
-    }
-
-    /// Whether `row` holds a value.
-    pub(crate) fn is_valid(&self, row: u64) -> bool {
-        self.validity.as_ref().is_none_or(|bits| bits.get((row / 8) as usize).is_some_and(|b| b >> (row % 8) & 1 == 1))
-    }
-}
-
 /// The index of one data file for the projected columns it holds.
 #[derive(Debug)]
 pub(crate) struct FileMeta {
     pub(crate) data_file: Arc<DataFile>,
-    /// Parallel to [`FileEntry::columns`].
+    /// Parallel to [`FileEntry::columns`]: the reference's index of each chunk.
     pub(crate) chunks: Vec<ChunkIndex>,
     /// Bytes the index occupies (what the metadata share is charged).
     pub(crate) bytes: u64,
@@ -306,121 +256,29 @@ impl Catalog {
         let data_file = with_retry(&fetcher.retry, stopped, &fetcher.counters, &|| key.to_string(), || {
             self.dataset.data_file(&entry.info.fragment, &fe.file).map_err(|e| classify(&format!("opening {key}"), e))
         })?;
-        let rows = data_file.footer().row_count;
-        // One ranged read for every projected column's validity and shape blocks.
+        // One ranged read for every projected column's validity and shape blocks; the
+        // reference checks and indexes them (`ChunkIndex`: DF-16, DF-19, LIM-09, MOD-06).
         let mut blocks: Vec<Block> = Vec::new();
+        let mut counts = Vec::with_capacity(fe.columns.len());
         for &ci in &fe.columns {
-            let chunk = data_file
-                .chunk(self.columns[ci].column.id)
-                .ok_or_else(|| LoaderError::corrupt(key, "projected column missing from the footer"))?;
-            blocks.extend(chunk.validity.iter().chain(chunk.shapes.iter()).copied());
+            let column = &self.columns[ci].column;
+            let b = data_file.index_blocks(column).map_err(|e| from_format(key, e))?;
+            counts.push(b.len());
+            blocks.extend(b);
         }
         let ranges: Vec<_> = blocks.iter().map(Block::range).collect();
         let fetched = fetcher.fetch(key, &ranges, stopped)?;
-        let mut fetched = fetched.into_iter().zip(blocks);
-        let mut next_block = |label: &str| -> Result<Vec<u8>> {
-            let (bytes, block) = fetched.next().ok_or_else(|| LoaderError::corrupt(key, "missing block"))?;
-            let computed = crc32fast::hash(&bytes);
-            if computed != block.crc32 || block.codec != Codec::None {
-                return Err(LoaderError::Checksum {
-                    what: format!("{key}: {label} block"),
-                    stored: block.crc32,
-                    computed,
-                });
-            }
-            Ok(bytes.to_vec())
-        };
         let mut chunks = Vec::with_capacity(fe.columns.len());
-        let mut bytes = 0u64;
-        for &ci in &fe.columns {
-            let layout = &self.columns[ci];
-            let what = format!("{key}: column {:?}", layout.name);
-            let chunk = data_file.chunk(layout.column.id).ok_or_else(|| LoaderError::corrupt(&what, "missing"))?;
-            let validity = if chunk.validity.is_some() { Some(next_block("validity")?) } else { None };
-            let sizes: Vec<u64> = if chunk.shapes.is_some() {
-                next_block("shapes")?
-                    .chunks_exact(8)
-                    .map(|c| u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]))
-                    .collect()
-            } else {
-                Vec::new()
-            };
-            let index = index_chunk(layout, &chunk.pages, rows, sizes, validity, &what)?;
-            bytes += 8
-                * (index.page_first_row.len() + index.sizes.len() + index.row_start.as_ref().map_or(0, Vec::len))
-                    as u64
-                + index.validity.as_ref().map_or(0, |v| v.len() as u64)
-                + (index.pages.len() * std::mem::size_of::<Page>()) as u64;
+        let mut at = 0;
+        for (&ci, n) in fe.columns.iter().zip(counts) {
+            let stored: Vec<&[u8]> = fetched[at..at + n].iter().map(AsRef::as_ref).collect();
+            at += n;
+            let index = data_file.index_chunk(&self.columns[ci].column, &stored).map_err(|e| from_format(key, e))?;
             chunks.push(index);
         }
+        let bytes = chunks.iter().map(ChunkIndex::heap_bytes).sum();
         Ok(FileMeta { data_file, chunks, bytes, _charge: acct.charge(MemoryUse::Metadata, bytes) })
     }
-}
-
-/// Builds a chunk index and checks that every page's raw length is the sum of its rows'
-/// bytes `[DF-19]`: after this, a row's byte range always lies inside its page.
-fn index_chunk(
-    layout: &ColumnLayout,
-    pages: &[Page],
-    rows: u64,
-    sizes: Vec<u64>,
-    validity: Option<Vec<u8>>,
-    what: &str,
-) -> Result<ChunkIndex> {
-    let ragged = layout.ragged;
-    if sizes.len() as u64 != rows * ragged as u64 {
-        return Err(LoaderError::corrupt(what, "shape block has the wrong length"));
-    }
-    if let Some(v) = &validity
-        && v.len() as u64 != rows.div_ceil(8)
-    {
-        return Err(LoaderError::corrupt(what, "validity block has the wrong length"));
-    }
-    let mut page_first_row = Vec::with_capacity(pages.len() + 1);
-    let mut at = 0u64;
-    for p in pages {
-        page_first_row.push(at);
-        at = at.checked_add(p.row_count).ok_or_else(|| LoaderError::corrupt(what, "page row counts overflow"))?;
-    }
-    page_first_row.push(at);
-    if at != rows {
-        return Err(LoaderError::corrupt(what, "pages do not cover the file's rows"));
-    }
-    let mut index = ChunkIndex {
-        pages: pages.to_vec(),
-        page_first_row,
-        row_start: None,
-        fixed_row_bytes: layout.fixed_row_bytes.unwrap_or(0),
-        sizes,
-        ragged,
-        validity,
-    };
-    if ragged > 0 {
-        let mut starts = Vec::with_capacity(rows as usize + 1);
-        let mut acc = 0u64;
-        for r in 0..rows {
-            starts.push(acc);
-            let s = index.sizes(r);
-            let n = layout
-                .in_row_bytes(s)
-                .filter(|&n| n <= hard::MAX_ROW_BYTES)
-                .ok_or_else(|| LoaderError::corrupt(what, format!("row {r} is larger than the row limit")))?;
-            if !index.is_valid(r) && s.iter().any(|&x| x != 0) {
-                return Err(LoaderError::corrupt(what, format!("null row {r} has non-zero ragged sizes")));
-            }
-            acc = acc.checked_add(n).ok_or_else(|| LoaderError::corrupt(what, "row sizes overflow"))?;
-        }
-        starts.push(acc);
-        index.row_start = Some(starts);
-    }
-    for (i, p) in index.pages.iter().enumerate() {
-        let (a, b) = (index.page_first_row[i], index.page_first_row[i + 1]);
-        let raw = index.raw_start(b).checked_sub(index.raw_start(a));
-        if raw != Some(p.block.raw_len) {
-            return Err(LoaderError::corrupt(what, format!("page {i} raw length disagrees with its rows [DF-19]")));
-        }
-    }
-    Ok(index)
 }
 
 #[cfg(test)]

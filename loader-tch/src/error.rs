@@ -48,6 +48,8 @@ pub enum LoaderError {
         what: String,
         /// What is wrong.
         reason: String,
+        /// The spec's error class (`malformed` or `invalid`).
+        class: tessera::ErrorClass,
     },
     /// A resume state that belongs to another dataset version, seed or set of settings.
     #[error("resume state refused: {0}")]
@@ -96,7 +98,23 @@ impl LoaderError {
 
     /// A [`LoaderError::Corrupt`].
     pub(crate) fn corrupt(what: impl Into<String>, reason: impl Into<String>) -> Self {
-        Self::Corrupt { what: what.into(), reason: reason.into() }
+        Self::Corrupt { what: what.into(), reason: reason.into(), class: tessera::ErrorClass::Invalid }
+    }
+
+    /// The spec's error class (SPEC.md §"Reader validation"), for errors that have one:
+    /// faults of stored bytes, limits, storage, and the caller's mistakes (`usage`).
+    #[must_use]
+    pub fn class(&self) -> Option<tessera::ErrorClass> {
+        use tessera::ErrorClass as C;
+        match self {
+            Self::Checksum { .. } => Some(C::Malformed),
+            Self::Corrupt { class, .. } => Some(*class),
+            Self::Dataset { source, .. } => Some(source.class()),
+            Self::Storage { .. } => Some(C::Io),
+            Self::Budget { .. } => Some(C::Limit),
+            Self::Config(_) | Self::Resume(_) | Self::Sampler(_) | Self::NoColumn(_) => Some(C::Usage),
+            Self::Tensor { .. } | Self::WorkerPanicked(_) | Self::Stopped => None,
+        }
     }
 
     /// A [`LoaderError::Config`].
@@ -130,8 +148,11 @@ impl LoaderError {
 pub(crate) fn from_format(context: &str, e: tessera::Error) -> LoaderError {
     match e {
         tessera::Error::Checksum { what, stored, computed } => LoaderError::Checksum { what, stored, computed },
-        tessera::Error::Malformed { what, reason } | tessera::Error::Invalid { what, reason } => {
-            LoaderError::Corrupt { what, reason }
+        tessera::Error::Malformed { what, reason } => {
+            LoaderError::Corrupt { what, reason, class: tessera::ErrorClass::Malformed }
+        }
+        tessera::Error::Invalid { what, reason } => {
+            LoaderError::Corrupt { what, reason, class: tessera::ErrorClass::Invalid }
         }
         other => LoaderError::dataset(context, other),
     }

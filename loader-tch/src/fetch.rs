@@ -23,7 +23,7 @@ use std::thread::JoinHandle;
 
 use bytes::Bytes;
 use tessera::Codec;
-use tessera::datafile::Block;
+use tessera::datafile::{self, Block};
 
 use crate::assemble::ColumnPlan;
 use crate::batch::{Batch, ColumnTensors, SkippedSample};
@@ -247,22 +247,21 @@ fn column_buf(set: &mut BufferSet, c: usize) -> Result<&mut [u8]> {
         .ok_or_else(|| LoaderError::WorkerPanicked(format!("column {c} has no buffer")))
 }
 
-/// Verifies (optionally) and decodes a stored page into owned raw bytes.
-fn decode_page(block: &Block, stored: &[u8], verify: bool, what: &dyn Fn() -> String) -> Result<Bytes> {
-    if stored.len() as u64 != block.stored_len {
-        return Err(LoaderError::corrupt(what(), "short page read"));
-    }
-    if verify {
-        let computed = crc32fast::hash(stored);
-        if computed != block.crc32 {
-            return Err(LoaderError::Checksum { what: what(), stored: block.crc32, computed });
-        }
-    }
+/// Checks a block's stored bytes through the reference (length; CRC-32 when `verify`).
+fn verify(block: &Block, stored: &[u8], verify: bool, what: &dyn Fn() -> String) -> Result<()> {
+    datafile::verify_block(block, stored, verify, what).map_err(|e| from_format(&what(), e))
+}
+
+/// Verifies (optionally) and decodes a stored page into owned raw bytes, through the
+/// reference's decoder.
+fn decode_page(block: &Block, stored: &[u8], check: bool, what: &dyn Fn() -> String) -> Result<Bytes> {
     if block.codec == Codec::None {
+        verify(block, stored, check, what)?;
         return Ok(Bytes::copy_from_slice(stored));
     }
+    // Sizes were bounded by the footer's validation: at most the block limit.
     let mut raw = vec![0u8; block.raw_len as usize];
-    tessera::codec::decompress_into(block.codec, stored, &mut raw, what).map_err(|e| from_format(&what(), e))?;
+    datafile::decode_block_into(block, stored, &mut raw, check, what).map_err(|e| from_format(&what(), e))?;
     Ok(Bytes::from(raw))
 }
 
@@ -501,7 +500,7 @@ impl Worker {
                     pages.dedup();
                     pages.sort_unstable();
                     pages.dedup();
-                    bytes += pages.iter().map(|&p| chunk.pages[p].block.raw_len).sum::<u64>();
+                    bytes += pages.iter().map(|&p| chunk.pages()[p].block.raw_len).sum::<u64>();
                     cols.push(pages);
                 }
             }
@@ -527,7 +526,7 @@ impl Worker {
         let mut list: Vec<(usize, usize, Block)> = Vec::new();
         for (pos, pages) in wanted.iter().enumerate() {
             for &p in pages {
-                list.push((pos, p, meta.chunks[pos].pages[p].block));
+                list.push((pos, p, meta.chunks[pos].pages()[p].block));
             }
         }
         let what = |pos: usize, p: usize| format!("{key}: projected column #{pos} page {p}");
@@ -537,12 +536,7 @@ impl Worker {
                     self.make_room(0, true)?;
                     let mut v = vec![0u8; block.stored_len as usize];
                     sh.fetcher.read_into(&key, block.offset, &mut v, &sh.stopped)?;
-                    let computed = if sh.set.verify { crc32fast::hash(&v) } else { block.crc32 };
-                    if computed == block.crc32 {
-                        Ok(Bytes::from(v))
-                    } else {
-                        Err(LoaderError::Checksum { what: what(pos, p), stored: block.crc32, computed })
-                    }
+                    verify(&block, &v, sh.set.verify, &|| what(pos, p)).map(|()| Bytes::from(v))
                 } else {
                     let n = block.stored_len as usize;
                     self.scratch(n)?;
@@ -827,7 +821,7 @@ impl Worker {
                 }
                 let group = items[k..end].to_vec();
                 k = end;
-                let block = chunk.pages[page].block;
+                let block = chunk.pages()[page].block;
                 if !verify && block.codec == Codec::None {
                     for (j, phys) in group {
                         let (_, r) = chunk.locate(phys);
@@ -838,7 +832,7 @@ impl Worker {
                     needs.push(Need::Cached { pos, col: c, raw, items: group });
                 } else if local
                     && group.len() == 1
-                    && chunk.pages[page].row_count == 1
+                    && chunk.pages()[page].row_count == 1
                     && plans[c].direct_range(layout, group[0].0).is_some_and(|d| d.len() as u64 == block.raw_len)
                 {
                     needs.push(Need::Single { col: c, j: group[0].0, block });
@@ -984,7 +978,7 @@ impl Worker {
                         // Cache the page only if it holds rows this batch did not take (a later
                         // batch may want them), and never as a slice of a fetched body, which
                         // would keep the whole coalesced body alive unaccounted.
-                        let rows_left = (items.len() as u64) < meta.chunks[pos].pages[page].row_count;
+                        let rows_left = (items.len() as u64) < meta.chunks[pos].pages()[page].row_count;
                         if rows_left && raw.len() as u64 <= self.sh.allowance / 2 {
                             self.make_room(raw.len() as u64, true)?;
                             let raw = if fetched { Bytes::copy_from_slice(&raw) } else { raw };
@@ -1054,16 +1048,9 @@ impl Worker {
     ) -> Result<()> {
         let sh = self.sh.clone();
         let layout = &sh.catalog.columns[col];
-        let verify = sh.set.verify;
+        let check = sh.set.verify;
         let what = || format!("{key}: column {:?} page at {}", layout.name, block.offset);
-        let crc_ok = |bytes: &[u8]| {
-            let computed = if verify { crc32fast::hash(bytes) } else { block.crc32 };
-            if computed == block.crc32 {
-                Ok(())
-            } else {
-                Err(LoaderError::Checksum { what: what(), stored: block.crc32, computed })
-            }
-        };
+        let crc_ok = |bytes: &[u8]| verify(block, bytes, check, &what);
         let dst = plan
             .direct_range(layout, j)
             .ok_or_else(|| LoaderError::WorkerPanicked("single-row page without a direct slot".into()))?;
@@ -1079,8 +1066,7 @@ impl Worker {
         let mut tmp = std::mem::take(&mut self.scratch);
         let buf = column_buf(set, col)?;
         let r = sh.fetcher.read_into(key, block.offset, &mut tmp[..n], &sh.stopped).and_then(|()| {
-            crc_ok(&tmp[..n])?;
-            tessera::codec::decompress_into(block.codec, &tmp[..n], &mut buf[dst.clone()], &what)
+            datafile::decode_block_into(block, &tmp[..n], &mut buf[dst.clone()], check, &what)
                 .map_err(|e| from_format(&what(), e))
         });
         self.scratch = tmp;
@@ -1091,28 +1077,22 @@ impl Worker {
     /// A whole page, verified and decoded (from fetched bytes, or read now).
     fn read_page(&mut self, key: &str, col: usize, page: usize, block: &Block, stored: Option<Bytes>) -> Result<Bytes> {
         let sh = self.sh.clone();
-        let verify = sh.set.verify;
+        let check = sh.set.verify;
         let what = || format!("{key}: column {:?} page {page}", sh.catalog.columns[col].name);
         if let Some(bytes) = stored {
-            if block.codec == Codec::None && bytes.len() as u64 == block.stored_len {
+            if block.codec == Codec::None {
                 // Zero copy: the fetched bytes are the page.
-                let computed = if verify { crc32fast::hash(&bytes) } else { block.crc32 };
-                if computed != block.crc32 {
-                    return Err(LoaderError::Checksum { what: what(), stored: block.crc32, computed });
-                }
+                verify(block, &bytes, check, &what)?;
                 return Ok(bytes);
             }
-            return decode_page(block, &bytes, verify, &what);
+            return decode_page(block, &bytes, check, &what);
         }
         if block.codec == Codec::None {
             // Read straight into the page's own buffer: it becomes the cached raw bytes.
             self.make_room(block.stored_len, true)?;
             let mut v = vec![0u8; block.stored_len as usize];
             sh.fetcher.read_into(key, block.offset, &mut v, &sh.stopped)?;
-            let computed = if verify { crc32fast::hash(&v) } else { block.crc32 };
-            if computed != block.crc32 {
-                return Err(LoaderError::Checksum { what: what(), stored: block.crc32, computed });
-            }
+            verify(block, &v, check, &what)?;
             return Ok(Bytes::from(v));
         }
         let n = block.stored_len as usize;
@@ -1121,7 +1101,7 @@ impl Worker {
         let r = sh
             .fetcher
             .read_into(key, block.offset, &mut tmp[..n], &sh.stopped)
-            .and_then(|()| decode_page(block, &tmp[..n], verify, &what));
+            .and_then(|()| decode_page(block, &tmp[..n], check, &what));
         self.scratch = tmp;
         r
     }

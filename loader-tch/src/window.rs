@@ -27,7 +27,7 @@ use crate::memory::Charge;
 #[derive(Clone, Debug)]
 pub(crate) enum Fault {
     Checksum { what: String, stored: u32, computed: u32 },
-    Corrupt { what: String, reason: String },
+    Corrupt { what: String, reason: String, class: tessera::ErrorClass },
 }
 
 impl Fault {
@@ -37,8 +37,14 @@ impl Fault {
             LoaderError::Checksum { what, stored, computed } => {
                 Some(Self::Checksum { what: what.clone(), stored: *stored, computed: *computed })
             }
-            LoaderError::Corrupt { what, reason } => Some(Self::Corrupt { what: what.clone(), reason: reason.clone() }),
-            e if e.is_data_error() => Some(Self::Corrupt { what: "data".into(), reason: e.to_string() }),
+            LoaderError::Corrupt { what, reason, class } => {
+                Some(Self::Corrupt { what: what.clone(), reason: reason.clone(), class: *class })
+            }
+            e if e.is_data_error() => Some(Self::Corrupt {
+                what: "data".into(),
+                reason: e.to_string(),
+                class: e.class().unwrap_or(tessera::ErrorClass::Invalid),
+            }),
             _ => None,
         }
     }
@@ -48,7 +54,9 @@ impl Fault {
             Self::Checksum { what, stored, computed } => {
                 LoaderError::Checksum { what: what.clone(), stored: *stored, computed: *computed }
             }
-            Self::Corrupt { what, reason } => LoaderError::Corrupt { what: what.clone(), reason: reason.clone() },
+            Self::Corrupt { what, reason, class } => {
+                LoaderError::Corrupt { what: what.clone(), reason: reason.clone(), class: *class }
+            }
         }
     }
 }

@@ -150,19 +150,19 @@ impl ChunkIndex {
     /// # Errors
     /// `invalid` naming the row.
     pub fn check_row(&self, row: u64, bytes: &[u8], what: &dyn Fn() -> String) -> Result<()> {
-        check_elements(self.dtype, bytes, what, row)
+        check_row_elements(self.dtype, bytes, &|| format!("{} row {row}", what()))
     }
 }
 
-/// Element-level checks: bool is 0/1, utf8 is UTF-8 `[DT-02]` `[DT-05]`.
-pub(crate) fn check_elements(dtype: DType, row: &[u8], what: &dyn Fn() -> String, r: u64) -> Result<()> {
+/// Checks the decoded bytes of one row of a column of `dtype`: bool is 0 or 1 `[DT-02]`,
+/// utf8 is UTF-8 `[DT-05]`; other types accept any bytes.
+///
+/// # Errors
+/// `invalid`.
+pub fn check_row_elements(dtype: DType, row: &[u8], what: &dyn Fn() -> String) -> Result<()> {
     match dtype {
-        DType::Bool if row.iter().any(|&b| b > 1) => {
-            Err(Error::invalid(what(), format!("row {r}: bool element not 0 or 1 [DT-02]")))
-        }
-        DType::Utf8 if std::str::from_utf8(row).is_err() => {
-            Err(Error::invalid(what(), format!("row {r}: not UTF-8 [DT-05]")))
-        }
+        DType::Bool if row.iter().any(|&b| b > 1) => Err(Error::invalid(what(), "bool element not 0 or 1 [DT-02]")),
+        DType::Utf8 if std::str::from_utf8(row).is_err() => Err(Error::invalid(what(), "not UTF-8 [DT-05]")),
         _ => Ok(()),
     }
 }

@@ -13,7 +13,7 @@ mod index;
 mod read;
 mod write;
 
-pub use index::{ChunkIndex, decode_block_into, verify_block};
+pub use index::{ChunkIndex, check_row_elements, decode_block_into, verify_block};
 pub use read::{DataFile, Tail, check_header, parse_tail};
 pub use write::{DataFileWriter, EncodedFile};
 
