@@ -56,9 +56,9 @@ pub struct SkippedSample {
 /// in the epoch.
 ///
 /// On the CPU the value tensors are views of a pooled buffer that is recycled when the
-/// batch (and every [`Batch::split`] part of it) is dropped. Use a tensor freely while you
-/// hold the batch; to keep one longer, [`Batch::take`] it (or copy it). Holding a
-/// `shallow_clone` of a borrowed tensor past the batch's drop would see the memory refilled.
+/// batch (and every [`Batch::split`] part of it) is dropped and no tensor shares the buffer
+/// any more. A tensor (or any alias of one) kept past the batch keeps its values: its buffer
+/// is then not recycled.
 #[derive(Debug)]
 pub struct Batch {
     pub(crate) names: Vec<String>,

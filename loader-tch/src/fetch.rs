@@ -243,8 +243,10 @@ fn column_buf(set: &mut BufferSet, c: usize) -> Result<&mut [u8]> {
     set.bufs
         .get_mut(c)
         .and_then(Option::as_mut)
-        .map(|(b, _)| b.bytes_mut())
-        .ok_or_else(|| LoaderError::WorkerPanicked(format!("column {c} has no buffer")))
+        .ok_or_else(|| LoaderError::WorkerPanicked(format!("column {c} has no buffer")))?
+        .0
+        .bytes_mut()
+        .ok_or_else(|| LoaderError::WorkerPanicked(format!("column {c}'s buffer is still shared with a tensor")))
 }
 
 /// Checks a block's stored bytes through the reference (length; CRC-32 when `verify`).

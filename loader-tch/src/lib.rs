@@ -95,10 +95,11 @@
 //! CUDA and CUDA is available) and filled in place; the only `unsafe` code is the slice over a
 //! tensor's storage in `slots.rs`. Batches on CUDA are copied with `non_blocking = true`.
 //!
-//! **The one rule of buffer reuse:** on the CPU, a batch's tensors are views of a pooled
-//! buffer that is refilled after the [`Batch`] is dropped. Don't keep a `shallow_clone()`
-//! (or an autograd graph that saved the tensor) beyond the batch; [`Batch::take`] a column
-//! (or `.copy()` it) to keep it, or set [`LoaderConfig::reuse_buffers`] to `false`.
+//! **Buffer reuse cannot be observed:** on the CPU, a batch's tensors are views of a pooled
+//! buffer. The buffer is refilled only when libtorch reports that no tensor shares its storage
+//! any more, so a view, `shallow_clone()`, CPU `to_device` or autograd graph that the loop
+//! keeps beyond the batch keeps its values; the pool lets that buffer go and allocates a new
+//! one (at the cost of that allocation, so keep aliases only when you mean to).
 //!
 //! ## Memory
 //! One budget ([`LoaderConfig::memory_budget`]) covers batch buffers, in-flight fetches and

@@ -12,6 +12,10 @@
 //! return one, so waiting would never end. Such a loop holds that memory itself; the
 //! accountant counts it as an overcommit of the `Ready` share.
 //!
+//! A buffer goes back into use only when libtorch says no tensor but the pool's own handle
+//! shares its storage ([`HostBuffer::is_exclusive`]): a batch tensor the training loop keeps
+//! (a view, a `shallow_clone`) keeps its values, and that buffer is replaced by a new one.
+//!
 //! With `reuse = false` the buffers are freed instead, and every batch allocates fresh
 //! tensors (for consumers that keep batch tensors past the batch's life).
 
@@ -152,8 +156,16 @@ impl BufferPool {
         self.give_back_from(set, false);
     }
 
-    fn give_back_from(&self, set: BufferSet, delivered: bool) {
+    fn give_back_from(&self, mut set: BufferSet, delivered: bool) {
         let keep = self.reuse && self.starved.load(Ordering::Acquire) == 0;
+        // A buffer whose storage a tensor of the user still shares (a view or shallow clone
+        // kept past the batch) is let go, never refilled: the user's tensor keeps the memory
+        // and its values, and the next batch gets a fresh buffer.
+        for slot in &mut set.bufs {
+            if slot.as_ref().is_some_and(|(b, _)| !b.is_exclusive()) {
+                *slot = None;
+            }
+        }
         let freed = {
             let mut s = self.lock();
             s.outstanding = s.outstanding.saturating_sub(1);
@@ -256,7 +268,7 @@ mod tests {
         let mut a = pool.take(&stop).unwrap();
         pool.ensure(&mut a, 0, 100, &stop, &|| false).unwrap();
         pool.ensure(&mut a, 1, 10, &stop, &|| false).unwrap();
-        let ptr = a.bufs[0].as_mut().unwrap().0.bytes_mut().as_ptr();
+        let ptr = a.bufs[0].as_mut().unwrap().0.bytes_mut().unwrap().as_ptr();
         let b = pool.take(&stop).unwrap();
         assert_eq!(acct.stats().current, 110);
         // Two sets are out: a third waits until one comes back.
@@ -265,7 +277,7 @@ mod tests {
         let t = std::thread::spawn(move || {
             let stop = AtomicBool::new(false);
             let mut c = pool2.take(&stop).unwrap();
-            let p = c.bufs[0].as_mut().unwrap().0.bytes_mut().as_ptr() as usize;
+            let p = c.bufs[0].as_mut().unwrap().0.bytes_mut().unwrap().as_ptr() as usize;
             pool2.give_back(c);
             p
         });

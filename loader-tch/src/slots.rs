@@ -5,10 +5,30 @@
 //! read, decompress and copy sample bytes straight into [`HostBuffer::bytes_mut`], and the
 //! batch's tensors are zero-copy views of it ([`HostBuffer::view`]), so a batch tensor is
 //! allocated once and filled in place.
+//!
+//! Reuse cannot be observed: libtorch counts the tensors that share a storage, and
+//! [`HostBuffer::bytes_mut`] hands out the bytes only while the buffer's own handle is the
+//! storage's only user ([`HostBuffer::is_exclusive`]). A view, `shallow_clone` or CPU
+//! `to_device` of a batch tensor that the training loop keeps after dropping the batch keeps
+//! the storage's count above one, so the pool lets that buffer go (it lives on with the
+//! user's tensor) and allocates a new one instead of writing over it.
 
 use tch::{Device, Kind, Tensor};
 
 use crate::error::{LoaderError, Result};
+
+unsafe extern "C" {
+    /// `csrc/storage.cpp`: the number of tensors sharing `t`'s storage (-1 without one).
+    fn tessera_storage_use_count(t: *const torch_sys::C_tensor) -> std::ffi::c_long;
+}
+
+/// How many tensors share `t`'s storage (`t` itself included).
+pub(crate) fn storage_users(t: &Tensor) -> i64 {
+    // SAFETY: `t.as_ptr()` is the `at::Tensor*` tch keeps alive for as long as `t`, which
+    // the borrow outlives; the shim only reads the storage's reference count (an atomic) and
+    // handles an undefined tensor or one without storage.
+    i64::from(unsafe { tessera_storage_use_count(t.as_ptr()) })
+}
 
 /// A libtorch-owned byte buffer the loader may write through a Rust slice.
 #[derive(Debug)]
@@ -43,14 +63,24 @@ impl HostBuffer {
         self.capacity
     }
 
-    /// The whole buffer as a mutable byte slice.
-    pub(crate) fn bytes_mut(&mut self) -> &mut [u8] {
+    /// True when no tensor but this buffer's own handle uses its storage: every view handed
+    /// out has been dropped, so writing cannot change a tensor anyone can still read.
+    pub(crate) fn is_exclusive(&self) -> bool {
+        storage_users(&self.storage) == 1
+    }
+
+    /// The whole buffer as a mutable byte slice, or `None` while another tensor still
+    /// shares the storage ([`HostBuffer::is_exclusive`]).
+    pub(crate) fn bytes_mut(&mut self) -> Option<&mut [u8]> {
+        if !self.is_exclusive() {
+            return None;
+        }
         if self.capacity == 0 {
-            return &mut [];
+            return Some(&mut []);
         }
         let ptr = self.storage.data_ptr().cast::<u8>();
         if ptr.is_null() {
-            return &mut [];
+            return Some(&mut []);
         }
         // SAFETY:
         // - `storage` is a contiguous 1-D Uint8 CPU tensor of exactly `capacity` elements that
@@ -60,12 +90,12 @@ impl HostBuffer {
         // - The allocation lives as long as `storage`, which `self` owns; the returned slice
         //   borrows `self` mutably, so it cannot outlive the tensor or alias another slice
         //   from this method.
-        // - Tensors that view this storage (from `view`) are read by the consumer only while
-        //   it holds the batch; the pool hands a buffer back to a worker only after the batch
-        //   that held its views was dropped, and a tensor taken out of a batch forfeits its
-        //   buffer (see `pool`). Keeping a `shallow_clone` of a borrowed batch tensor past the
-        //   batch's drop breaks that rule; the crate docs state it.
-        unsafe { std::slice::from_raw_parts_mut(ptr, self.capacity) }
+        // - No other tensor can read these bytes while the slice lives: `is_exclusive` just
+        //   saw `storage` as the storage's only user, and new users are made only from
+        //   `storage` itself (`view` takes `&self`, which the `&mut self` borrow excludes).
+        //   Views handed out earlier and kept by the user (views, shallow clones, CPU
+        //   `to_device`) each hold a use, so a buffer they still see is never written.
+        Some(unsafe { std::slice::from_raw_parts_mut(ptr, self.capacity) })
     }
 
     /// A tensor of `kind` and `shape` over the first `len` bytes (no copy: it shares the
@@ -98,25 +128,54 @@ mod tests {
     #[allow(clippy::float_cmp)] // exact bit patterns are written and read back
     fn writes_through_the_slice_show_in_views() {
         let mut b = HostBuffer::new(64, None).unwrap();
-        assert!(b.bytes_mut().iter().all(|&x| x == 0));
+        assert!(b.bytes_mut().unwrap().iter().all(|&x| x == 0));
         let vals = [1.5f32, -2.0, 3.25, 0.0];
         for (i, v) in vals.iter().enumerate() {
-            b.bytes_mut()[i * 4..i * 4 + 4].copy_from_slice(&v.to_le_bytes());
+            b.bytes_mut().unwrap()[i * 4..i * 4 + 4].copy_from_slice(&v.to_le_bytes());
         }
         let t = b.view(16, Kind::Float, &[2, 2]).unwrap();
         assert_eq!(t.size(), vec![2, 2]);
         let mut out = [0f32; 4];
         t.copy_data(&mut out, 4);
         assert_eq!(out, vals);
-        // The view shares storage: a later write is visible (this is what the pool relies on
-        // when it recycles the buffer, and why views must be gone by then).
-        b.bytes_mut()[0..4].copy_from_slice(&7.0f32.to_le_bytes());
-        t.copy_data(&mut out, 4);
-        assert_eq!(out[0], 7.0);
+        // While a view lives, the bytes cannot be written; once it is gone they can.
+        assert!(!b.is_exclusive());
+        assert!(b.bytes_mut().is_none());
+        drop(t);
+        assert!(b.is_exclusive());
+        b.bytes_mut().unwrap()[0..4].copy_from_slice(&7.0f32.to_le_bytes());
         assert!(b.view(20, Kind::Float, &[2, 2]).is_err());
         assert!(b.view(128, Kind::Uint8, &[128]).is_err());
         let mut empty = HostBuffer::new(0, None).unwrap();
-        assert!(empty.bytes_mut().is_empty());
+        assert!(empty.bytes_mut().unwrap().is_empty());
         assert_eq!(empty.view(0, Kind::Int64, &[0, 3]).unwrap().size(), vec![0, 3]);
+    }
+
+    /// Every way of keeping an alias counts as a user: views of views, shallow clones, a
+    /// CPU `to_device` (which returns the same storage), `view_dtype`, slicing.
+    #[test]
+    fn every_alias_counts_as_a_storage_user() {
+        let mut b = HostBuffer::new(64, None).unwrap();
+        let v = b.view(64, Kind::Float, &[4, 4]).unwrap();
+        let aliases: Vec<Tensor> = vec![
+            v.shallow_clone(),
+            v.view([16]),
+            v.permute([1, 0]),
+            v.to_device(Device::Cpu),
+            v.view_dtype(Kind::Int),
+            v.narrow(0, 1, 2),
+            v.select(0, 0),
+        ];
+        drop(v);
+        for (i, a) in aliases.into_iter().enumerate() {
+            assert!(!b.is_exclusive(), "alias {i}");
+            drop(a);
+        }
+        assert!(b.is_exclusive());
+        // A copy does not share the storage.
+        let copy = b.view(64, Kind::Uint8, &[64]).unwrap().copy();
+        assert!(b.is_exclusive());
+        assert!(b.bytes_mut().is_some());
+        drop(copy);
     }
 }
