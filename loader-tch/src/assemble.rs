@@ -32,6 +32,8 @@ pub(crate) enum Conversion {
     U32ToI64,
     /// `u64` → `i64`, refusing values above `i64::MAX`.
     U64ToI64,
+    /// `u64` → `i64` bits as they are (values above `i64::MAX` read as negative).
+    U64BitsToI64,
 }
 
 /// How one projected column is laid out in batches.
@@ -53,7 +55,7 @@ pub(crate) struct ColumnLayout {
 }
 
 impl ColumnLayout {
-    pub(crate) fn new(column: &Column) -> Result<Self> {
+    pub(crate) fn new(column: &Column, u64_bits: bool) -> Result<Self> {
         let (kind, conv) = match column.dtype {
             DType::Bool => (Kind::Bool, Conversion::Copy),
             DType::U8 | DType::Utf8 | DType::Bytes => (Kind::Uint8, Conversion::Copy),
@@ -67,6 +69,7 @@ impl ColumnLayout {
             DType::F64 => (Kind::Double, Conversion::Copy),
             DType::U16 => (Kind::Int, Conversion::U16ToI32),
             DType::U32 => (Kind::Int64, Conversion::U32ToI64),
+            DType::U64 if u64_bits => (Kind::Int64, Conversion::U64BitsToI64),
             DType::U64 => (Kind::Int64, Conversion::U64ToI64),
         };
         let dims = if column.dtype.is_variable() { vec![Dim::Ragged] } else { column.shape.clone() };
@@ -299,7 +302,7 @@ fn check_elements(layout: &ColumnLayout, row: &[u8]) -> Result<()> {
 /// Converts little-endian stored elements into output elements (lengths already checked).
 fn convert(layout: &ColumnLayout, src: &[u8], dst: &mut [u8]) -> Result<()> {
     match layout.conv {
-        Conversion::Copy => dst.copy_from_slice(src),
+        Conversion::Copy | Conversion::U64BitsToI64 => dst.copy_from_slice(src),
         Conversion::U16ToI32 => {
             for (s, d) in src.chunks_exact(2).zip(dst.chunks_exact_mut(4)) {
                 d.copy_from_slice(&i32::from(u16::from_le_bytes([s[0], s[1]])).to_le_bytes());
@@ -314,8 +317,9 @@ fn convert(layout: &ColumnLayout, src: &[u8], dst: &mut [u8]) -> Result<()> {
             for (s, d) in src.chunks_exact(8).zip(dst.chunks_exact_mut(8)) {
                 let mut b = [0u8; 8];
                 b.copy_from_slice(s);
-                let v = i64::try_from(u64::from_le_bytes(b)).map_err(|_| {
-                    LoaderError::corrupt(format!("column {:?}", layout.name), "u64 value above i64::MAX")
+                let v = i64::try_from(u64::from_le_bytes(b)).map_err(|_| LoaderError::Unrepresentable {
+                    what: format!("column {:?}", layout.name),
+                    reason: "a u64 value above i64::MAX (set LoaderConfig::u64_as_i64_bits to keep the bits)".into(),
                 })?;
                 d.copy_from_slice(&v.to_le_bytes());
             }
@@ -329,7 +333,7 @@ mod tests {
     use super::*;
 
     fn layout(dtype: DType, shape: &[Dim]) -> ColumnLayout {
-        ColumnLayout::new(&Column::new("c", dtype, shape)).unwrap()
+        ColumnLayout::new(&Column::new("c", dtype, shape), false).unwrap()
     }
 
     #[test]

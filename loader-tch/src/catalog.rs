@@ -102,13 +102,13 @@ pub fn version_id(branch: &str, version: u64, manifest_crc32: u32) -> u64 {
 
 impl Catalog {
     /// Resolves the projection and the fragments of an opened version.
-    pub(crate) fn new(dataset: Dataset, projection: Option<&[String]>) -> Result<Self> {
+    pub(crate) fn new(dataset: Dataset, projection: Option<&[String]>, u64_bits: bool) -> Result<Self> {
         let names: Vec<&str> = match projection {
             Some(cols) => cols.iter().map(String::as_str).collect(),
             None => dataset.schema().columns.iter().map(|c| c.name.as_str()).collect(),
         };
         let cols = dataset.project(Some(&names)).map_err(|e| LoaderError::config(format!("column projection: {e}")))?;
-        let columns = cols.into_iter().map(ColumnLayout::new).collect::<Result<Vec<_>>>()?;
+        let columns = cols.into_iter().map(|c| ColumnLayout::new(c, u64_bits)).collect::<Result<Vec<_>>>()?;
         let mut fragments = Vec::with_capacity(dataset.fragments().len());
         for info in dataset.fragments() {
             let mut files = Vec::new();

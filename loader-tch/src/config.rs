@@ -172,6 +172,11 @@ pub struct LoaderConfig {
     pub transforms: Vec<Arc<dyn BatchTransform>>,
     /// Reader limits for untrusted datasets.
     pub limits: Limits,
+    /// `u64` columns become `i64` tensors (torch has no unsigned 64-bit kind). By default a
+    /// value above `i64::MAX` is an [`LoaderError::Unrepresentable`](crate::LoaderError)
+    /// error; with this set the bits are kept as they are (two's complement: such values read
+    /// as negative, and `x as u64` recovers them).
+    pub u64_as_i64_bits: bool,
 }
 
 impl LoaderConfig {
@@ -200,6 +205,7 @@ impl LoaderConfig {
             ragged: RaggedOptions::default(),
             transforms: Vec::new(),
             limits: Limits::default(),
+            u64_as_i64_bits: false,
         }
     }
 

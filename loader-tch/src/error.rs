@@ -51,6 +51,14 @@ pub enum LoaderError {
         /// The spec's error class (`malformed` or `invalid`).
         class: tessera::ErrorClass,
     },
+    /// A valid stored value the output tensor type cannot hold (a `u64` above `i64::MAX`).
+    #[error("{what}: {reason}")]
+    Unrepresentable {
+        /// Column.
+        what: String,
+        /// What cannot be represented, and the option that would allow it.
+        reason: String,
+    },
     /// A resume state that belongs to another dataset version, seed or set of settings.
     #[error("resume state refused: {0}")]
     Resume(String),
@@ -113,6 +121,7 @@ impl LoaderError {
             Self::Storage { .. } => Some(C::Io),
             Self::Budget { .. } => Some(C::Limit),
             Self::Config(_) | Self::Resume(_) | Self::Sampler(_) | Self::NoColumn(_) => Some(C::Usage),
+            Self::Unrepresentable { .. } => Some(C::Unsupported),
             Self::Tensor { .. } | Self::WorkerPanicked(_) | Self::Stopped => None,
         }
     }

@@ -67,7 +67,7 @@ impl Loader {
         let dataset = with_retry(&config.retry, &never, &fetcher.counters, &what, || {
             Dataset::open_at(store, &config.at, config.limits.clone()).map_err(|e| classify(&what(), e))
         })?;
-        let catalog = Arc::new(Catalog::new(dataset, config.columns.as_deref())?);
+        let catalog = Arc::new(Catalog::new(dataset, config.columns.as_deref(), config.u64_as_i64_bits)?);
         let pin = match config.device {
             Device::Cuda(i) if tch::Cuda::is_available() => Some(Device::Cuda(i)),
             _ => None,
