@@ -118,7 +118,7 @@
 //! `config` (settings, torchrun env), [`sampler`] (order), `source` (local/object reads,
 //! retries), `fetch` (the pipeline), `window` (block-shuffle cache), `catalog` (row → page
 //! index), `assemble` (tensor layout, padding), `pool` (buffer reuse), `slots` (the unsafe
-//! slice), [`transform`], `memory` (budget), `error`, [`faults`] (a flaky store for tests),
+//! slice), [`transform`], `memory` (budget), `error`,
 //! [`throughput`] (epoch timing and the raw read limit, for `tessera bench` and `benches/`).
 
 #![deny(rustdoc::broken_intra_doc_links)]
@@ -128,7 +128,6 @@ mod batch;
 mod catalog;
 mod config;
 mod error;
-pub mod faults;
 mod fetch;
 mod loader;
 mod memory;

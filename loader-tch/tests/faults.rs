@@ -5,15 +5,23 @@
 mod common;
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use tessera_loader_tch::faults::{FaultConfig, FaultyStore};
 use tessera_loader_tch::{Batch, Loader, LoaderConfig, LoaderError, RetryPolicy, ShuffleMode};
+use tessera_testkit::{FaultConfig, FaultyStore, Latency};
+
+fn faults(rate: f64) -> FaultConfig {
+    FaultConfig {
+        get_error_rate: rate,
+        get_latency: Latency::new(Duration::ZERO, Duration::from_millis(2)),
+        ..FaultConfig::seeded(11)
+    }
+}
 
 fn flaky(root: &std::path::Path, rate: f64) -> (Arc<FaultyStore>, tessera::Store) {
     let fs = Arc::new(object_store::local::LocalFileSystem::new_with_prefix(root).unwrap());
-    let cfg = FaultConfig { get_error_rate: rate, max_latency: Duration::from_millis(2), seed: 11 };
-    let faulty = Arc::new(FaultyStore::new(fs, cfg));
+    let faulty = Arc::new(FaultyStore::new(fs, faults(rate)));
     let store = tessera::Store::from_object_store(faulty.clone(), "", true);
     (faulty, store)
 }
@@ -50,7 +58,7 @@ fn flaky_storage_yields_the_identical_epoch() {
         let loader = Loader::open_store(&store, cfg).unwrap();
         let got: Vec<_> = loader.epoch(0).unwrap().map(|b| signature(&b.unwrap())).collect();
         assert_eq!(got, clean, "{shuffle:?}");
-        assert!(faulty.stats().injected_errors > 0, "faults were injected");
+        assert!(faulty.counts.get_errors.load(Ordering::Relaxed) > 0, "faults were injected");
         assert!(loader.io_stats().retries > 0, "and retried by the loader");
         let mut ids: Vec<i64> = got.iter().flat_map(|s| s.0.clone()).collect();
         ids.sort_unstable();
@@ -68,7 +76,7 @@ fn an_outage_is_an_error_item_not_a_hang() {
     let retry = RetryPolicy { max_retries: 2, initial_backoff: Duration::from_millis(1), ..RetryPolicy::default() };
     let cfg = LoaderConfig { retry, ..common::config(root) }.with_batch_size(4).with_workers(2);
     let loader = Loader::open_store(&store, cfg).unwrap();
-    faulty.set_error_rate(1.0);
+    faulty.set_config(faults(1.0));
     let started = Instant::now();
     let mut it = loader.epoch(0).unwrap();
     match it.next() {
@@ -79,7 +87,7 @@ fn an_outage_is_an_error_item_not_a_hang() {
     drop(it);
     assert!(started.elapsed() < Duration::from_secs(20));
     // The outage ends: a new epoch works.
-    faulty.set_error_rate(0.0);
+    faulty.disarm();
     assert_eq!(loader.epoch(0).unwrap().flatten().count(), 15);
 }
 
