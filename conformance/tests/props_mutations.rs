@@ -78,7 +78,11 @@ fn targets() -> &'static [Target] {
 /// The limits the mutated datasets are read with: far below the hard maxima, far above what
 /// the fixtures need.
 fn small_limits() -> Limits {
-    Limits { max_block_raw: 1 << 20, max_manifest_body: 1 << 20, max_segment_body: 1 << 20, max_footer: 1 << 20 }
+    Limits::default()
+        .with_max_block_raw(1 << 20)
+        .with_max_manifest_body(1 << 20)
+        .with_max_segment_body(1 << 20)
+        .with_max_footer(1 << 20)
 }
 
 /// A dataset copy being edited, its chosen manifest, and re-sealing helpers.

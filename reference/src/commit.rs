@@ -545,8 +545,7 @@ fn renumber_deletion(
     limits: &Limits,
 ) -> Result<DeletionRef> {
     let bytes = store.get(&d.path)?;
-    let mut dv: DeletionVector =
-        envelope::open(ObjectKind::Deletion, &bytes, limits.clamped().max_segment_body, &d.path)?;
+    let mut dv: DeletionVector = envelope::open(ObjectKind::Deletion, &bytes, limits.max_segment_body(), &d.path)?;
     dv.validate(f, d, &d.path)?;
     dv.fragment_id = new_id;
     let bytes = envelope::seal(ObjectKind::Deletion, &dv)?;
@@ -597,7 +596,7 @@ fn merge_tiers(store: &Store, segments: &mut Vec<SegmentRef>, limits: &Limits) -
         let older = segments.pop().ok_or_else(|| Error::usage("segment list empty"))?;
         let read = |r: &SegmentRef| -> Result<Segment> {
             let bytes = store.get(&r.path)?;
-            envelope::open(ObjectKind::Segment, &bytes, limits.clamped().max_segment_body, &r.path)
+            envelope::open(ObjectKind::Segment, &bytes, limits.max_segment_body(), &r.path)
         };
         let (a, b) = (read(&older)?, read(&newer)?);
         let mut map: BTreeMap<u64, Fragment> = a.fragments.into_iter().map(|f| (f.id, f)).collect();

@@ -12,7 +12,7 @@ use crate::column::ColumnData;
 use crate::datafile::{self, DataFile};
 use crate::envelope::{self, ObjectKind};
 use crate::error::{Error, Result};
-use crate::limits::{Limits, hard};
+use crate::limits::Limits;
 use crate::manifest::{DataFileRef, DeletionVector, Fragment, Manifest, Segment, Tag, VersionRef};
 use crate::paths::{self, MAIN};
 use crate::schema::{Column, Schema};
@@ -122,7 +122,7 @@ impl Dataset {
     pub(crate) fn from_manifest(store: Store, manifest: Manifest, manifest_crc32: u32, limits: Limits) -> Result<Self> {
         let mut log: BTreeMap<u64, Arc<Fragment>> = BTreeMap::new();
         for sref in &manifest.segments {
-            let max = envelope::max_object_len(limits.clamped().max_segment_body);
+            let max = envelope::max_object_len(limits.max_segment_body());
             let bytes = store.get_bounded(&sref.path, max).map_err(|e| referenced(e, &sref.path))?;
             if bytes.len() as u64 != sref.size || envelope::stored_crc(&bytes) != sref.crc32 {
                 return Err(Error::invalid(
@@ -130,8 +130,7 @@ impl Dataset {
                     "segment size or CRC differs from the manifest's reference [SEG-01]",
                 ));
             }
-            let seg: Segment =
-                envelope::open(ObjectKind::Segment, &bytes, limits.clamped().max_segment_body, &sref.path)?;
+            let seg: Segment = envelope::open(ObjectKind::Segment, &bytes, limits.max_segment_body(), &sref.path)?;
             seg.validate(sref, &manifest.schema, manifest.next_fragment_id, &sref.path)?;
             apply_segment(&mut log, seg);
         }
@@ -335,7 +334,7 @@ impl Dataset {
         if let Some(d) = self.deletions.lock().map_err(|e| cache(e.to_string()))?.get(&info.fragment.id) {
             return Ok(d.clone());
         }
-        let max = hard::MAX_SEGMENT_BODY.min(self.limits.clamped().max_segment_body);
+        let max = self.limits.max_segment_body();
         let bytes =
             self.store.get_bounded(&dref.path, envelope::max_object_len(max)).map_err(|e| referenced(e, &dref.path))?;
         if bytes.len() as u64 != dref.size || envelope::stored_crc(&bytes) != dref.crc32 {
@@ -551,11 +550,11 @@ fn resolve(store: &Store, at: &At, limits: &Limits) -> Result<(String, u64)> {
 }
 
 /// Reads and validates a tag record.
-pub(crate) fn read_tag(store: &Store, name: &str, _limits: &Limits) -> Result<Tag> {
+pub(crate) fn read_tag(store: &Store, name: &str, limits: &Limits) -> Result<Tag> {
     paths::validate_ref_name(name)?;
     let key = paths::tag_key(name);
-    let bytes = store.get_bounded(&key, envelope::max_object_len(hard::MAX_TAG_BODY))?;
-    let tag: Tag = envelope::open(ObjectKind::Tag, &bytes, hard::MAX_TAG_BODY, &key)?;
+    let bytes = store.get_bounded(&key, envelope::max_object_len(limits.max_tag_body()))?;
+    let tag: Tag = envelope::open(ObjectKind::Tag, &bytes, limits.max_tag_body(), &key)?;
     if tag.name != name {
         return Err(Error::invalid(&key, format!("tag record names {:?} [REF-01]", tag.name)));
     }
@@ -611,11 +610,10 @@ pub(crate) fn load_manifest_exact(
     limits: &Limits,
 ) -> Result<(Manifest, u32)> {
     let key = paths::manifest_key(branch, version);
-    let bytes = store.get_bounded(&key, envelope::max_object_len(limits.clamped().max_manifest_body))?;
-    let m: Manifest =
-        envelope::open_checked(ObjectKind::Manifest, &bytes, limits.clamped().max_manifest_body, &key, |body| {
-            check_reader_flags(body, &key)
-        })?;
+    let bytes = store.get_bounded(&key, envelope::max_object_len(limits.max_manifest_body()))?;
+    let m: Manifest = envelope::open_checked(ObjectKind::Manifest, &bytes, limits.max_manifest_body(), &key, |body| {
+        check_reader_flags(body, &key)
+    })?;
     m.validate(branch, version, &key)?;
     Ok((m, envelope::stored_crc(&bytes)))
 }

@@ -48,9 +48,9 @@ pub fn collect_garbage(store: &Store, retention: Duration, dry_run: bool) -> Res
                 if !segments_seen.insert(sref.path.clone()) {
                     continue;
                 }
-                let max = envelope::max_object_len(limits.clamped().max_segment_body);
+                let max = envelope::max_object_len(limits.max_segment_body());
                 let bytes = store.get_bounded(&sref.path, max)?;
-                let seg: Segment = envelope::open(ObjectKind::Segment, &bytes, limits.max_segment_body, &sref.path)?;
+                let seg: Segment = envelope::open(ObjectKind::Segment, &bytes, limits.max_segment_body(), &sref.path)?;
                 for f in &seg.fragments {
                     live.extend(f.files.iter().map(|r| r.path.clone()));
                     live.extend(f.deletion.iter().map(|d| d.path.clone()));

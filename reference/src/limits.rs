@@ -41,42 +41,114 @@ pub mod hard {
     pub const MAX_CLASS_NAMES: u64 = 1 << 20;
 }
 
-/// Limits a reader enforces; each defaults to the hard maximum and may only be lowered
-/// (a value above the hard maximum is clamped to it).
+/// Limits a reader enforces: each defaults to the hard maximum of its kind and may only be
+/// lowered. This is the one place limits are clamped: the setters cap a value at the hard
+/// maximum, so every `Limits` value holds limits within the format's.
 ///
 /// Lower limits suit untrusted input, e.g. a fuzzer or a service opening user uploads.
+///
+/// ```
+/// use tessera::Limits;
+/// let l = Limits::default().with_max_footer(1 << 20).with_max_block_raw(u64::MAX);
+/// assert_eq!(l.max_footer(), 1 << 20);
+/// assert_eq!(l.max_block_raw(), tessera::limits::hard::MAX_BLOCK_RAW); // clamped
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Limits {
-    /// Largest decompressed block, in bytes.
-    pub max_block_raw: u64,
-    /// Largest manifest body, in bytes.
-    pub max_manifest_body: u64,
-    /// Largest index segment body, in bytes.
-    pub max_segment_body: u64,
-    /// Largest data file footer, in bytes.
-    pub max_footer: u64,
+    block_raw: u64,
+    manifest_body: u64,
+    segment_body: u64,
+    tag_body: u64,
+    footer: u64,
+    row_bytes: u64,
+    file_rows: u64,
+    pages: u64,
 }
 
 impl Default for Limits {
     fn default() -> Self {
         Self {
-            max_block_raw: hard::MAX_BLOCK_RAW,
-            max_manifest_body: hard::MAX_MANIFEST_BODY,
-            max_segment_body: hard::MAX_SEGMENT_BODY,
-            max_footer: hard::MAX_FOOTER,
+            block_raw: hard::MAX_BLOCK_RAW,
+            manifest_body: hard::MAX_MANIFEST_BODY,
+            segment_body: hard::MAX_SEGMENT_BODY,
+            tag_body: hard::MAX_TAG_BODY,
+            footer: hard::MAX_FOOTER,
+            row_bytes: hard::MAX_ROW_BYTES,
+            file_rows: hard::MAX_FILE_ROWS,
+            pages: hard::MAX_PAGES,
         }
     }
 }
 
-impl Limits {
-    /// Returns the limits with every value clamped to its hard maximum.
-    #[must_use]
-    pub fn clamped(&self) -> Self {
-        Self {
-            max_block_raw: self.max_block_raw.min(hard::MAX_BLOCK_RAW),
-            max_manifest_body: self.max_manifest_body.min(hard::MAX_MANIFEST_BODY),
-            max_segment_body: self.max_segment_body.min(hard::MAX_SEGMENT_BODY),
-            max_footer: self.max_footer.min(hard::MAX_FOOTER),
+macro_rules! limit {
+    ($field:ident, $get:ident, $set:ident, $hard:path, $doc:literal) => {
+        #[doc = concat!("Largest ", $doc, ".")]
+        #[must_use]
+        pub fn $get(&self) -> u64 {
+            self.$field
         }
+
+        #[doc = concat!("Sets the largest ", $doc, " (at most the hard maximum, `", stringify!($hard), "`).")]
+        #[must_use]
+        pub fn $set(mut self, value: u64) -> Self {
+            self.$field = value.min($hard);
+            self
+        }
+    };
+}
+
+impl Limits {
+    limit!(
+        block_raw,
+        max_block_raw,
+        with_max_block_raw,
+        hard::MAX_BLOCK_RAW,
+        "decompressed block, in bytes `[LIM-07]`"
+    );
+    limit!(
+        manifest_body,
+        max_manifest_body,
+        with_max_manifest_body,
+        hard::MAX_MANIFEST_BODY,
+        "manifest body, in bytes `[LIM-05]`"
+    );
+    limit!(
+        segment_body,
+        max_segment_body,
+        with_max_segment_body,
+        hard::MAX_SEGMENT_BODY,
+        "index segment or deletion vector body, in bytes `[LIM-05]`"
+    );
+    limit!(tag_body, max_tag_body, with_max_tag_body, hard::MAX_TAG_BODY, "tag record body, in bytes `[LIM-05]`");
+    limit!(footer, max_footer, with_max_footer, hard::MAX_FOOTER, "data file footer, in bytes `[LIM-06]`");
+    limit!(row_bytes, max_row_bytes, with_max_row_bytes, hard::MAX_ROW_BYTES, "row of one column, in bytes `[LIM-09]`");
+    limit!(
+        file_rows,
+        max_file_rows,
+        with_max_file_rows,
+        hard::MAX_FILE_ROWS,
+        "number of rows in one data file `[LIM-10]`"
+    );
+    limit!(pages, max_pages, with_max_pages, hard::MAX_PAGES, "number of pages in one column chunk `[LIM-11]`");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn setters_clamp_to_the_hard_maxima_and_lower_freely() {
+        let l = Limits::default()
+            .with_max_block_raw(u64::MAX)
+            .with_max_manifest_body(u64::MAX)
+            .with_max_segment_body(u64::MAX)
+            .with_max_tag_body(u64::MAX)
+            .with_max_footer(u64::MAX)
+            .with_max_row_bytes(u64::MAX)
+            .with_max_file_rows(u64::MAX)
+            .with_max_pages(u64::MAX);
+        assert_eq!(l, Limits::default());
+        let low = Limits::default().with_max_file_rows(3).with_max_pages(2).with_max_row_bytes(1);
+        assert_eq!((low.max_file_rows(), low.max_pages(), low.max_row_bytes()), (3, 2, 1));
     }
 }

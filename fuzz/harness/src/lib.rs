@@ -54,7 +54,12 @@ pub const TARGETS: [&str; 9] = [
 /// allocate much (16 MiB per block, 1 MiB manifests and footers, 4 MiB segments).
 #[must_use]
 pub fn limits() -> Limits {
-    Limits { max_block_raw: 16 << 20, max_manifest_body: 1 << 20, max_segment_body: 4 << 20, max_footer: 1 << 20 }
+    Limits::default()
+        .with_max_block_raw(16 << 20)
+        .with_max_manifest_body(1 << 20)
+        .with_max_segment_body(4 << 20)
+        .with_max_tag_body(64 << 10)
+        .with_max_footer(1 << 20)
 }
 
 /// Largest raw length the block-codec targets declare (the low 16 bits of the length prefix;
@@ -277,7 +282,7 @@ fn assert_canonical<T: serde::Serialize>(value: &T, obj: &[u8], what: &str) {
 /// Target: decode and validate a manifest (`envelope::open`, `Manifest::validate`).
 pub fn manifest(data: &[u8]) {
     let Some(obj) = envelope_input(data) else { return };
-    let Ok(m) = envelope::open::<Manifest>(ObjectKind::Manifest, &obj, limits().max_manifest_body, "fuzz.tsm") else {
+    let Ok(m) = envelope::open::<Manifest>(ObjectKind::Manifest, &obj, limits().max_manifest_body(), "fuzz.tsm") else {
         return;
     };
     assert_canonical(&m, &obj, "manifest");
@@ -306,7 +311,7 @@ fn exercise_schema(schema: &Schema) {
 /// When a validated fragment has more live rows than rows (a finding).
 pub fn segment(data: &[u8]) {
     let Some(obj) = envelope_input(data) else { return };
-    let Ok(seg) = envelope::open::<Segment>(ObjectKind::Segment, &obj, limits().max_segment_body, "fuzz.tsi") else {
+    let Ok(seg) = envelope::open::<Segment>(ObjectKind::Segment, &obj, limits().max_segment_body(), "fuzz.tsi") else {
         return;
     };
     assert_canonical(&seg, &obj, "segment");
@@ -341,7 +346,7 @@ pub fn segment(data: &[u8]) {
 /// Target: decode a tag record.
 pub fn tag(data: &[u8]) {
     let Some(obj) = envelope_input(data) else { return };
-    let Ok(t) = envelope::open::<Tag>(ObjectKind::Tag, &obj, tessera::limits::hard::MAX_TAG_BODY, "fuzz.tst") else {
+    let Ok(t) = envelope::open::<Tag>(ObjectKind::Tag, &obj, limits().max_tag_body(), "fuzz.tst") else {
         return;
     };
     assert_canonical(&t, &obj, "tag");
@@ -355,7 +360,7 @@ pub fn tag(data: &[u8]) {
 /// When a vector that passed validation breaks what validation promises (a finding).
 pub fn deletion_vector(data: &[u8]) {
     let Some(obj) = envelope_input(data) else { return };
-    let Ok(dv) = envelope::open::<DeletionVector>(ObjectKind::Deletion, &obj, limits().max_segment_body, "fuzz.tsx")
+    let Ok(dv) = envelope::open::<DeletionVector>(ObjectKind::Deletion, &obj, limits().max_segment_body(), "fuzz.tsx")
     else {
         return;
     };

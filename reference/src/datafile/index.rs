@@ -21,7 +21,6 @@ use crate::column::row_bytes;
 use crate::dtype::DType;
 use crate::envelope::le8;
 use crate::error::{Error, Result};
-use crate::limits::hard;
 use crate::schema::Column;
 
 /// One column chunk of a data file, indexed for random access to rows.
@@ -285,9 +284,10 @@ impl DataFile {
             for r in 0..rows {
                 starts.push(acc);
                 let sz = index.sizes(r);
-                let n = row_bytes(column.dtype, &column.shape, sz)
-                    .ok_or_else(|| Error::limit(format!("{}: row {r} bytes", what()), hard::MAX_ROW_BYTES, u64::MAX))?;
-                Error::check_limit(|| format!("{}: row {r} bytes", what()), hard::MAX_ROW_BYTES, n)?;
+                let n = row_bytes(column.dtype, &column.shape, sz).ok_or_else(|| {
+                    Error::limit(format!("{}: row {r} bytes", what()), self.limits.max_row_bytes(), u64::MAX)
+                })?;
+                Error::check_limit(|| format!("{}: row {r} bytes", what()), self.limits.max_row_bytes(), n)?;
                 if !index.is_valid(r) && sz.iter().any(|&s| s != 0) {
                     return Err(Error::invalid(what(), format!("null row {r} has non-zero ragged sizes [MOD-06]")));
                 }

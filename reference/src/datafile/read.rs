@@ -9,7 +9,7 @@ use crate::codec;
 use crate::column::{ColumnData, full_shape};
 use crate::envelope::{self, MAJOR, le8};
 use crate::error::{Error, Result};
-use crate::limits::{Limits, hard};
+use crate::limits::Limits;
 use crate::schema::{Codec, Column};
 
 /// What the trailer says about the footer.
@@ -41,7 +41,7 @@ pub fn parse_tail(trailer: &[u8], file_size: u64, limits: &Limits, what: &str) -
         return Err(Error::Checksum { what: format!("{what}: trailer"), stored, computed });
     }
     let footer_len = u64::from_le_bytes(le8(&trailer[..8]));
-    Error::check_limit(|| format!("{what}: footer length"), limits.clamped().max_footer, footer_len)?;
+    Error::check_limit(|| format!("{what}: footer length"), limits.max_footer(), footer_len)?;
     let footer_offset = file_size
         .checked_sub(TRAILER_LEN)
         .and_then(|x| x.checked_sub(footer_len))
@@ -83,7 +83,7 @@ pub struct DataFile {
     pub(super) what: String,
     tail: Tail,
     pub(super) footer: Footer,
-    limits: Limits,
+    pub(super) limits: Limits,
 }
 
 impl DataFile {
@@ -111,7 +111,7 @@ impl DataFile {
             return Err(Error::invalid(what, "footer CRC differs from the manifest's reference: wrong file [SEG-07]"));
         }
         let footer: Footer = envelope::decode_body(footer_bytes, &format!("{what}: footer"))?;
-        let f = Self { what: what.to_string(), tail, footer, limits: limits.clamped() };
+        let f = Self { what: what.to_string(), tail, footer, limits: limits.clone() };
         f.validate(expected_rows, columns)?;
         Ok(f)
     }
@@ -119,7 +119,7 @@ impl DataFile {
     fn validate(&self, expected_rows: u64, columns: &[&Column]) -> Result<()> {
         let what = &self.what;
         let rows = self.footer.row_count;
-        Error::check_limit(|| format!("{what}: rows"), hard::MAX_FILE_ROWS, rows)?;
+        Error::check_limit(|| format!("{what}: rows"), self.limits.max_file_rows(), rows)?;
         if rows != expected_rows {
             return Err(Error::invalid(what, format!("file has {rows} rows, fragment has {expected_rows} [DF-11]")));
         }
@@ -182,7 +182,7 @@ impl DataFile {
                 ));
             }
         }
-        Error::check_limit(|| format!("{}: pages", what()), hard::MAX_PAGES, chunk.pages.len() as u64)?;
+        Error::check_limit(|| format!("{}: pages", what()), self.limits.max_pages(), chunk.pages.len() as u64)?;
         let fixed = col.fixed_row_bytes();
         let mut total = 0u64;
         for (i, p) in chunk.pages.iter().enumerate() {
@@ -216,7 +216,7 @@ impl DataFile {
                 format!("block at {} (+{}) is misaligned or out of bounds [DF-21]", b.offset, b.stored_len),
             ));
         }
-        codec::check_sizes(b.codec, b.stored_len, b.raw_len, self.limits.max_block_raw, what)
+        codec::check_sizes(b.codec, b.stored_len, b.raw_len, self.limits.max_block_raw(), what)
     }
 
     /// The validated footer.
