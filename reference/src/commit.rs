@@ -544,9 +544,7 @@ fn renumber_deletion(
     new_id: u64,
     limits: &Limits,
 ) -> Result<DeletionRef> {
-    let bytes = store.get(&d.path)?;
-    let mut dv: DeletionVector = envelope::open(ObjectKind::Deletion, &bytes, limits.max_segment_body(), &d.path)?;
-    dv.validate(f, d, &d.path)?;
+    let mut dv = crate::dataset::read_deletion_vector(store, d, f, limits)?;
     dv.fragment_id = new_id;
     let bytes = envelope::seal(ObjectKind::Deletion, &dv)?;
     let key = paths::content_key(paths::DELETIONS_DIR, "tsx", &bytes);
@@ -595,7 +593,7 @@ fn merge_tiers(store: &Store, segments: &mut Vec<SegmentRef>, limits: &Limits) -
         let newer = segments.pop().ok_or_else(|| Error::usage("segment list empty"))?;
         let older = segments.pop().ok_or_else(|| Error::usage("segment list empty"))?;
         let read = |r: &SegmentRef| -> Result<Segment> {
-            let bytes = store.get(&r.path)?;
+            let bytes = store.get_bounded(&r.path, envelope::max_object_len(limits.max_segment_body()))?;
             envelope::open(ObjectKind::Segment, &bytes, limits.max_segment_body(), &r.path)
         };
         let (a, b) = (read(&older)?, read(&newer)?);
@@ -743,11 +741,12 @@ pub(crate) fn publish(store: &Store, manifest: &Manifest) -> Result<Published> {
     let bytes = envelope::seal(ObjectKind::Manifest, manifest)?;
     let crc = envelope::stored_crc(&bytes);
     let key = paths::manifest_key(&manifest.branch, manifest.version);
+    let max_manifest = envelope::max_object_len(crate::limits::hard::MAX_MANIFEST_BODY);
     let created = match store.put_if_absent(&key, Bytes::from(bytes)) {
         Ok(c) => c,
         // The request may have landed even though its response was lost: look before failing,
         // so a caller never sees an error for a commit that happened [VER-07].
-        Err(e @ Error::Io { .. }) => match store.get(&key) {
+        Err(e @ Error::Io { .. }) => match store.get_bounded(&key, max_manifest) {
             Ok(_) => Created::Existed,
             Err(_) => return Err(e),
         },
@@ -756,7 +755,7 @@ pub(crate) fn publish(store: &Store, manifest: &Manifest) -> Result<Published> {
     match created {
         Created::New => Ok(Published::Ours(crc)),
         Created::Existed => {
-            let other = store.get(&key)?;
+            let other = store.get_bounded(&key, max_manifest)?;
             let theirs: Manifest =
                 envelope::open(ObjectKind::Manifest, &other, crate::limits::hard::MAX_MANIFEST_BODY, &key)?;
             if theirs.writer_id == manifest.writer_id && envelope::stored_crc(&other) == crc {
@@ -811,7 +810,12 @@ impl Dataset {
         match self.store().put_if_absent(&key, bytes.clone())? {
             Created::New => Ok(()),
             // Our own earlier attempt may have landed before a retry: identical bytes are ours.
-            Created::Existed if self.store().get(&key)? == bytes => Ok(()),
+            Created::Existed
+                if self.store().get_bounded(&key, envelope::max_object_len(crate::limits::hard::MAX_TAG_BODY))?
+                    == bytes =>
+            {
+                Ok(())
+            }
             Created::Existed => Err(Error::Conflict { what: format!("tag {name:?} exists") }),
         }
     }

@@ -13,7 +13,7 @@ use crate::datafile::{self, DataFile};
 use crate::envelope::{self, ObjectKind};
 use crate::error::{Error, Result};
 use crate::limits::Limits;
-use crate::manifest::{DataFileRef, DeletionVector, Fragment, Manifest, Segment, Tag, VersionRef};
+use crate::manifest::{DataFileRef, DeletionRef, DeletionVector, Fragment, Manifest, Segment, Tag, VersionRef};
 use crate::paths::{self, MAIN};
 use crate::schema::{Column, Schema};
 use crate::store::{Store, block_on};
@@ -334,14 +334,7 @@ impl Dataset {
         if let Some(d) = self.deletions.lock().map_err(|e| cache(e.to_string()))?.get(&info.fragment.id) {
             return Ok(d.clone());
         }
-        let max = self.limits.max_segment_body();
-        let bytes =
-            self.store.get_bounded(&dref.path, envelope::max_object_len(max)).map_err(|e| referenced(e, &dref.path))?;
-        if bytes.len() as u64 != dref.size || envelope::stored_crc(&bytes) != dref.crc32 {
-            return Err(Error::invalid(&dref.path, "deletion vector size or CRC differs from its reference [DEL-03]"));
-        }
-        let dv: DeletionVector = envelope::open(ObjectKind::Deletion, &bytes, max, &dref.path)?;
-        dv.validate(&info.fragment, dref, &dref.path)?;
+        let dv = read_deletion_vector(&self.store, dref, &info.fragment, &self.limits)?;
         let rows = Arc::new(dv.rows);
         self.deletions.lock().map_err(|e| cache(e.to_string()))?.insert(info.fragment.id, rows.clone());
         Ok(rows)
@@ -392,7 +385,14 @@ impl Dataset {
         let mut report = VerifyReport::default();
         for info in self.fragments.iter() {
             for file in &info.fragment.files {
-                let bytes = self.store.get(&file.path).map_err(|e| referenced(e, &file.path))?;
+                // Bounded by the declared size: a larger object is refused before it is read.
+                let bytes = self.store.get_bounded(&file.path, file.size).map_err(|e| match e {
+                    Error::Limit { actual, .. } => Error::invalid(
+                        &file.path,
+                        format!("file is {actual} bytes, manifest says {} [SEG-07]", file.size),
+                    ),
+                    e => referenced(e, &file.path),
+                })?;
                 if bytes.len() as u64 != file.size {
                     return Err(Error::invalid(
                         &file.path,
@@ -422,6 +422,24 @@ impl Dataset {
         }
         Ok(report)
     }
+}
+
+/// Reads a fragment's deletion vector and checks it against its reference and the fragment
+/// `[DEL-03]` `[DEL-04]`: the one implementation every path that reads one calls.
+pub(crate) fn read_deletion_vector(
+    store: &Store,
+    dref: &DeletionRef,
+    fragment: &Fragment,
+    limits: &Limits,
+) -> Result<DeletionVector> {
+    let max = limits.max_segment_body();
+    let bytes = store.get_bounded(&dref.path, envelope::max_object_len(max)).map_err(|e| referenced(e, &dref.path))?;
+    if bytes.len() as u64 != dref.size || envelope::stored_crc(&bytes) != dref.crc32 {
+        return Err(Error::invalid(&dref.path, "deletion vector size or CRC differs from its reference [DEL-03]"));
+    }
+    let dv: DeletionVector = envelope::open(ObjectKind::Deletion, &bytes, max, &dref.path)?;
+    dv.validate(fragment, dref, &dref.path)?;
+    Ok(dv)
 }
 
 /// Applies one segment of the fragment log `[SEG-08]`: removals first (removing an id that is

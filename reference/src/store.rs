@@ -170,18 +170,6 @@ impl Store {
         }
     }
 
-    /// Reads a whole object, however large. Kept only until the last callers move to
-    /// [`Store::get_bounded`]; never use it for objects named by stored data.
-    ///
-    /// # Errors
-    /// `not_found` if absent, `io` otherwise.
-    pub fn get(&self, key: &str) -> Result<Bytes> {
-        block_on(async {
-            let r = self.inner.get(&self.path(key)).await.map_err(|e| self.io(key, e))?;
-            r.bytes().await.map_err(|e| self.io(key, e))
-        })
-    }
-
     /// Reads a whole object of at most `max_len` bytes `[ENV-04]`.
     ///
     /// The size the store reports is checked before any body byte is read, and the body is

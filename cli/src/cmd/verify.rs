@@ -80,7 +80,7 @@ fn verify_file(ds: &Dataset, info: &FragmentInfo, file: &DataFileRef, report: &m
         push(None, &e);
         return;
     }
-    let bytes = match ds.store().get(path) {
+    let bytes = match ds.store().get_bounded(path, file.size) {
         Ok(b) => b,
         Err(e) if e.class() == ErrorClass::NotFound => {
             report.faults.push(Fault {

@@ -211,9 +211,9 @@ fn text() -> tessera::Result<Store> {
 
 /// All objects of a store, sorted by key.
 fn objects(store: &Store) -> tessera::Result<Vec<(String, Vec<u8>)>> {
-    let mut keys: Vec<String> = store.list_recursive("")?.into_iter().map(|(k, _)| k).collect();
+    let mut keys: Vec<(String, u64)> = store.list_recursive("")?;
     keys.sort();
-    keys.into_iter().map(|k| store.get(&k).map(|b| (k, b.to_vec()))).collect()
+    keys.into_iter().map(|(k, size)| store.get_bounded(&k, size).map(|b| (k, b.to_vec()))).collect()
 }
 
 fn footer_of(file: &[u8]) -> Option<Footer> {
