@@ -25,8 +25,10 @@ const LONG_ABOUT: &str = "\
 Ingest, inspect, verify and export Tessera datasets.
 
 Tessera stores training data as a versioned table of typed tensor columns, decoded once at
-ingest. Every command takes the dataset as a local path or a store URL (file://, s3://, gs://,
-az://, http(s):// read-only), either with --dataset/-d or as a positional argument. Commands
+ingest. Every command takes the dataset first, as a local path or a store URL (file://, s3://,
+gs://, az://, http(s):// read-only): `tessera show DATASET ROW`, `tessera tag DATASET NAME`,
+`tessera ingest DATASET INPUT...`. With --dataset/-d DATASET instead, the command's other
+arguments follow directly (`tessera show -d DATASET ROW`). Commands
 that read a version accept --version N, --branch B (latest of B, or version N of B with
 --version) or --tag T; the default is the latest version of main.
 

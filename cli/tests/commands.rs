@@ -12,7 +12,7 @@ fn images_dataset(dir: &std::path::Path) -> std::path::PathBuf {
     let root = dir.join("train");
     image_folder(&root, &["a", "b", "c"], 2);
     let ds = dir.join("ds");
-    ok(&["ingest", s(&root), s(&ds), "-q", "--keep-encoded", "-m", "first"]);
+    ok(&["ingest", s(&ds), s(&root), "-q", "--keep-encoded", "-m", "first"]);
     ds
 }
 
@@ -22,7 +22,7 @@ fn inspect_tag_branch_diff() {
     let ds = images_dataset(dir.path());
     let more = dir.path().join("more");
     image_folder(&more, &["b"], 3);
-    ok(&["ingest", s(&more), "-d", s(&ds), "-q", "--keep-encoded", "-m", "second"]);
+    ok(&["ingest", "-d", s(&ds), s(&more), "-q", "--keep-encoded", "-m", "second"]);
 
     let info = json(&["info", s(&ds)]);
     assert_eq!(
@@ -41,46 +41,59 @@ fn inspect_tag_branch_diff() {
     assert_eq!(messages[..2], ["second", "first"]);
     assert!(ok(&["log", s(&ds), "-n", "1"]).contains("second"));
 
-    let d = json(&["diff", "2", "3", s(&ds)]);
+    let d = json(&["diff", s(&ds), "2", "3"]);
     assert_eq!((d["rows_added"].as_u64(), d["rows_removed"].as_u64()), (Some(3), Some(0)));
     assert_eq!(d["fragments_added"].as_array().unwrap().len(), 1);
     assert!(d["schema"]["columns_added"].as_array().unwrap().is_empty());
-    let d = json(&["diff", "1", "2", "-d", s(&ds)]);
+    let d = json(&["diff", "-d", s(&ds), "1", "2"]);
     assert_eq!(d["rows_added"], 6);
-    assert!(ok(&["diff", "3", "2", s(&ds)]).contains("-3 removed"));
+    assert!(ok(&["diff", s(&ds), "3", "2"]).contains("-3 removed"));
 
-    ok(&["tag", "v1", s(&ds), "--version", "2", "-m", "six rows"]);
-    assert_eq!(fails(&["tag", "v1", s(&ds)]).0, 4, "tags are immutable");
-    assert_eq!(fails(&["tag", "bad/name", s(&ds)]).0, 2);
-    let tags = json(&["tag", "--list", s(&ds)]);
+    ok(&["tag", s(&ds), "v1", "--version", "2", "-m", "six rows"]);
+    assert_eq!(fails(&["tag", s(&ds), "v1"]).0, 4, "tags are immutable");
+    assert_eq!(fails(&["tag", s(&ds), "bad/name"]).0, 2);
+    let tags = json(&["tag", s(&ds), "--list"]);
     assert_eq!(tags[0]["tag"], "v1");
     assert_eq!(tags[0]["version"], 2);
     assert_eq!(json(&["info", s(&ds), "--tag", "v1"])["rows"], 6);
 
-    let b = json(&["branch", "dev", s(&ds), "--from-version", "2"]);
+    let b = json(&["branch", s(&ds), "dev", "--from-version", "2"]);
     assert_eq!(b["branch"], "dev");
-    assert_eq!(fails(&["branch", "dev", s(&ds)]).0, 4);
-    ok(&["ingest", s(&more), s(&ds), "--branch", "dev", "-q", "--keep-encoded"]);
+    assert_eq!(fails(&["branch", s(&ds), "dev"]).0, 4);
+    ok(&["ingest", s(&ds), s(&more), "--branch", "dev", "-q", "--keep-encoded"]);
     let branches = json(&["branch", "--list", "-d", s(&ds)]);
     assert_eq!(branches.as_array().unwrap().len(), 2);
     assert_eq!(json(&["info", s(&ds), "--branch", "dev"])["rows"], 9);
     assert_eq!(json(&["info", s(&ds), "--branch", "dev", "--version", "2"])["rows"], 6);
-    assert_eq!(json(&["diff", "v1", "dev@3", s(&ds)])["rows_added"], 3);
-    assert_eq!(fails(&["ingest", s(&more), s(&ds), "--branch", "nope", "-q"]).0, 3);
+    assert_eq!(json(&["diff", s(&ds), "v1", "dev@3"])["rows_added"], 3);
+    assert_eq!(fails(&["ingest", s(&ds), s(&more), "--branch", "nope", "-q"]).0, 3);
 
     // show: images summarized, labels named, bytes summarized.
-    let row = json(&["show", "7", s(&ds)]);
+    let row = json(&["show", s(&ds), "7"]);
     let img = &row["columns"]["image"];
     assert_eq!(img["dtype"], "u8");
     assert_eq!(img["shape"].as_array().unwrap().len(), 3);
     assert!(img["max"].as_f64().unwrap() >= img["mean"].as_f64().unwrap());
     assert_eq!(row["columns"]["label"]["class"], "b");
     assert!(row["columns"]["image_encoded"]["bytes"].as_u64().unwrap() > 0);
-    let text = ok(&["show", "0", s(&ds), "--columns", "label"]);
+    let text = ok(&["show", s(&ds), "0", "--columns", "label"]);
     assert!(text.contains("0 (a)"), "{text}");
-    assert_eq!(fails(&["show", "99", s(&ds)]).0, 3);
-    assert_eq!(fails(&["show", "0", s(&ds), "--columns", "nope"]).0, 2);
+    assert_eq!(fails(&["show", s(&ds), "99"]).0, 3);
+    assert_eq!(fails(&["show", s(&ds), "0", "--columns", "nope"]).0, 2);
     assert_eq!(fails(&["info", s(&ds), "--version", "42"]).0, 3);
+
+    // One argument order: the dataset first, or given with --dataset and the rest moved left.
+    assert_eq!(json(&["show", "-d", s(&ds), "7"])["row"], 7);
+    let (code, _, err) = fails(&["show", "7", s(&ds)]);
+    assert_eq!(code, 2, "the old order: the dataset path is not a row: {err}");
+    assert!(err.contains("bad row"), "{err}");
+    assert_eq!(fails(&["show", "-d", s(&ds), s(&ds), "7"]).0, 2, "one argument too many");
+    assert_eq!(fails(&["show", s(&ds)]).0, 2, "no row");
+    assert_eq!(fails(&["show", s(&ds), "x"]).0, 2, "not a row");
+    ok(&["tag", "-d", s(&ds), "v2"]);
+    assert_eq!(json(&["tag", "-d", s(&ds), "--list"]).as_array().map(Vec::len), Some(2));
+    assert_eq!(fails(&["tag", s(&ds)]).0, 2, "no name");
+    assert_eq!(fails(&["tag", s(&ds), "v3", "--list"]).0, 2, "--list takes no name");
 }
 
 #[test]
@@ -95,7 +108,8 @@ fn missing_datasets_and_bad_arguments() {
     assert_eq!(fails(&["info"]).0, 2);
     assert_eq!(fails(&["info", "a", "-d", "b"]).0, 2);
     assert_eq!(fails(&["verify", "--bogus"]).0, 2);
-    assert_eq!(fails(&["ingest", s(&missing), s(&dir.path().join("ds"))]).0, 3);
+    assert_eq!(fails(&["ingest", s(&dir.path().join("ds")), s(&missing)]).0, 3);
+    assert_eq!(fails(&["ingest", s(&dir.path().join("ds"))]).0, 2, "no inputs");
     assert!(ok(&["--help"]).contains("Exit codes"));
     for cmd in ["ingest", "info", "log", "diff", "tag", "branch", "show", "verify", "export"] {
         assert!(ok(&[cmd, "--help"]).contains("Usage"), "{cmd} --help");
@@ -109,7 +123,7 @@ fn verify_reports_each_corrupt_file() {
     image_folder(&root, &["a", "b"], 4);
     let ds = dir.path().join("ds");
     // Small data files: several per version.
-    ok(&["ingest", s(&root), s(&ds), "-q", "--file-size", "1K"]);
+    ok(&["ingest", s(&ds), s(&root), "-q", "--file-size", "1K"]);
     let v = json(&["verify", s(&ds)]);
     assert_eq!(v["ok"], true);
     let files = v["files"].as_u64().unwrap();
@@ -160,13 +174,13 @@ fn export_npy_and_wds_round_trip() {
     )
     .unwrap();
     let rows = dir.path().join("rows");
-    ok(&["ingest", s(&src), s(&rows), "-q"]);
+    ok(&["ingest", s(&rows), s(&src), "-q"]);
     let arrays = dir.path().join("arrays");
     std::fs::create_dir_all(&arrays).unwrap();
     let v: Vec<u8> = (0..24u16).flat_map(u16::to_le_bytes).collect();
     std::fs::write(arrays.join("m.npy"), npy("<u2", &[4, 2, 3], &v)).unwrap();
     let tensors = dir.path().join("tensors");
-    ok(&["ingest", s(&arrays), s(&tensors), "-q"]);
+    ok(&["ingest", s(&tensors), s(&arrays), "-q"]);
 
     for (name, ds) in [("images", &images), ("rows", &rows), ("tensors", &tensors)] {
         for format in ["npy", "wds"] {
@@ -174,7 +188,7 @@ fn export_npy_and_wds_round_trip() {
             let e = json(&["export", s(ds), "--out", s(&out), "--format", format, "--shard-rows", "2"]);
             assert!(!e["files"].as_array().unwrap().is_empty());
             let back = dir.path().join(format!("{name}-{format}-back"));
-            ok(&["ingest", s(&out), s(&back), "-q"]);
+            ok(&["ingest", s(&back), s(&out), "-q"]);
             assert_eq!(digest(&back), digest(ds), "{name} through {format}");
         }
     }

@@ -13,7 +13,7 @@ fn image_folder_native_shape_matches_independent_decode() {
     let files = image_folder(&root, &["dog", "cat", "bird"], 4);
     std::fs::write(root.join("cat").join("notes.txt"), "not an image").unwrap();
     let ds = dir.path().join("ds");
-    let summary = json(&["ingest", s(&root), s(&ds), "--keep-encoded", "-m", "first"]);
+    let summary = json(&["ingest", s(&ds), s(&root), "--keep-encoded", "-m", "first"]);
     assert_eq!(summary["rows"], 12);
     assert_eq!(summary["images"], 12);
     assert_eq!(summary["created"], true);
@@ -57,7 +57,7 @@ fn image_folder_resized_and_appended() {
     let root = dir.path().join("train");
     image_folder(&root, &["a", "b", "c"], 2);
     let ds = dir.path().join("ds");
-    ok(&["ingest", s(&root), "-d", s(&ds), "--size", "8", "-q", "--compress", "image=zstd:5,label=lz4"]);
+    ok(&["ingest", "-d", s(&ds), s(&root), "--size", "8", "-q", "--compress", "image=zstd:5,label=lz4"]);
     let d = Dataset::open(s(&ds)).unwrap();
     let image = d.schema().column("image").unwrap();
     assert_eq!(image.shape, vec![Dim::Fixed(8), Dim::Fixed(8), Dim::Fixed(3)]);
@@ -68,7 +68,7 @@ fn image_folder_resized_and_appended() {
     // Appending a folder with a subset of the classes maps labels by name.
     let more = dir.path().join("more");
     image_folder(&more, &["c"], 2);
-    let out = json(&["ingest", s(&more), s(&ds), "--size", "8"]);
+    let out = json(&["ingest", s(&ds), s(&more), "--size", "8"]);
     assert_eq!((out["version"].as_u64(), out["created"].as_bool()), (Some(3), Some(false)));
     let d = Dataset::open(s(&ds)).unwrap();
     let labels = d.read_rows(6..8, Some(&["label"])).unwrap().get("label").unwrap().to_vec::<i64>().unwrap();
@@ -77,9 +77,9 @@ fn image_folder_resized_and_appended() {
     // A class the dataset does not know is a usage error; so is a different image size.
     let other = dir.path().join("other");
     image_folder(&other, &["zebra"], 1);
-    assert_eq!(fails(&["ingest", s(&other), s(&ds), "--size", "8"]).0, 2);
-    assert_eq!(fails(&["ingest", s(&more), s(&ds), "--size", "9"]).0, 2);
-    let (code, _, stderr) = fails(&["ingest", s(&more), s(&ds)]);
+    assert_eq!(fails(&["ingest", s(&ds), s(&other), "--size", "8"]).0, 2);
+    assert_eq!(fails(&["ingest", s(&ds), s(&more), "--size", "9"]).0, 2);
+    let (code, _, stderr) = fails(&["ingest", s(&ds), s(&more)]);
     assert!(code == 2 && stderr.contains("--size"), "{stderr}");
     assert_eq!(versions(&ds), 3);
 }
@@ -90,7 +90,7 @@ fn corrupt_jpeg_stops_the_ingest_or_is_skipped() {
     let root = dir.path().join("train");
     image_folder(&root, &["a", "b"], 2);
     let ds = dir.path().join("ds");
-    ok(&["ingest", s(&root), s(&ds), "-q"]);
+    ok(&["ingest", s(&ds), s(&root), "-q"]);
     assert_eq!(versions(&ds), 2);
 
     let bad_root = dir.path().join("more");
@@ -101,17 +101,17 @@ fn corrupt_jpeg_stops_the_ingest_or_is_skipped() {
     let bad = bad_root.join("b").join("broken.jpg");
     std::fs::write(&bad, corrupt).unwrap();
 
-    let (code, _, stderr) = fails(&["ingest", s(&bad_root), s(&ds), "-q"]);
+    let (code, _, stderr) = fails(&["ingest", s(&ds), s(&bad_root), "-q"]);
     assert_eq!(code, 1);
     assert!(stderr.contains(s(&bad)), "stderr names the file: {stderr}");
     assert!(stderr.contains("no version was committed"), "{stderr}");
     assert_eq!(versions(&ds), 2, "no new version");
 
-    let out = json(&["ingest", s(&bad_root), s(&ds), "--skip-bad"]);
+    let out = json(&["ingest", s(&ds), s(&bad_root), "--skip-bad"]);
     assert_eq!(out["rows"], 4);
     assert_eq!(out["skipped"].as_array().unwrap().len(), 1);
     assert_eq!(out["skipped"][0]["input"], s(&bad));
-    let text = ok(&["ingest", s(&bad_root), s(&ds), "--skip-bad", "-q"]);
+    let text = ok(&["ingest", s(&ds), s(&bad_root), "--skip-bad", "-q"]);
     assert!(text.contains("skipped 1 bad inputs") && text.contains(s(&bad)), "{text}");
     assert_eq!(versions(&ds), 4);
 }
@@ -146,7 +146,7 @@ fn webdataset_shards_decode_by_extension() {
         std::fs::write(shards.join(format!("shard-{shard}.tar")), b.into_inner().unwrap()).unwrap();
     }
     let ds = dir.path().join("ds");
-    let out = json(&["ingest", s(&shards), s(&ds), "--keep-encoded"]);
+    let out = json(&["ingest", s(&ds), s(&shards), "--keep-encoded"]);
     assert_eq!(out["rows"], 6);
     let d = Dataset::open(s(&ds)).unwrap();
     let names: Vec<&str> = d.schema().columns.iter().map(|c| c.name.as_str()).collect();
@@ -182,7 +182,7 @@ fn webdataset_duplicate_and_misordered_keys_are_errors() {
     tar_add(&mut b, "k0.extra.txt", b"late");
     let misordered = dir.path().join("misordered.tar");
     std::fs::write(&misordered, b.into_inner().unwrap()).unwrap();
-    let (code, _, stderr) = fails(&["ingest", s(&misordered), s(&ds), "-q"]);
+    let (code, _, stderr) = fails(&["ingest", s(&ds), s(&misordered), "-q"]);
     assert_eq!(code, 1);
     assert!(stderr.contains("k0") && stderr.contains("appears again"), "{stderr}");
 
@@ -193,11 +193,11 @@ fn webdataset_duplicate_and_misordered_keys_are_errors() {
     wds_sample(&mut b, "k1", 1);
     let dup = dir.path().join("dup.tar");
     std::fs::write(&dup, b.into_inner().unwrap()).unwrap();
-    let (code, _, stderr) = fails(&["ingest", s(&dup), s(&ds), "-q"]);
+    let (code, _, stderr) = fails(&["ingest", s(&ds), s(&dup), "-q"]);
     assert_eq!(code, 1);
     assert!(stderr.contains("appears twice"), "{stderr}");
     // Reported, never merged: with --skip-bad the broken sample is dropped.
-    let out = json(&["ingest", s(&dup), s(&ds), "--skip-bad"]);
+    let out = json(&["ingest", s(&ds), s(&dup), "--skip-bad"]);
     assert_eq!(out["rows"], 1);
     assert!(out["skipped"][0]["input"].as_str().unwrap().ends_with("dup.tar:k0"));
 }
@@ -226,7 +226,7 @@ fn numpy_arrays_become_columns() {
     std::fs::write(src.join("more.npz"), zip.finish().unwrap().into_inner()).unwrap();
 
     let ds = dir.path().join("ds");
-    let out = json(&["ingest", s(&src), s(&ds)]);
+    let out = json(&["ingest", s(&ds), s(&src)]);
     assert_eq!(out["rows"], 5);
     let d = Dataset::open(s(&ds)).unwrap();
     let col = |n: &str| d.schema().column(n).unwrap().clone();
@@ -246,10 +246,10 @@ fn numpy_arrays_become_columns() {
     std::fs::create_dir_all(&bad).unwrap();
     std::fs::write(bad.join("a.npy"), npy("|u1", &[3], &[1, 2, 3])).unwrap();
     std::fs::write(bad.join("b.npy"), npy("|u1", &[4], &[1, 2, 3, 4])).unwrap();
-    assert_eq!(fails(&["ingest", s(&bad), s(&dir.path().join("ds2"))]).0, 1);
+    assert_eq!(fails(&["ingest", s(&dir.path().join("ds2")), s(&bad)]).0, 1);
     let trunc = dir.path().join("t.npy");
     std::fs::write(&trunc, &npy("<f4", &[4], &[0; 16])[..70]).unwrap();
-    let (code, _, stderr) = fails(&["ingest", s(&trunc), s(&dir.path().join("ds3"))]);
+    let (code, _, stderr) = fails(&["ingest", s(&dir.path().join("ds3")), s(&trunc)]);
     assert_eq!(code, 1);
     assert!(stderr.contains("t.npy"), "{stderr}");
 }
@@ -269,7 +269,7 @@ fn json_lines_infer_types_and_nulls() {
     )
     .unwrap();
     let ds = dir.path().join("ds");
-    assert_eq!(json(&["ingest", s(&src), s(&ds)])["rows"], 3);
+    assert_eq!(json(&["ingest", s(&ds), s(&src)])["rows"], 3);
     let d = Dataset::open(s(&ds)).unwrap();
     let col = |n: &str| d.schema().column(n).unwrap().clone();
     assert_eq!((col("id").dtype, col("id").nullable), (DType::I64, false));
@@ -290,7 +290,7 @@ fn json_lines_infer_types_and_nulls() {
     // A type change is a bad line, with its file and line number.
     let bad = dir.path().join("bad.jsonl");
     std::fs::write(&bad, "{\"id\": 1}\n{\"id\": \"two\"}\n").unwrap();
-    let (code, _, stderr) = fails(&["ingest", s(&bad), s(&dir.path().join("ds2"))]);
+    let (code, _, stderr) = fails(&["ingest", s(&dir.path().join("ds2")), s(&bad)]);
     assert_eq!(code, 1);
     assert!(stderr.contains("bad.jsonl:2"), "{stderr}");
 }

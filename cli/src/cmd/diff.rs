@@ -1,4 +1,4 @@
-//! `tessera diff A B`: what changed from version A to version B — fragments and rows added
+//! `tessera diff DATASET A B`: what changed from version A to version B — fragments and rows added
 //! and removed (by comparing the versions' fragment id sets) and schema changes (by column id).
 //!
 //! A and B are version numbers (of `--branch`, default main), `BRANCH@N`, or tag names.
@@ -9,21 +9,23 @@ use std::fmt::Write as _;
 use serde_json::json;
 use tessera::{At, Column, Dataset, FragmentInfo, Store};
 
-use super::{Ctx, DatasetFlag, emit, emit_json, fmt_compression, fmt_kind, fmt_shape, open_store, open_version};
+use super::{
+    Ctx, DatasetFlag, emit, emit_json, fmt_compression, fmt_kind, fmt_shape, open_store, open_version, required,
+};
 use crate::error::{CliError, CliResult, Exit};
 
 /// Arguments of `tessera diff`.
 #[derive(clap::Args, Debug)]
 pub(crate) struct Args {
-    /// The older version: N, BRANCH@N, or a tag.
-    #[arg(value_name = "A")]
-    a: String,
-    /// The newer version: N, BRANCH@N, or a tag.
-    #[arg(value_name = "B")]
-    b: String,
     /// Dataset path or URL (or --dataset).
     #[arg(value_name = "DATASET")]
     location: Option<String>,
+    /// The older version: N, BRANCH@N, or a tag.
+    #[arg(value_name = "A")]
+    a: Option<String>,
+    /// The newer version: N, BRANCH@N, or a tag.
+    #[arg(value_name = "B")]
+    b: Option<String>,
     #[command(flatten)]
     ds: DatasetFlag,
     /// Branch of plain version numbers.
@@ -64,9 +66,11 @@ fn describe(c: &Column) -> String {
 /// # Errors
 /// Not found for unknown versions; validation errors.
 pub(crate) fn run(ctx: Ctx, args: &Args) -> CliResult<Exit> {
-    let store = open_store(&args.ds.location(args.location.as_deref())?)?;
-    let a = open_spec(&store, &args.a, &args.branch)?;
-    let b = open_spec(&store, &args.b, &args.branch)?;
+    let (location, [a, b]) = args.ds.resolve(args.location.clone(), [args.a.clone(), args.b.clone()])?;
+    let (a, b) = (required(a, "A")?, required(b, "B")?);
+    let store = open_store(&location)?;
+    let a = open_spec(&store, &a, &args.branch)?;
+    let b = open_spec(&store, &b, &args.branch)?;
     let fa: BTreeMap<u64, &FragmentInfo> = a.fragments().iter().map(|f| (f.fragment.id, f)).collect();
     let fb: BTreeMap<u64, &FragmentInfo> = b.fragments().iter().map(|f| (f.fragment.id, f)).collect();
     let added: Vec<u64> = fb.keys().filter(|id| !fa.contains_key(id)).copied().collect();

@@ -30,9 +30,12 @@ use crate::progress::{Progress, Total, visible};
 #[derive(clap::Args, Debug)]
 #[command(after_long_help = INGEST_HELP)]
 pub(crate) struct Args {
-    /// Inputs (an image-folder root; .tar shards or a folder of them; .npy/.npz files or a folder
-    /// of them; .jsonl files), followed by the dataset unless --dataset is given.
-    #[arg(required = true, value_name = "INPUT")]
+    /// Dataset path or URL (or --dataset); created if missing.
+    #[arg(value_name = "DATASET")]
+    location: Option<String>,
+    /// Inputs: an image-folder root; .tar shards or a folder of them; .npy/.npz files or a
+    /// folder of them; .jsonl files.
+    #[arg(value_name = "INPUT")]
     inputs: Vec<String>,
     #[command(flatten)]
     ds: DatasetFlag,
@@ -85,10 +88,10 @@ pub(crate) struct Args {
 
 const INGEST_HELP: &str = "\
 Examples:
-  tessera ingest ./imagenet/train ./imagenet.tessera --size 224
-  tessera ingest shards/*.tar -d s3://bucket/ds --skip-bad -m 'add shard batch 7'
-  tessera ingest features.npz labels.npy ./ds
-  tessera ingest captions.jsonl ./captions
+  tessera ingest ./imagenet.tessera ./imagenet/train --size 224
+  tessera ingest -d s3://bucket/ds shards/*.tar --skip-bad -m 'add shard batch 7'
+  tessera ingest ./ds features.npz labels.npy
+  tessera ingest ./captions captions.jsonl
 
 Columns: image folders give `image` (u8, kind image hwc; [H, W, C] with --size, else
 [?, ?, C]) and `label` (i64, kind class_label with the sorted folder names). WebDataset fields
@@ -325,11 +328,21 @@ fn format_name(f: Format) -> &'static str {
 /// # Errors
 /// See the exit codes in `tessera --help`.
 pub(crate) fn run(ctx: Ctx, mut args: Args) -> CliResult<Exit> {
+    // The dataset first; with --dataset every positional is an input.
     let location = match args.ds.dataset.clone() {
-        Some(d) => d,
-        None if args.inputs.len() >= 2 => args.inputs.pop().unwrap_or_default(),
-        None => return Err(CliError::usage("give the dataset after the inputs, or with --dataset/-d")),
+        Some(d) => {
+            if let Some(first) = args.location.take() {
+                args.inputs.insert(0, first);
+            }
+            d
+        }
+        None => {
+            args.location.take().ok_or_else(|| CliError::usage("no dataset given: tessera ingest DATASET INPUT..."))?
+        }
     };
+    if args.inputs.is_empty() {
+        return Err(CliError::usage("no inputs given: tessera ingest DATASET INPUT..."));
+    }
     let inputs: Vec<PathBuf> = args.inputs.iter().map(PathBuf::from).collect();
     let format = if args.format == Format::Auto { detect(&inputs)? } else { args.format };
     let size = args.size.as_deref().map(parse_image_size).transpose()?;
@@ -505,7 +518,7 @@ fn open_target_store(location: &str) -> CliResult<Store> {
             && std::fs::read_dir(p).map_err(|e| CliError::io(p, &e))?.next().is_some()
         {
             return Err(CliError::usage(format!(
-                "{location} is a non-empty folder that is not a Tessera dataset (is the dataset argument last?)"
+                "{location} is a non-empty folder that is not a Tessera dataset (is the dataset argument first?)"
             )));
         }
     }

@@ -36,28 +36,65 @@ impl Ctx {
     }
 }
 
-/// The `--dataset/-d` flag (each command also takes the dataset positionally).
+/// The `--dataset/-d` flag. Every command takes the dataset as its first positional argument
+/// (`tessera show DATASET ROW`); with the flag, the command's own positionals move one place left
+/// (`tessera show -d DATASET ROW`).
 #[derive(clap::Args, Debug, Default)]
 pub(crate) struct DatasetFlag {
-    /// Dataset location: a local path or a store URL (file://, s3://, gs://, az://, https://).
+    /// Dataset location: a local path or a store URL (file://, s3://, gs://, az://, https://);
+    /// the first positional argument when not given here.
     #[arg(short = 'd', long = "dataset", value_name = "DATASET")]
     pub(crate) dataset: Option<String>,
 }
 
 impl DatasetFlag {
-    /// The dataset location from the flag or the positional argument (exactly one).
+    /// The dataset location from the flag or the only positional argument.
     ///
     /// # Errors
-    /// Usage error when neither or both (different) are given.
+    /// Usage error when neither or both are given.
     pub(crate) fn location(&self, positional: Option<&str>) -> CliResult<String> {
-        match (self.dataset.as_deref(), positional) {
-            (Some(a), Some(b)) if a != b => {
-                Err(CliError::usage(format!("two datasets given: --dataset {a:?} and {b:?}")))
+        let (location, []) = self.resolve(positional.map(str::to_string), [])?;
+        Ok(location)
+    }
+
+    /// Splits the positionals `[DATASET, REST...]` into the dataset and the command's own `N`
+    /// positionals: the first is the dataset unless `--dataset` gives it, when each positional
+    /// is the command's own, one place to the left.
+    ///
+    /// # Errors
+    /// Usage error when no dataset is given, or when `--dataset` is given and every positional
+    /// place is filled as well (one argument too many).
+    pub(crate) fn resolve<const N: usize>(
+        &self,
+        first: Option<String>,
+        rest: [Option<String>; N],
+    ) -> CliResult<(String, [Option<String>; N])> {
+        match (&self.dataset, first) {
+            (Some(d), None) => Ok((d.clone(), rest)),
+            (Some(d), Some(first)) => {
+                if N == 0 || rest[N - 1].is_some() {
+                    return Err(CliError::usage(format!(
+                        "the dataset is given with --dataset {d:?}: unexpected argument {:?}",
+                        rest.last().and_then(Option::as_deref).unwrap_or(&first)
+                    )));
+                }
+                let mut own = rest;
+                own.rotate_right(1);
+                own[0] = Some(first);
+                Ok((d.clone(), own))
             }
-            (Some(a), _) | (None, Some(a)) => Ok(a.to_string()),
-            (None, None) => Err(CliError::usage("no dataset given (pass it positionally or with --dataset/-d)")),
+            (None, Some(first)) => Ok((first, rest)),
+            (None, None) => Err(CliError::usage("no dataset given (pass it first, or with --dataset/-d)")),
         }
     }
+}
+
+/// A required positional argument after [`DatasetFlag::resolve`].
+///
+/// # Errors
+/// Usage error naming the missing argument.
+pub(crate) fn required(value: Option<String>, name: &str) -> CliResult<String> {
+    value.ok_or_else(|| CliError::usage(format!("missing argument {name}")))
 }
 
 /// Which version to open: `--version`, `--branch`, `--tag`.

@@ -5,18 +5,18 @@ use std::fmt::Write as _;
 use serde_json::json;
 use tessera::{At, Dataset, Limits, WriteOptions};
 
-use super::{Ctx, DatasetFlag, emit, emit_json, open_store, open_version};
+use super::{Ctx, DatasetFlag, emit, emit_json, open_store, open_version, required};
 use crate::error::{CliError, CliResult, Exit};
 
 /// Arguments of `tessera tag`.
 #[derive(clap::Args, Debug)]
 pub(crate) struct TagArgs {
-    /// The new tag's name (1..=64 of [A-Za-z0-9._-]).
-    #[arg(value_name = "NAME", required_unless_present = "list")]
-    name: Option<String>,
     /// Dataset path or URL (or --dataset).
     #[arg(value_name = "DATASET")]
     location: Option<String>,
+    /// The new tag's name (1..=64 of [A-Za-z0-9._-]).
+    #[arg(value_name = "NAME")]
+    name: Option<String>,
     #[command(flatten)]
     ds: DatasetFlag,
     /// Version to tag (default: the latest of --branch).
@@ -36,12 +36,12 @@ pub(crate) struct TagArgs {
 /// Arguments of `tessera branch`.
 #[derive(clap::Args, Debug)]
 pub(crate) struct BranchArgs {
-    /// The new branch's name (1..=64 of [A-Za-z0-9._-]).
-    #[arg(value_name = "NAME", required_unless_present = "list")]
-    name: Option<String>,
     /// Dataset path or URL (or --dataset).
     #[arg(value_name = "DATASET")]
     location: Option<String>,
+    /// The new branch's name (1..=64 of [A-Za-z0-9._-]).
+    #[arg(value_name = "NAME")]
+    name: Option<String>,
     #[command(flatten)]
     ds: DatasetFlag,
     /// Version to branch from (default: the latest of --from-branch).
@@ -58,11 +58,18 @@ pub(crate) struct BranchArgs {
     list: bool,
 }
 
-/// With `--list`, a lone positional is the dataset, not a name.
-fn list_location(ds: &DatasetFlag, name: Option<&str>, dataset: Option<&str>) -> CliResult<String> {
-    match (name, dataset) {
-        (Some(_), Some(_)) => Err(CliError::usage("--list takes no name")),
-        (n, d) => ds.location(d.or(n)),
+/// The dataset and the name (required unless `--list`, refused with it).
+fn dataset_and_name(
+    ds: &DatasetFlag,
+    location: Option<&String>,
+    name: Option<&String>,
+    list: bool,
+) -> CliResult<(String, String)> {
+    let (location, [name]) = ds.resolve(location.cloned(), [name.cloned()])?;
+    match (name, list) {
+        (Some(_), true) => Err(CliError::usage("--list takes no name")),
+        (None, true) => Ok((location, String::new())),
+        (name, false) => Ok((location, required(name, "NAME")?)),
     }
 }
 
@@ -80,8 +87,9 @@ fn at(branch: Option<&String>, version: Option<u64>) -> At {
 /// # Errors
 /// Not found for the version; conflict if the tag exists; usage for a bad name.
 pub(crate) fn run_tag(ctx: Ctx, args: TagArgs) -> CliResult<Exit> {
+    let (location, name) = dataset_and_name(&args.ds, args.location.as_ref(), args.name.as_ref(), args.list)?;
     if args.list {
-        let store = open_store(&list_location(&args.ds, args.name.as_deref(), args.location.as_deref())?)?;
+        let store = open_store(&location)?;
         let ds = open_version(&store, &At::Latest)?;
         let mut out = Vec::new();
         for t in ds.tags()? {
@@ -99,8 +107,7 @@ pub(crate) fn run_tag(ctx: Ctx, args: TagArgs) -> CliResult<Exit> {
         }
         return Ok(Exit::Ok);
     }
-    let name = args.name.unwrap_or_default();
-    let store = open_store(&args.ds.location(args.location.as_deref())?)?;
+    let store = open_store(&location)?;
     let ds = open_version(&store, &at(args.branch.as_ref(), args.version))?;
     ds.create_tag(&name, &args.message, &WriteOptions::default())?;
     if ctx.json {
@@ -116,8 +123,9 @@ pub(crate) fn run_tag(ctx: Ctx, args: TagArgs) -> CliResult<Exit> {
 /// # Errors
 /// Not found for the source version; conflict if the branch exists; usage for a bad name.
 pub(crate) fn run_branch(ctx: Ctx, args: BranchArgs) -> CliResult<Exit> {
+    let (location, name) = dataset_and_name(&args.ds, args.location.as_ref(), args.name.as_ref(), args.list)?;
     if args.list {
-        let store = open_store(&list_location(&args.ds, args.name.as_deref(), args.location.as_deref())?)?;
+        let store = open_store(&location)?;
         let ds = open_version(&store, &At::Latest)?;
         let mut out = Vec::new();
         for b in ds.branches()? {
@@ -135,8 +143,7 @@ pub(crate) fn run_branch(ctx: Ctx, args: BranchArgs) -> CliResult<Exit> {
         }
         return Ok(Exit::Ok);
     }
-    let name = args.name.unwrap_or_default();
-    let store = open_store(&args.ds.location(args.location.as_deref())?)?;
+    let store = open_store(&location)?;
     let source = match &args.from_tag {
         Some(t) => At::Tag(t.clone()),
         None => at(args.from_branch.as_ref(), args.from_version),

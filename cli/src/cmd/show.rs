@@ -1,22 +1,22 @@
-//! `tessera show ROW`: print one row. Scalars and text are printed; class labels with their
+//! `tessera show DATASET ROW`: print one row. Scalars and text are printed; class labels with their
 //! name; small tensors in full; images and big tensors as shape, dtype, min, max and mean.
 
 use serde_json::{Value as J, json};
 use std::fmt::Write as _;
 use tessera::{ColumnData, DType, Kind};
 
-use super::{AtArgs, Ctx, DatasetFlag, emit, emit_json, fmt_kind, open};
+use super::{AtArgs, Ctx, DatasetFlag, emit, emit_json, fmt_kind, open_store, open_version, required};
 use crate::error::{CliError, CliResult, Exit};
 
 /// Arguments of `tessera show`.
 #[derive(clap::Args, Debug)]
 pub(crate) struct Args {
-    /// Row index (0-based, in the version's row order).
-    #[arg(value_name = "ROW")]
-    row: u64,
     /// Dataset path or URL (or --dataset).
     #[arg(value_name = "DATASET")]
     location: Option<String>,
+    /// Row index (0-based, in the version's row order).
+    #[arg(value_name = "ROW")]
+    row: Option<String>,
     #[command(flatten)]
     ds: DatasetFlag,
     #[command(flatten)]
@@ -160,11 +160,14 @@ fn describe(col: &tessera::Column, data: &ColumnData, max_elements: usize, max_c
 /// # Errors
 /// Not found for a row past the end; usage for unknown columns; validation errors.
 pub(crate) fn run(ctx: Ctx, args: &Args) -> CliResult<Exit> {
-    let ds = open(&args.ds, args.location.as_deref(), &args.at)?;
-    if args.row >= ds.row_count() {
+    let (location, [row]) = args.ds.resolve(args.location.clone(), [args.row.clone()])?;
+    let row = required(row, "ROW")?;
+    let row: u64 = row.parse().map_err(|_| CliError::usage(format!("bad row {row:?} (a row index: 0, 1, ...)")))?;
+    let ds = open_version(&open_store(&location)?, &args.at.at())?;
+    if row >= ds.row_count() {
         return Err(CliError::not_found(format!(
             "row {} does not exist ({}@{} has {} rows)",
-            args.row,
+            row,
             ds.branch(),
             ds.version(),
             ds.row_count()
@@ -173,7 +176,7 @@ pub(crate) fn run(ctx: Ctx, args: &Args) -> CliResult<Exit> {
     let names: Vec<&str> = args.columns.iter().map(String::as_str).collect();
     let projection = (!names.is_empty()).then_some(names.as_slice());
     let cols = ds.project(projection)?;
-    let batch = ds.read_row(args.row, projection)?;
+    let batch = ds.read_row(row, projection)?;
     let mut out = serde_json::Map::new();
     let mut rows = Vec::new();
     for c in cols {
@@ -183,11 +186,11 @@ pub(crate) fn run(ctx: Ctx, args: &Args) -> CliResult<Exit> {
         rows.push((c.name.clone(), text));
     }
     if ctx.json {
-        emit_json(&json!({"branch": ds.branch(), "version": ds.version(), "row": args.row, "columns": out}));
+        emit_json(&json!({"branch": ds.branch(), "version": ds.version(), "row": row, "columns": out}));
         return Ok(Exit::Ok);
     }
     let w = rows.iter().map(|(n, _)| n.chars().count()).max().unwrap_or(0);
-    let mut s = format!("row {} of {} ({}@{})\n", args.row, ds.row_count(), ds.branch(), ds.version());
+    let mut s = format!("row {} of {} ({}@{})\n", row, ds.row_count(), ds.branch(), ds.version());
     for (n, t) in rows {
         let _ = writeln!(s, "  {n:<w$}  {t}");
     }
