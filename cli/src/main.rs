@@ -88,7 +88,8 @@ enum Command {
     Verify(cmd::verify::Args),
     /// Export a version to .npy files or WebDataset tar shards.
     Export(cmd::export::Args),
-    /// Measure the training loader's throughput on a version, against the raw read limit.
+    /// Measure the training loader's throughput on a version, against the raw read limit
+    /// (built with the `bench` cargo feature, which links libtorch).
     Bench(cmd::bench::Args),
 }
 
@@ -100,8 +101,8 @@ fn main() -> ExitCode {
         Command::Info(a) => cmd::info::run(ctx, &a),
         Command::Log(a) => cmd::log::run(ctx, &a),
         Command::Diff(a) => cmd::diff::run(ctx, &a),
-        Command::Tag(a) => cmd::refs::run_tag(ctx, a),
-        Command::Branch(a) => cmd::refs::run_branch(ctx, a),
+        Command::Tag(a) => cmd::refs::run_tag(ctx, &a),
+        Command::Branch(a) => cmd::refs::run_branch(ctx, &a),
         Command::Show(a) => cmd::show::run(ctx, &a),
         Command::Verify(a) => cmd::verify::run(ctx, &a),
         Command::Export(a) => cmd::export::run(ctx, &a),

@@ -206,6 +206,7 @@ fn export_npy_and_wds_round_trip() {
     assert_eq!(fails(&["export", s(&images), "--out", s(&out)]).0, 4);
 }
 
+#[cfg(feature = "bench")]
 #[test]
 fn bench_runs_the_loader() {
     let dir = tempfile::tempdir().unwrap();
@@ -221,4 +222,12 @@ fn bench_runs_the_loader() {
     let missing = dir.path().join("nope");
     let (code, _, err) = fails(&["bench", s(&missing)]);
     assert_eq!(code, 3, "{err}");
+}
+
+#[cfg(not(feature = "bench"))]
+#[test]
+fn bench_without_the_feature_says_how_to_get_it() {
+    let (code, _, err) = fails(&["bench", "some/dataset", "--epochs", "1"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--features bench"), "{err}");
 }

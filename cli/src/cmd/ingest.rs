@@ -323,11 +323,12 @@ fn format_name(f: Format) -> &'static str {
     }
 }
 
-/// Runs `tessera ingest`.
+/// The dataset (the first positional, or `--dataset` when every positional is an input);
+/// leaves the inputs in `args.inputs`.
 ///
 /// # Errors
-/// See the exit codes in `tessera --help`.
-pub(crate) fn run(ctx: Ctx, mut args: Args) -> CliResult<Exit> {
+/// Usage error without a dataset or without inputs.
+fn dataset_and_inputs(args: &mut Args) -> CliResult<String> {
     // The dataset first; with --dataset every positional is an input.
     let location = match args.ds.dataset.clone() {
         Some(d) => {
@@ -343,6 +344,15 @@ pub(crate) fn run(ctx: Ctx, mut args: Args) -> CliResult<Exit> {
     if args.inputs.is_empty() {
         return Err(CliError::usage("no inputs given: tessera ingest DATASET INPUT..."));
     }
+    Ok(location)
+}
+
+/// Runs `tessera ingest`.
+///
+/// # Errors
+/// See the exit codes in `tessera --help`.
+pub(crate) fn run(ctx: Ctx, mut args: Args) -> CliResult<Exit> {
+    let location = dataset_and_inputs(&mut args)?;
     let inputs: Vec<PathBuf> = args.inputs.iter().map(PathBuf::from).collect();
     let format = if args.format == Format::Auto { detect(&inputs)? } else { args.format };
     let size = args.size.as_deref().map(parse_image_size).transpose()?;

@@ -1,6 +1,10 @@
 //! The subcommands, and what they share: dataset selection, version selection, output and
 //! formatting helpers.
 
+#[cfg(feature = "bench")]
+pub(crate) mod bench;
+#[cfg(not(feature = "bench"))]
+#[path = "bench_off.rs"]
 pub(crate) mod bench;
 pub(crate) mod diff;
 pub(crate) mod export;

@@ -86,7 +86,7 @@ fn at(branch: Option<&String>, version: Option<u64>) -> At {
 ///
 /// # Errors
 /// Not found for the version; conflict if the tag exists; usage for a bad name.
-pub(crate) fn run_tag(ctx: Ctx, args: TagArgs) -> CliResult<Exit> {
+pub(crate) fn run_tag(ctx: Ctx, args: &TagArgs) -> CliResult<Exit> {
     let (location, name) = dataset_and_name(&args.ds, args.location.as_ref(), args.name.as_ref(), args.list)?;
     if args.list {
         let store = open_store(&location)?;
@@ -122,7 +122,7 @@ pub(crate) fn run_tag(ctx: Ctx, args: TagArgs) -> CliResult<Exit> {
 ///
 /// # Errors
 /// Not found for the source version; conflict if the branch exists; usage for a bad name.
-pub(crate) fn run_branch(ctx: Ctx, args: BranchArgs) -> CliResult<Exit> {
+pub(crate) fn run_branch(ctx: Ctx, args: &BranchArgs) -> CliResult<Exit> {
     let (location, name) = dataset_and_name(&args.ds, args.location.as_ref(), args.name.as_ref(), args.list)?;
     if args.list {
         let store = open_store(&location)?;
