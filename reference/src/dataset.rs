@@ -82,7 +82,7 @@ pub struct VerifyReport {
 }
 
 /// Maps "object not found" for an object a manifest references to the `invalid` class `[VAL-15]`.
-fn referenced(e: Error, key: &str) -> Error {
+pub(crate) fn referenced(e: Error, key: &str) -> Error {
     match e {
         Error::NotFound { .. } => Error::invalid(key, "referenced object does not exist [VAL-15]"),
         other => other,
@@ -377,50 +377,18 @@ impl Dataset {
     }
 
     /// Reads every byte of every data file of this version and checks all checksums, sizes,
-    /// padding and decoded values `[VAL-14]`.
+    /// padding and decoded values `[VAL-14]`, stopping at the first fault; see
+    /// [`Dataset::verify_each`] (module [`crate::verify`]) for every fault.
     ///
     /// # Errors
     /// The first fault found.
     pub fn verify(&self) -> Result<VerifyReport> {
-        let mut report = VerifyReport::default();
-        for info in self.fragments.iter() {
-            for file in &info.fragment.files {
-                // Bounded by the declared size: a larger object is refused before it is read.
-                let bytes = self.store.get_bounded(&file.path, file.size).map_err(|e| match e {
-                    Error::Limit { actual, .. } => Error::invalid(
-                        &file.path,
-                        format!("file is {actual} bytes, manifest says {} [SEG-07]", file.size),
-                    ),
-                    e => referenced(e, &file.path),
-                })?;
-                if bytes.len() as u64 != file.size {
-                    return Err(Error::invalid(
-                        &file.path,
-                        format!("file is {} bytes, manifest says {} [SEG-07]", bytes.len(), file.size),
-                    ));
-                }
-                let columns = self.file_columns(file)?;
-                let size = bytes.len() as u64;
-                let df = open_file(file, info.fragment.row_count, &columns, &self.limits, &bytes, &bytes, 0, |r| {
-                    Ok(bytes.slice(r.start as usize..r.end as usize))
-                })?;
-                df.check_padding(&bytes)?;
-                for c in &columns {
-                    let chunk = df.chunk(c.id).ok_or_else(|| Error::invalid(&file.path, "column missing"))?;
-                    let all = 0..info.fragment.row_count;
-                    let (blocks, _) = df.blocks_for(chunk, &all);
-                    let stored: Vec<&[u8]> =
-                        blocks.iter().map(|b| &bytes[b.offset as usize..(b.offset + b.stored_len) as usize]).collect();
-                    df.decode(c, all, &stored)?;
-                    report.blocks += blocks.len() as u64;
-                }
-                report.files += 1;
-                report.bytes += size;
-            }
-            self.deleted_rows(info)?;
-            report.rows += info.fragment.live_rows();
-        }
-        Ok(report)
+        let mut first = None;
+        let report = self.verify_each(|fault| {
+            first = Some(fault.error);
+            std::ops::ControlFlow::Break(())
+        });
+        first.map_or(Ok(report), Err)
     }
 }
 
@@ -516,7 +484,7 @@ async fn fetch_tail(store: &Store, file: &DataFileRef) -> Result<(Bytes, Bytes, 
 /// Validates a data file from its header and a suffix that starts at `suffix_start`; `fetch`
 /// reads the footer when the suffix does not hold all of it.
 #[allow(clippy::too_many_arguments)]
-fn open_file(
+pub(crate) fn open_file(
     file: &DataFileRef,
     rows: u64,
     columns: &[&Column],

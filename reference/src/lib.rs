@@ -81,6 +81,7 @@ pub mod paths;
 pub mod schema;
 pub(crate) mod stats;
 pub mod store;
+pub mod verify;
 
 pub use batch::Batch;
 pub use column::ColumnData;
