@@ -985,8 +985,13 @@ impl Assembler {
             images += u64::from(matches!(v, Value::Image(_)));
             let row =
                 encode(&self.columns[i], v, self.class_ids[i].as_ref()).map_err(|e| format!("column {name:?}: {e}"))?;
-            if let Some((shape, _)) = &row {
+            if let Some((shape, bytes)) = &row {
                 check_shape(&self.columns[i], shape).map_err(|e| format!("column {name:?}: {e}"))?;
+                // The value rules of the column's dtype and kind are the reference's.
+                self.columns[i].check_value(bytes).map_err(|e| match e {
+                    tessera::Error::Usage(reason) => format!("column {name:?}: {reason}"),
+                    other => format!("column {name:?}: {other}"),
+                })?;
             }
             rows[i] = Some(row);
         }
@@ -1041,7 +1046,8 @@ fn check_shape(c: &Column, shape: &[u64]) -> Result<(), String> {
     Ok(())
 }
 
-/// Encodes a value for a column (dtype conversions, class names, JSON checks).
+/// Encodes a value for a column (dtype conversions, class names); the value rules of the
+/// column are checked on the result ([`Column::check_value`]).
 fn encode(c: &Column, v: Value, class_ids: Option<&HashMap<String, i64>>) -> Result<Row, String> {
     let scalar = |bytes: Vec<u8>| Ok(Some((Vec::new(), bytes)));
     match v {
@@ -1065,22 +1071,13 @@ fn encode(c: &Column, v: Value, class_ids: Option<&HashMap<String, i64>>) -> Res
                 if dtype != DType::U8 || shape.len() != 1 {
                     return Err(format!("a {dtype} array of rank {} cannot be a {} value", shape.len(), c.dtype));
                 }
-                if c.dtype == DType::Utf8 {
-                    check_text(c, &bytes)?;
-                }
                 return Ok(Some((shape, bytes)));
             }
             if dtype == c.dtype || (c.dtype == DType::Bf16 && dtype == DType::U16) {
-                if dtype == DType::Bool && bytes.iter().any(|&b| b > 1) {
-                    return Err("bool elements must be 0 or 1".into());
-                }
-                if let Some(ids) = class_ids {
-                    check_ids(c.dtype, &bytes, ids.len())?;
-                }
                 Ok(Some((shape, bytes)))
             } else if shape.is_empty() && c.shape.is_empty() && dtype.is_integer() && c.dtype.is_integer() {
                 let x = int_of(dtype, &bytes).ok_or("bad integer")?;
-                scalar(int_bytes(c, x, class_ids)?)
+                scalar(int_bytes(c, x)?)
             } else {
                 Err(format!("array dtype {dtype} differs from the column's {}", c.dtype))
             }
@@ -1093,13 +1090,13 @@ fn encode(c: &Column, v: Value, class_ids: Option<&HashMap<String, i64>>) -> Res
                 }
                 None => index as i64,
             };
-            scalar(int_bytes(c, id, None)?)
+            scalar(int_bytes(c, id)?)
         }
         Value::Int(x) => {
             if c.dtype.is_float() {
                 scalar(float_bytes(c.dtype, x as f64)?)
             } else {
-                scalar(int_bytes(c, x, class_ids)?)
+                scalar(int_bytes(c, x)?)
             }
         }
         Value::Float(x) => scalar(float_bytes(c.dtype, x)?),
@@ -1114,7 +1111,6 @@ fn encode(c: &Column, v: Value, class_ids: Option<&HashMap<String, i64>>) -> Res
             if !c.dtype.is_variable() {
                 return Err(format!("text cannot go in a {} column", c.dtype));
             }
-            check_text(c, s.as_bytes())?;
             let bytes = s.into_bytes();
             Ok(Some((vec![bytes.len() as u64], bytes)))
         }
@@ -1122,32 +1118,9 @@ fn encode(c: &Column, v: Value, class_ids: Option<&HashMap<String, i64>>) -> Res
             if !c.dtype.is_variable() {
                 return Err(format!("bytes cannot go in a {} column", c.dtype));
             }
-            if c.dtype == DType::Utf8 {
-                check_text(c, &b)?;
-            }
             Ok(Some((vec![b.len() as u64], b)))
         }
     }
-}
-
-/// UTF-8 for utf8 columns; valid JSON for json columns.
-fn check_text(c: &Column, bytes: &[u8]) -> Result<(), String> {
-    let s = std::str::from_utf8(bytes).map_err(|_| "text is not UTF-8".to_string())?;
-    if c.kind == Kind::Json {
-        serde_json::from_str::<serde_json::Value>(s).map_err(|e| format!("invalid JSON: {e}"))?;
-    }
-    Ok(())
-}
-
-/// Class ids of a little-endian integer array must index the names.
-fn check_ids(dtype: DType, bytes: &[u8], n: usize) -> Result<(), String> {
-    for e in bytes.chunks_exact(dtype.item_size()) {
-        match int_of(dtype, e) {
-            Some(x) if x >= 0 && (x as u64) < n as u64 => {}
-            other => return Err(format!("class id {other:?} is not below {n}")),
-        }
-    }
-    Ok(())
 }
 
 /// The value of one little-endian integer element (None beyond i64).
@@ -1165,13 +1138,9 @@ fn int_of(dtype: DType, e: &[u8]) -> Option<i64> {
     })
 }
 
-/// An integer in the column's dtype, range-checked (and against class names).
-fn int_bytes(c: &Column, x: i64, class_ids: Option<&HashMap<String, i64>>) -> Result<Vec<u8>, String> {
-    if let Some(ids) = class_ids
-        && !(0..ids.len() as i64).contains(&x)
-    {
-        return Err(format!("class id {x} is not below {}", ids.len()));
-    }
+/// An integer in the column's dtype, range-checked (class ids are checked with the column's
+/// other value rules, after encoding).
+fn int_bytes(c: &Column, x: i64) -> Result<Vec<u8>, String> {
     let range = || format!("{x} does not fit {}", c.dtype);
     Ok(match c.dtype {
         DType::I64 => x.to_le_bytes().to_vec(),
