@@ -34,7 +34,9 @@ use tessera::{
 };
 use tessera_loader_tch::sampler::SplitMix64;
 use tessera_loader_tch::transform::{ImageToFloat, Normalize, RandomHorizontalFlip};
-use tessera_loader_tch::{Batch, EpochIter, Loader, LoaderConfig, LoaderState, ShuffleMode};
+use tessera_loader_tch::{
+    Batch, BatchTransform, EpochIter, Loader, LoaderConfig, LoaderState, ShuffleMode, loader_device, tch_device,
+};
 
 const SIDE: usize = 64;
 const SHAPES: [&str; 3] = ["circle", "square", "triangle"];
@@ -108,7 +110,7 @@ struct Args {
 fn main() -> Result<(), Box<dyn Error>> {
     let args = Args::parse();
     let (loader, val_loader) = open_loaders(&args)?;
-    let device = loader.config().device;
+    let device = tch_device(loader.config().device);
     let devices: Vec<Device> = match device {
         Device::Cuda(_) if tch::Cuda::device_count() > 1 && loader.config().dist.world_size == 1 => {
             (0..tch::Cuda::device_count() as usize).map(Device::Cuda).collect()
@@ -266,19 +268,22 @@ fn open_loaders(args: &Args) -> Result<(Loader, Option<Loader>), Box<dyn Error>>
         .with_seed(args.seed)
         .with_workers(args.workers)
         .with_memory_budget(256 << 20);
-    config.device = device;
+    config.device = loader_device(device)?;
     config = config.with_torchrun_env()?; // RANK / WORLD_SIZE / LOCAL_RANK when launched by torchrun
-    config.transforms = vec![
-        Arc::new(ImageToFloat { column: "image".into() }),
-        Arc::new(RandomHorizontalFlip { column: "image".into(), p: 0.5, width_dim: 3 }),
-        Arc::new(Normalize { column: "image".into(), mean: vec![0.3; 3], std: vec![0.3; 3] }),
-    ];
+    let to_float: Arc<dyn BatchTransform> = Arc::new(ImageToFloat { column: "image".into() });
+    let normalize: Arc<dyn BatchTransform> =
+        Arc::new(Normalize { column: "image".into(), mean: vec![0.3; 3], std: vec![0.3; 3] });
+    let flip: Arc<dyn BatchTransform> = Arc::new(RandomHorizontalFlip { column: "image".into(), p: 0.5, width_dim: 3 });
     let mut val_config = config.clone();
     val_config.location = val_root;
     val_config.shuffle = ShuffleMode::None;
-    val_config.transforms.remove(1); // no augmentation for evaluation
-    let val = if Dataset::open(&val_config.location).is_ok() { Some(Loader::open(val_config)?) } else { None };
-    Ok((Loader::open(config)?, val))
+    let val = if Dataset::open(&val_config.location).is_ok() {
+        // No augmentation for evaluation.
+        Some(Loader::open(val_config)?.with_transforms(vec![to_float.clone(), normalize.clone()]))
+    } else {
+        None
+    };
+    Ok((Loader::open(config)?.with_transforms(vec![to_float, flip, normalize]), val))
 }
 
 /// Running totals of an epoch.

@@ -3,9 +3,10 @@
 use std::sync::Arc;
 
 use tch::{Device, Kind, Tensor};
+use tessera_loader::{Elem, HostBatch, HostColumn, Lease, SkippedSample};
 
-use crate::error::{LoaderError, Result};
-use crate::pool::Lease;
+use crate::error::{LoaderError, Result, tensor_err};
+use crate::slots::HostBuffer;
 
 /// The tensors of one column of a batch (`B` rows).
 #[derive(Debug)]
@@ -23,7 +24,7 @@ pub struct ColumnTensors {
 
 impl ColumnTensors {
     fn map(&self, f: &dyn Fn(&Tensor) -> std::result::Result<Tensor, tch::TchError>) -> Result<Self> {
-        let ctx = |e| LoaderError::tensor("moving or splitting a batch", e);
+        let ctx = |e| tensor_err("moving or splitting a batch", e);
         let opt = |t: &Option<Tensor>| t.as_ref().map(|t| f(t).map_err(ctx)).transpose();
         Ok(Self {
             values: f(&self.values).map_err(ctx)?,
@@ -32,24 +33,6 @@ impl ColumnTensors {
             valid: opt(&self.valid)?,
         })
     }
-}
-
-/// A sample the loader replaced because its stored bytes were corrupt
-/// ([`LoaderConfig::skip_bad_samples`](crate::LoaderConfig::skip_bad_samples)).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SkippedSample {
-    /// Epoch.
-    pub epoch: u64,
-    /// Batch index within this rank's epoch.
-    pub batch: usize,
-    /// Row slot within the batch.
-    pub slot: usize,
-    /// The global row that could not be read.
-    pub row: u64,
-    /// The global row delivered in its place (the next readable row of the epoch's order).
-    pub replacement: u64,
-    /// Why the row was skipped.
-    pub error: String,
 }
 
 /// One batch: named column tensors, the global rows they hold, and where the batch sits
@@ -73,7 +56,69 @@ pub struct Batch {
     pub(crate) lease: Option<Arc<Lease>>,
 }
 
+/// The torch kind of a core element type.
+pub(crate) fn kind_of(elem: Elem) -> Kind {
+    match elem {
+        Elem::Bool => Kind::Bool,
+        Elem::U8 => Kind::Uint8,
+        Elem::I8 => Kind::Int8,
+        Elem::I16 => Kind::Int16,
+        Elem::I32 => Kind::Int,
+        Elem::I64 => Kind::Int64,
+        Elem::F16 => Kind::Half,
+        Elem::Bf16 => Kind::BFloat16,
+        Elem::F32 => Kind::Float,
+        Elem::F64 => Kind::Double,
+    }
+}
+
+/// The tensors of one filled column: a view of the pooled buffer and small side tensors.
+fn column_tensors(host: &HostBatch, c: usize, col: &HostColumn) -> Result<ColumnTensors> {
+    let ctx = |e| tensor_err(format!("column {:?} side tensors", col.name), e);
+    let values = host
+        .with_buffer(c, |b| {
+            b.as_any()
+                .downcast_ref::<HostBuffer>()
+                .ok_or_else(|| LoaderError::WorkerPanicked("a batch buffer not allocated by the tch adapter".into()))
+                .and_then(|b| b.view(col.byte_len, kind_of(col.elem), &col.shape))
+        })
+        .ok_or_else(|| LoaderError::WorkerPanicked(format!("column {c} has no buffer")))??;
+    let rows = col.shape.first().copied().unwrap_or(0);
+    let lengths = match &col.lengths {
+        Some(v) => {
+            let t = Tensor::f_from_slice(v).map_err(ctx)?;
+            Some(if col.ragged_dims == 1 { t } else { t.f_view([rows, col.ragged_dims as i64]).map_err(ctx)? })
+        }
+        None => None,
+    };
+    let offsets = col.offsets.as_deref().map(Tensor::f_from_slice).transpose().map_err(ctx)?;
+    let valid = col.valid.as_deref().map(Tensor::f_from_slice).transpose().map_err(ctx)?;
+    Ok(ColumnTensors { values, lengths, offsets, valid })
+}
+
 impl Batch {
+    /// Wraps a filled host batch as tensors: the values are views of its buffers (no copy),
+    /// which stay leased until the batch and every tensor viewing them are gone.
+    pub(crate) fn from_host(host: HostBatch) -> Result<Self> {
+        let columns = host
+            .columns
+            .iter()
+            .enumerate()
+            .map(|(c, col)| column_tensors(&host, c, col).map(Some))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Self {
+            names: host.columns.iter().map(|c| c.name.clone()).collect(),
+            columns,
+            text: host.columns.iter().map(|c| c.text).collect(),
+            lease: host.lease().cloned(),
+            rows: host.rows,
+            epoch: host.epoch,
+            index: host.index,
+            position: host.position,
+            skipped: host.skipped,
+        })
+    }
+
     /// Rows in the batch.
     #[must_use]
     pub fn len(&self) -> usize {
@@ -185,7 +230,7 @@ impl Batch {
     /// [`LoaderError::NoColumn`], or a column that is not `u8` with lengths.
     pub fn byte_strings(&self, name: &str) -> Result<Vec<Vec<u8>>> {
         let c = self.column(name)?;
-        let ctx = |e| LoaderError::tensor(format!("reading column {name:?} as strings"), e);
+        let ctx = |e| tensor_err(format!("reading column {name:?} as strings"), e);
         let (Some(lengths), Kind::Uint8) = (&c.lengths, c.values.kind()) else {
             return Err(LoaderError::config(format!("column {name:?} is not a text or bytes column")));
         };
@@ -223,7 +268,13 @@ impl Batch {
             .map(|c| c.as_ref().map(|c| c.map(&|t| t.f_to_device_(device, t.kind(), true, false))).transpose())
             .collect::<Result<_>>()?;
         if let (Device::Cuda(index), Some(lease)) = (device, &self.lease) {
-            lease.mark_cuda(index);
+            for c in 0..self.columns.len() {
+                lease.with_buffer_mut(c, |b| {
+                    if let Some(b) = b.as_any_mut().downcast_mut::<HostBuffer>() {
+                        b.mark_cuda(index);
+                    }
+                });
+            }
         }
         out.lease.clone_from(&self.lease);
         Ok(out)
@@ -254,7 +305,7 @@ impl Batch {
                             .map(|c| -> Result<ColumnTensors> {
                                 let mut part = c.map(&|t| t.f_narrow(0, start, m as i64))?;
                                 if let Some(off) = &c.offsets {
-                                    let ctx = |e| LoaderError::tensor("splitting offsets", e);
+                                    let ctx = |e| tensor_err("splitting offsets", e);
                                     let o = off.f_narrow(0, start, m as i64 + 1).map_err(ctx)?;
                                     let base = o.f_get(0).map_err(ctx)?;
                                     part.offsets = Some(o.f_sub(&base).map_err(ctx)?);

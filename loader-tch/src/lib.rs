@@ -52,48 +52,11 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
-//! ## Order, sharding and resume ([`sampler`])
-//! The epoch's global order G comes from the frozen sampler. Rank `r` of `W` takes the
-//! `r`-th block of `batch_size` rows of each global batch of `batch_size × W` rows, so ranks
-//! are disjoint and every rank yields the same number of batches. By default the last global
-//! batch is **padded by repeating rows from the start of G** (every row is seen at least once,
-//! at most `batch_size × W − 1` rows twice); `drop_last = true` drops it instead.
-//! Rank and world size come from [`LoaderConfig::dist`] or torchrun's `RANK`/`WORLD_SIZE`/
-//! `LOCAL_RANK` ([`LoaderConfig::with_torchrun_env`]).
-//!
-//! [`EpochIter::state`] is a 62-byte [`LoaderState`]; [`Loader::resume`] yields exactly the
-//! remaining batches, also with another world size when the global batch is unchanged, and
-//! refuses a state from another dataset version, seed or order settings.
-//!
-//! ## Shuffle modes and their quality
-//! * Global ([`ShuffleMode::Global`]): an exact uniform permutation of all rows (8 bytes per row).
-//!   Adjacent-pair retention ≈ 1/N, mean normalised displacement ≈ 1/3 — the reference
-//!   quality. Reads are random: each batch touches up to `batch_size` pages anywhere.
-//! * Block ([`ShuffleMode::Block`]): fragments are permuted, taken `window_fragments` at a time, and
-//!   each window's rows are permuted. Every data file is read once per epoch and at most two
-//!   windows are resident. Displacement is still ≈ 1/3 (fragments move anywhere), but a batch
-//!   only mixes rows of one or two windows: adjacent-pair retention ≈ 1/(rows per window), and
-//!   rows of the same fragment are correlated in time. Use windows of many fragments when
-//!   fragments are internally sorted (by label, source, time).
-//! * None ([`ShuffleMode::None`]): sequential.
-//!
-//! [`sampler::adjacent_pair_retention`] and [`sampler::displacement_stats`] measure an order;
-//! the `shuffle_quality` test prints them for both modes.
-//!
-//! ## Pipeline
-//! Worker threads (count does not affect output) assemble batches: rows are grouped by data
-//! file; the pages (or, with checksums off, the rows) each file contributes are fetched in
-//! one `get_ranges` call per file from object stores, or with positioned reads from a local
-//! directory straight into the batch tensor's memory. Pages are CRC-checked when
-//! [`LoaderConfig::verify_checksums`] is on (the default), which requires reading a page
-//! whole. Writers aim at 256 KiB pages (DF-20), so a 150 KB image is a page of its own and a
-//! verified global shuffle reads no more than the samples; for mid-sized rows several share a
-//! page, and turning verification off reads only the sample's bytes. Decoded pages
-//! are cached per worker while consecutive rows hit them.
-//!
-//! Every batch tensor is allocated once (from a `pool` of buffers, pinned when the device is
-//! CUDA and CUDA is available) and filled in place; the only `unsafe` code is the slice over a
-//! tensor's storage in `slots.rs`. Batches on CUDA are copied with `non_blocking = true`.
+//! This crate is the tch adapter of the framework-free loader [`tessera_loader`]: the core
+//! decides the order, shards, prefetches within one memory budget and fills host buffers;
+//! here those buffers are libtorch tensors (pinned when the device is CUDA), handed out as
+//! zero-copy views, moved with `non_blocking` copies, and transformed. The core's crate docs
+//! describe order, sharding, resume, shuffle quality, the pipeline, memory and failures.
 //!
 //! **Buffer reuse cannot be observed:** on the CPU, a batch's tensors are views of a pooled
 //! buffer. The buffer is refilled only when libtorch reports that no tensor shares its storage
@@ -101,50 +64,27 @@
 //! keeps beyond the batch keeps its values; the pool lets that buffer go and allocates a new
 //! one (at the cost of that allocation, so keep aliases only when you mean to).
 //!
-//! ## Memory
-//! One budget ([`LoaderConfig::memory_budget`]) covers batch buffers, in-flight fetches and
-//! decoded pages, the block-shuffle window and per-file indexes; [`Loader::memory_stats`]
-//! reports use and the high-water mark per [`MemoryUse`]. Backpressure: a bounded pool of
-//! batch buffers and a bounded channel.
-//!
-//! ## Failures
-//! Transient storage errors are retried with exponential backoff and jitter
-//! ([`RetryPolicy`]). A checksum or decode failure is an error, unless
-//! [`LoaderConfig::skip_bad_samples`] is set: the sample is then replaced by the next
-//! readable row of G, batch counts stay equal, and [`Loader::skipped`] reports it. Errors
-//! reach the loop as `Err` items; dropping the iterator stops the workers.
-//!
 //! ## Modules
-//! `config` (settings, torchrun env), [`sampler`] (order), `source` (local/object reads,
-//! retries), `fetch` (the pipeline), `window` (block-shuffle cache), `catalog` (row → page
-//! index), `assemble` (tensor layout, padding), `pool` (buffer reuse), `slots` (the unsafe
-//! slice), [`transform`], `memory` (budget), `error`,
-//! [`throughput`] (epoch timing and the raw read limit, for `tessera bench` and `benches/`).
+//! `loader` (the tch `Loader` and `EpochIter` over the core's), `batch` (tensors over the
+//! core's host batches), `slots` (libtorch-owned buffers and the allocator hook; the crate's
+//! `unsafe` code), [`transform`], [`throughput`] (epoch timing and the raw read limit, for
+//! `tessera bench` and `benches/`).
 
 #![deny(rustdoc::broken_intra_doc_links)]
 
-mod assemble;
 mod batch;
-mod catalog;
-mod config;
 mod error;
-mod fetch;
 mod loader;
-mod memory;
-mod pool;
-pub mod sampler;
 mod slots;
-mod source;
 pub mod throughput;
 pub mod transform;
-mod window;
 
-pub use batch::{Batch, ColumnTensors, SkippedSample};
-pub use catalog::version_id;
-pub use config::{DistEnv, LoaderConfig, RaggedOptions, RetryPolicy};
+pub use batch::{Batch, ColumnTensors};
 pub use error::{LoaderError, Result};
-pub use loader::{EpochIter, Loader};
-pub use memory::{MemoryStats, MemoryUse, UseStats};
-pub use sampler::{LoaderState, Plan, PlanConfig, ShuffleMode};
-pub use source::IoStats;
+pub use loader::{EpochIter, Loader, loader_device, tch_device};
+pub use tessera_loader::IoStats;
+pub use tessera_loader::{
+    Device, DistEnv, LoaderConfig, LoaderState, MemoryStats, MemoryUse, Plan, PlanConfig, RaggedOptions, RetryPolicy,
+    ShuffleMode, SkippedSample, UseStats, sampler, version_id,
+};
 pub use transform::BatchTransform;

@@ -1,37 +1,58 @@
 //! The public entry points: [`Loader`] (one opened, pinned dataset version) and
-//! [`EpochIter`] (the batches of one epoch, in order).
+//! [`EpochIter`] (the batches of one epoch, in order), over the framework-free core
+//! ([`tessera_loader::Loader`]) with libtorch buffers, devices and transforms.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
-use tch::Device;
 use tessera::{Dataset, Store};
+use tessera_loader::{
+    Device as CoreDevice, IoStats, LoaderConfig, LoaderState, MemoryStats, Plan, PlanConfig, SkippedSample,
+};
 
-use crate::batch::{Batch, SkippedSample};
-use crate::catalog::Catalog;
-use crate::config::LoaderConfig;
+use crate::batch::Batch;
 use crate::error::{LoaderError, Result};
-use crate::fetch::{EpochPipeline, PipelineSettings};
-use crate::memory::{Accountant, MemoryStats};
-use crate::sampler::{LoaderState, Plan, PlanConfig, SamplerError, ShuffleMode, Xoshiro256StarStar, seed_for};
-use crate::source::{Fetcher, IoStats, Source, classify, with_retry};
+use crate::sampler::{Xoshiro256StarStar, seed_for};
+use crate::slots::TchAllocator;
 use crate::transform::BatchTransform;
 
 /// Random streams of transforms: `TRANSFORM_STREAM | position` (the sampler uses small ones).
 const TRANSFORM_STREAM: u64 = 1 << 63;
 
-/// An opened, pinned dataset version ready to produce epochs of batches.
+/// The tch device of a configured [`tessera_loader::Device`].
+#[must_use]
+pub fn tch_device(device: CoreDevice) -> tch::Device {
+    match device {
+        CoreDevice::Cpu => tch::Device::Cpu,
+        CoreDevice::Cuda(i) => tch::Device::Cuda(i),
+    }
+}
+
+/// The loader device of a tch device.
+///
+/// # Errors
+/// [`LoaderError::Config`] for devices the loader does not deliver to (MPS, Vulkan).
+pub fn loader_device(device: tch::Device) -> Result<CoreDevice> {
+    match device {
+        tch::Device::Cpu => Ok(CoreDevice::Cpu),
+        tch::Device::Cuda(i) => Ok(CoreDevice::Cuda(i)),
+        other => Err(LoaderError::config(format!("batches cannot be delivered to {other:?}"))),
+    }
+}
+
+/// An opened, pinned dataset version ready to produce epochs of tch batches.
 #[derive(Debug)]
 pub struct Loader {
-    config: LoaderConfig,
-    catalog: Arc<Catalog>,
-    fetcher: Arc<Fetcher>,
-    acct: Arc<Accountant>,
-    skipped: Arc<Mutex<Vec<SkippedSample>>>,
-    active: Arc<AtomicBool>,
-    pin: Option<Device>,
-    batches_per_epoch: usize,
+    core: tessera_loader::Loader,
+    transforms: Vec<Arc<dyn BatchTransform>>,
+}
+
+fn allocator(config: &LoaderConfig) -> Arc<TchAllocator> {
+    let pin = match config.device {
+        CoreDevice::Cuda(i) if tch::Cuda::is_available() => Some(tch::Device::Cuda(i)),
+        _ => None,
+    };
+    Arc::new(TchAllocator { pin })
 }
 
 impl Loader {
@@ -42,11 +63,8 @@ impl Loader {
     /// [`LoaderError::Config`] for a bad configuration or unknown column;
     /// [`LoaderError::Dataset`] when the version cannot be opened or fails validation.
     pub fn open(config: LoaderConfig) -> Result<Self> {
-        config.validate()?;
-        let store = Store::open(&config.location)
-            .map_err(|e| LoaderError::dataset(format!("opening store {:?}", config.location), e))?;
-        let source = Source::for_location(&config.location, &store);
-        Self::open_with(&store, source, config)
+        let alloc = allocator(&config);
+        Ok(Self { core: tessera_loader::Loader::open_with_allocator(config, alloc)?, transforms: Vec::new() })
     }
 
     /// As [`Loader::open`] with a store built by the caller (a custom `object_store`, for
@@ -55,50 +73,28 @@ impl Loader {
     /// # Errors
     /// As [`Loader::open`].
     pub fn open_store(store: &Store, config: LoaderConfig) -> Result<Self> {
-        config.validate()?;
-        let source = Source::Object(store.clone());
-        Self::open_with(store, source, config)
+        let alloc = allocator(&config);
+        Ok(Self { core: tessera_loader::Loader::open_store(store, config, alloc)?, transforms: Vec::new() })
     }
 
-    fn open_with(store: &Store, source: Source, config: LoaderConfig) -> Result<Self> {
-        let fetcher = Arc::new(Fetcher::new(source, config.retry.clone()));
-        let never = AtomicBool::new(false);
-        let what = || format!("opening version {:?} of {}", config.at, config.location);
-        let dataset = with_retry(&config.retry, &never, &fetcher.counters, &what, || {
-            Dataset::open_at(store, &config.at, config.limits.clone()).map_err(|e| classify(&what(), e))
-        })?;
-        let catalog = Arc::new(Catalog::new(dataset, config.columns.as_deref(), config.u64_as_i64_bits)?);
-        let pin = match config.device {
-            Device::Cuda(i) if tch::Cuda::is_available() => Some(Device::Cuda(i)),
-            _ => None,
-        };
-        let mut loader = Self {
-            acct: Accountant::new(config.memory_budget),
-            config,
-            catalog,
-            fetcher,
-            skipped: Arc::new(Mutex::new(Vec::new())),
-            active: Arc::new(AtomicBool::new(false)),
-            pin,
-            batches_per_epoch: 0,
-        };
-        loader.batches_per_epoch = Plan::new(loader.plan_config(), 0)?.batches_per_rank();
-        Ok(loader)
+    /// Per-batch transforms, applied in order on the consumer thread after the batch is on
+    /// its device, each seeded from (dataset, seed, epoch, batch position).
+    #[must_use]
+    pub fn with_transforms(mut self, transforms: Vec<Arc<dyn BatchTransform>>) -> Self {
+        self.transforms = transforms;
+        self
+    }
+
+    /// The framework-free loader underneath.
+    #[must_use]
+    pub fn core(&self) -> &tessera_loader::Loader {
+        &self.core
     }
 
     /// The sampler configuration this loader's epochs use.
     #[must_use]
     pub fn plan_config(&self) -> PlanConfig {
-        PlanConfig {
-            fragment_rows: self.catalog.fragment_rows.clone(),
-            dataset_id: self.catalog.dataset_id,
-            seed: self.config.seed,
-            shuffle: self.config.shuffle,
-            batch_size: self.config.batch_size,
-            world_size: self.config.dist.world_size,
-            rank: self.config.dist.rank,
-            drop_last: self.config.drop_last,
-        }
+        self.core.plan_config()
     }
 
     /// The plan of `epoch` (the order and this rank's batches), without reading any data.
@@ -106,7 +102,7 @@ impl Loader {
     /// # Errors
     /// [`LoaderError::Sampler`] for an unusable configuration.
     pub fn plan(&self, epoch: u64) -> Result<Plan> {
-        Ok(Plan::new(self.plan_config(), epoch)?)
+        self.core.plan(epoch)
     }
 
     /// Starts `epoch` from its beginning.
@@ -115,7 +111,7 @@ impl Loader {
     /// [`LoaderError::Config`] when another epoch of this loader is still alive;
     /// [`LoaderError::Budget`] when the memory budget cannot hold the pipeline.
     pub fn epoch(&self, epoch: u64) -> Result<EpochIter> {
-        self.start(self.plan(epoch)?)
+        Ok(self.wrap(self.core.epoch(epoch)?))
     }
 
     /// Continues the epoch a [`LoaderState`] was taken in, with exactly the batches that
@@ -126,135 +122,78 @@ impl Loader {
     /// [`LoaderError::Resume`] when the state belongs to another dataset version, seed or
     /// order settings, or its position is impossible; as [`Loader::epoch`] otherwise.
     pub fn resume(&self, state: &LoaderState) -> Result<EpochIter> {
-        if state.version != self.version() {
-            return Err(LoaderError::Resume(format!(
-                "the state was saved reading version {} of the dataset; this loader reads version {}",
-                state.version,
-                self.version()
-            )));
-        }
-        let plan = Plan::resume(self.plan_config(), state.epoch, state).map_err(|e| match e {
-            SamplerError::StateMismatch { field: "dataset_id", .. } => LoaderError::Resume(
-                "the state belongs to another dataset (or a re-created one with the same version number)".into(),
-            ),
-            SamplerError::StateMismatch { field, expected, found } => LoaderError::Resume(format!(
-                "{field} differs: the state has {found}, this loader's settings give {expected} \
-                 (settings_digest covers shuffle mode, drop_last, global batch size and fragment layout)"
-            )),
-            SamplerError::InvalidState { field, reason } => LoaderError::Resume(format!("{field} {reason}")),
-            other => LoaderError::Sampler(other),
-        })?;
-        self.start(plan)
+        Ok(self.wrap(self.core.resume(state)?))
     }
 
-    fn start(&self, plan: Plan) -> Result<EpochIter> {
-        if self.active.swap(true, Ordering::AcqRel) {
-            return Err(LoaderError::config("another epoch of this loader is still running; drop it first"));
+    fn wrap(&self, inner: tessera_loader::EpochIter) -> EpochIter {
+        let config = self.core.config();
+        EpochIter {
+            inner,
+            device: tch_device(config.device),
+            transforms: self.transforms.clone(),
+            dataset_id: self.core.dataset_id(),
+            seed: config.seed,
         }
-        let guard = ActiveGuard(self.active.clone());
-        let plan = Arc::new(plan);
-        let settings = PipelineSettings {
-            workers: self.config.workers,
-            prefetch_batches: self.config.prefetch_batches,
-            verify: self.config.verify_checksums,
-            skip_bad: self.config.skip_bad_samples,
-            ragged_offsets: self.config.ragged.offsets,
-            max_fetch: self.config.max_fetch_bytes,
-            max_requests: self.config.max_requests_in_flight,
-            block: matches!(self.config.shuffle, ShuffleMode::Block { .. }),
-            reuse: self.config.reuse_buffers,
-            pin: self.pin,
-        };
-        let pipeline = EpochPipeline::start(
-            self.catalog.clone(),
-            self.fetcher.clone(),
-            self.acct.clone(),
-            plan.clone(),
-            settings,
-            self.skipped.clone(),
-        )?;
-        Ok(EpochIter {
-            pipeline,
-            plan,
-            consumed: 0,
-            device: self.config.device,
-            transforms: self.config.transforms.clone(),
-            dataset_id: self.catalog.dataset_id,
-            seed: self.config.seed,
-            version: self.version(),
-            waited: Duration::ZERO,
-            failed: false,
-            _active: guard,
-        })
     }
 
     /// The opened dataset version.
     #[must_use]
     pub fn dataset(&self) -> &Dataset {
-        &self.catalog.dataset
+        self.core.dataset()
     }
 
     /// The identity every order derives from (see [`crate::version_id`]).
     #[must_use]
     pub fn dataset_id(&self) -> u64 {
-        self.catalog.dataset_id
+        self.core.dataset_id()
     }
 
     /// The dataset version number.
     #[must_use]
     pub fn version(&self) -> u64 {
-        self.catalog.dataset.version()
+        self.core.version()
     }
 
     /// Rows in the version.
     #[must_use]
     pub fn row_count(&self) -> u64 {
-        self.catalog.dataset.row_count()
+        self.core.row_count()
     }
 
     /// Batches every rank yields per full epoch.
     #[must_use]
     pub fn batches_per_epoch(&self) -> usize {
-        self.batches_per_epoch
+        self.core.batches_per_epoch()
     }
 
     /// Projected column names, in output order.
     #[must_use]
     pub fn column_names(&self) -> Vec<String> {
-        self.catalog.columns.iter().map(|c| c.name.clone()).collect()
+        self.core.column_names()
     }
 
     /// The configuration.
     #[must_use]
     pub fn config(&self) -> &LoaderConfig {
-        &self.config
+        self.core.config()
     }
 
     /// Memory accounting, with the high-water mark since the loader opened.
     #[must_use]
     pub fn memory_stats(&self) -> MemoryStats {
-        self.acct.stats()
+        self.core.memory_stats()
     }
 
     /// Storage traffic since the loader opened.
     #[must_use]
     pub fn io_stats(&self) -> IoStats {
-        self.fetcher.stats()
+        self.core.io_stats()
     }
 
     /// Every sample replaced so far (skip-bad-sample mode).
     #[must_use]
     pub fn skipped(&self) -> Vec<SkippedSample> {
-        self.skipped.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
-    }
-}
-
-#[derive(Debug)]
-struct ActiveGuard(Arc<AtomicBool>);
-
-impl Drop for ActiveGuard {
-    fn drop(&mut self) {
-        self.0.store(false, Ordering::Release);
+        self.core.skipped()
     }
 }
 
@@ -263,49 +202,42 @@ impl Drop for ActiveGuard {
 /// Dropping it stops the workers (and waits for them). After an error the iterator ends.
 #[derive(Debug)]
 pub struct EpochIter {
-    pipeline: EpochPipeline,
-    plan: Arc<Plan>,
-    consumed: usize,
-    device: Device,
+    inner: tessera_loader::EpochIter,
+    device: tch::Device,
     transforms: Vec<Arc<dyn BatchTransform>>,
     dataset_id: u64,
     seed: u64,
-    version: u64,
-    waited: Duration,
-    failed: bool,
-    /// Declared last: released after the pipeline has stopped.
-    _active: ActiveGuard,
 }
 
 impl EpochIter {
     /// The epoch.
     #[must_use]
     pub fn epoch(&self) -> u64 {
-        self.plan.epoch()
+        self.inner.epoch()
     }
 
     /// The plan this iterator follows.
     #[must_use]
     pub fn plan(&self) -> &Plan {
-        &self.plan
+        self.inner.plan()
     }
 
     /// Batches yielded so far.
     #[must_use]
     pub fn consumed(&self) -> usize {
-        self.consumed
+        self.inner.consumed()
     }
 
     /// Batches left to yield.
     #[must_use]
     pub fn remaining(&self) -> usize {
-        self.pipeline.total().saturating_sub(self.consumed)
+        self.inner.remaining()
     }
 
     /// Time the consumer spent blocked waiting for batches (loader stall time).
     #[must_use]
     pub fn wait_time(&self) -> Duration {
-        self.waited
+        self.inner.wait_time()
     }
 
     /// The resume state after the batches yielded so far. Save it with
@@ -314,38 +246,18 @@ impl EpochIter {
     /// the next epoch with [`Loader::epoch`].
     #[must_use]
     pub fn state(&self) -> LoaderState {
-        self.plan.checkpoint(self.consumed, self.version).unwrap_or_else(|| LoaderState {
-            dataset_id: self.dataset_id,
-            version: self.version,
-            seed: self.seed,
-            epoch: self.plan.epoch(),
-            samples_consumed_global: self.plan.effective_order().len() as u64,
-            settings_digest: crate::sampler::settings_digest(self.plan.config()),
-        })
+        self.inner.state()
     }
 
     fn next_host(&mut self) -> Option<Result<Batch>> {
-        if self.failed {
-            return None;
+        let r = self.inner.next()?.and_then(Batch::from_host);
+        if r.is_err() {
+            self.inner.fail();
         }
-        let t = Instant::now();
-        let r = self.pipeline.next_batch();
-        self.waited += t.elapsed();
-        match r {
-            Some(Ok(b)) => {
-                self.consumed += 1;
-                Some(Ok(b))
-            }
-            Some(Err(e)) => {
-                self.failed = true;
-                self.pipeline.shutdown();
-                Some(Err(e))
-            }
-            None => None,
-        }
+        Some(r)
     }
 
-    fn deliver(&self, batch: Batch, device: Device) -> Result<Batch> {
+    fn deliver(&self, batch: Batch, device: tch::Device) -> Result<Batch> {
         let mut batch = batch.to_device(device)?;
         for t in &self.transforms {
             let stream = TRANSFORM_STREAM | batch.position();
@@ -359,7 +271,7 @@ impl EpochIter {
     /// transformed (single-process multi-GPU). The configured batch size must divide by
     /// `devices.len()`; part `k` holds what rank `k` of a run with `devices.len()` times more
     /// ranks and a proportionally smaller batch would hold.
-    pub fn next_for_devices(&mut self, devices: &[Device]) -> Option<Result<Vec<Batch>>> {
+    pub fn next_for_devices(&mut self, devices: &[tch::Device]) -> Option<Result<Vec<Batch>>> {
         let batch = match self.next_host()? {
             Ok(b) => b,
             Err(e) => return Some(Err(e)),
@@ -368,7 +280,7 @@ impl EpochIter {
             parts.into_iter().zip(devices).map(|(p, &d)| self.deliver(p, d)).collect::<Result<Vec<_>>>()
         });
         if r.is_err() {
-            self.failed = true;
+            self.inner.fail();
         }
         Some(r)
     }
@@ -384,12 +296,12 @@ impl Iterator for EpochIter {
         };
         let r = self.deliver(batch, self.device);
         if r.is_err() {
-            self.failed = true;
+            self.inner.fail();
         }
         Some(r)
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
-        if self.failed { (0, Some(0)) } else { (0, Some(self.remaining())) }
+        self.inner.size_hint()
     }
 }

@@ -13,9 +13,12 @@
 //! the storage's count above one, so the pool lets that buffer go (it lives on with the
 //! user's tensor) and allocates a new one instead of writing over it.
 
-use tch::{Device, Kind, Tensor};
+use std::any::Any;
 
-use crate::error::{LoaderError, Result};
+use tch::{Device, Kind, Tensor};
+use tessera_loader::{BufferAllocator, HostBuffer as CoreBuffer, LoaderError, Result};
+
+use crate::error::tensor_err;
 
 unsafe extern "C" {
     /// `csrc/storage.cpp`: the number of tensors sharing `t`'s storage (-1 without one).
@@ -35,6 +38,9 @@ pub(crate) fn storage_users(t: &Tensor) -> i64 {
 pub(crate) struct HostBuffer {
     storage: Tensor,
     capacity: usize,
+    /// CUDA device whose stream may still read these bytes (a non-blocking copy was queued
+    /// from them); synchronised before the buffer is refilled.
+    pending_cuda: Option<usize>,
 }
 
 impl HostBuffer {
@@ -45,22 +51,22 @@ impl HostBuffer {
     pub(crate) fn new(capacity: usize, pin: Option<Device>) -> Result<Self> {
         let len = i64::try_from(capacity).map_err(|_| LoaderError::config("buffer size overflows i64"))?;
         let storage = Tensor::f_zeros([len], (Kind::Uint8, Device::Cpu))
-            .map_err(|e| LoaderError::tensor(format!("allocating a {capacity}-byte batch buffer"), e))?;
+            .map_err(|e| tensor_err(format!("allocating a {capacity}-byte batch buffer"), e))?;
         let storage = match pin {
             Some(device) => storage
                 .f_pin_memory(device)
-                .map_err(|e| LoaderError::tensor(format!("pinning a {capacity}-byte batch buffer"), e))?,
+                .map_err(|e| tensor_err(format!("pinning a {capacity}-byte batch buffer"), e))?,
             None => storage,
         };
         if !storage.is_contiguous() || storage.kind() != Kind::Uint8 || storage.device() != Device::Cpu {
             return Err(LoaderError::WorkerPanicked("libtorch returned a non-contiguous host buffer".into()));
         }
-        Ok(Self { storage, capacity })
+        Ok(Self { storage, capacity, pending_cuda: None })
     }
 
-    /// Bytes the buffer holds.
-    pub(crate) fn capacity(&self) -> usize {
-        self.capacity
+    /// Records that a non-blocking copy to CUDA device `index` reads these bytes.
+    pub(crate) fn mark_cuda(&mut self, index: usize) {
+        self.pending_cuda = Some(index);
     }
 
     /// True when no tensor but this buffer's own handle uses its storage: every view handed
@@ -110,13 +116,52 @@ impl HostBuffer {
             )));
         }
         let ctx = || format!("viewing a batch buffer as {kind:?}{shape:?}");
-        let bytes = self.storage.f_narrow(0, 0, len as i64).map_err(|e| LoaderError::tensor(ctx(), e))?;
-        let typed = if kind == Kind::Uint8 {
-            bytes
-        } else {
-            bytes.f_view_dtype(kind).map_err(|e| LoaderError::tensor(ctx(), e))?
-        };
-        typed.f_view(shape).map_err(|e| LoaderError::tensor(ctx(), e))
+        let bytes = self.storage.f_narrow(0, 0, len as i64).map_err(|e| tensor_err(ctx(), e))?;
+        let typed =
+            if kind == Kind::Uint8 { bytes } else { bytes.f_view_dtype(kind).map_err(|e| tensor_err(ctx(), e))? };
+        typed.f_view(shape).map_err(|e| tensor_err(ctx(), e))
+    }
+}
+
+impl CoreBuffer for HostBuffer {
+    fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    fn is_exclusive(&self) -> bool {
+        HostBuffer::is_exclusive(self)
+    }
+
+    fn bytes_mut(&mut self) -> Option<&mut [u8]> {
+        HostBuffer::bytes_mut(self)
+    }
+
+    fn before_reuse(&mut self) {
+        if let Some(index) = self.pending_cuda.take() {
+            // The H2D copy queued from these pinned bytes must finish before they are
+            // overwritten; tch exposes no events, so wait for the device.
+            tch::Cuda::synchronize(index as i64);
+        }
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn as_any_mut(&mut self) -> &mut dyn Any {
+        self
+    }
+}
+
+/// Allocates batch buffers as libtorch tensors, pinned for a CUDA device when one is used.
+#[derive(Debug)]
+pub(crate) struct TchAllocator {
+    pub(crate) pin: Option<Device>,
+}
+
+impl BufferAllocator for TchAllocator {
+    fn allocate(&self, bytes: usize) -> Result<Box<dyn CoreBuffer>> {
+        Ok(Box::new(HostBuffer::new(bytes, self.pin)?))
     }
 }
 

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use crate::error::{LoaderError, Result};
 use crate::loader::Loader;
-use crate::memory::MemoryStats;
+use tessera_loader::MemoryStats;
 
 /// What [`measure`] saw over its epochs (all ranks' work this process did).
 #[derive(Clone, Debug)]

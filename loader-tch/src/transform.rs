@@ -24,7 +24,7 @@ pub trait BatchTransform: Send + Sync + Debug {
 }
 
 fn tensor_err(what: &'static str) -> impl Fn(tch::TchError) -> LoaderError {
-    move |e| LoaderError::tensor(what, e)
+    move |e| crate::error::tensor_err(what, e)
 }
 
 fn replace_values(batch: &mut Batch, column: &str, values: Tensor) -> Result<()> {

@@ -8,7 +8,7 @@ use tch::{Device, Kind};
 use tessera::WriteOptions;
 use tessera_loader_tch::sampler::{adjacent_pair_retention, displacement_stats};
 use tessera_loader_tch::transform::{ImageToFloat, Normalize, RandomCrop, RandomHorizontalFlip};
-use tessera_loader_tch::{Loader, LoaderConfig, ShuffleMode};
+use tessera_loader_tch::{BatchTransform, Loader, LoaderConfig, ShuffleMode};
 
 #[test]
 fn shuffle_quality_of_both_modes() {
@@ -60,15 +60,15 @@ fn shuffle_quality_of_both_modes() {
     assert!(ds.mean_normalized.abs() < f64::EPSILON && adjacent_pair_retention(&seq) > 0.99);
 }
 
-fn image_config(root: &str, workers: usize) -> LoaderConfig {
-    let mut c = common::config(root).with_batch_size(6).with_columns(&["id", "img"]).with_workers(workers).with_seed(3);
-    c.transforms = vec![
+fn image_loader(root: &str, workers: usize) -> Loader {
+    let c = common::config(root).with_batch_size(6).with_columns(&["id", "img"]).with_workers(workers).with_seed(3);
+    let transforms: Vec<std::sync::Arc<dyn BatchTransform>> = vec![
         std::sync::Arc::new(ImageToFloat { column: "img".into() }),
         std::sync::Arc::new(RandomHorizontalFlip { column: "img".into(), p: 0.5, width_dim: 3 }),
         std::sync::Arc::new(RandomCrop { column: "img".into(), height: 3, width: 3, padding: 1 }),
         std::sync::Arc::new(Normalize { column: "img".into(), mean: vec![0.5; 3], std: vec![0.25; 3] }),
     ];
-    c
+    Loader::open(c).unwrap().with_transforms(transforms)
 }
 
 #[test]
@@ -77,7 +77,7 @@ fn transforms_are_deterministic_per_batch() {
     let root = dir.path().to_str().unwrap();
     common::dataset(root, 48, false, &common::small_files());
     let run = |workers| -> Vec<tch::Tensor> {
-        let l = Loader::open(image_config(root, workers)).unwrap();
+        let l = image_loader(root, workers);
         l.epoch(0).unwrap().map(|b| b.unwrap().tensor("img").unwrap().copy()).collect()
     };
     let one_worker = run(1);
@@ -89,14 +89,17 @@ fn transforms_are_deterministic_per_batch() {
         assert!(t1.equal(t3), "transforms depend on the number of workers");
     }
     // Another epoch draws other augmentations.
-    let l = Loader::open(image_config(root, 2)).unwrap();
+    let l = image_loader(root, 2);
     let e1: Vec<_> = l.epoch(1).unwrap().map(|b| b.unwrap().tensor("img").unwrap().copy()).collect();
     assert!(one_worker.iter().zip(&e1).any(|(t0, t1)| !t0.equal(t1)));
     // A flip with p = 1 mirrors every sample.
-    let mut c = common::config(root).with_batch_size(4).with_columns(&["img"]);
-    c.transforms = vec![std::sync::Arc::new(RandomHorizontalFlip { column: "img".into(), p: 1.0, width_dim: 2 })];
+    let c = common::config(root).with_batch_size(4).with_columns(&["img"]);
     let plain = Loader::open(common::config(root).with_batch_size(4).with_columns(&["img"])).unwrap();
-    let flipped = Loader::open(c).unwrap();
+    let flipped = Loader::open(c).unwrap().with_transforms(vec![std::sync::Arc::new(RandomHorizontalFlip {
+        column: "img".into(),
+        p: 1.0,
+        width_dim: 2,
+    })]);
     let original = plain.epoch(0).unwrap().next().unwrap().unwrap().tensor("img").unwrap().copy();
     let mirrored = flipped.epoch(0).unwrap().next().unwrap().unwrap().tensor("img").unwrap().copy();
     assert!(original.flip([2]).equal(&mirrored));

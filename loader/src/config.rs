@@ -1,14 +1,23 @@
 //! Loader configuration, and rank/world discovery from torchrun's environment variables.
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use tch::Device;
 use tessera::{At, Limits};
 
 use crate::error::{LoaderError, Result};
 use crate::sampler::ShuffleMode;
-use crate::transform::BatchTransform;
+
+/// Where an adapter delivers batches. The core fills host memory either way; for a CUDA
+/// device the adapter allocates pinned host buffers and copies them with non-blocking
+/// transfers.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Device {
+    /// Host memory.
+    #[default]
+    Cpu,
+    /// CUDA device `index` (its local rank in a data-parallel job).
+    Cuda(usize),
+}
 
 /// Retries of transient storage errors: exponential backoff with full jitter.
 #[derive(Clone, Debug, PartialEq)]
@@ -167,9 +176,6 @@ pub struct LoaderConfig {
     pub reuse_buffers: bool,
     /// Ragged output options.
     pub ragged: RaggedOptions,
-    /// Per-batch transforms, applied in order on the consumer thread after the batch is on
-    /// `device`, each with a generator seeded from (seed, epoch, batch position).
-    pub transforms: Vec<Arc<dyn BatchTransform>>,
     /// Reader limits for untrusted datasets.
     pub limits: Limits,
     /// `u64` columns become `i64` tensors (torch has no unsigned 64-bit kind). By default a
@@ -203,7 +209,6 @@ impl LoaderConfig {
             device: Device::Cpu,
             reuse_buffers: true,
             ragged: RaggedOptions::default(),
-            transforms: Vec::new(),
             limits: Limits::default(),
             u64_as_i64_bits: false,
         }

@@ -26,7 +26,8 @@ use tessera::Codec;
 use tessera::datafile::{self, Block};
 
 use crate::assemble::ColumnPlan;
-use crate::batch::{Batch, ColumnTensors, SkippedSample};
+use crate::batch::{HostBatch as Batch, HostColumn, SkippedSample};
+use crate::buffer::BufferAllocator;
 use crate::catalog::{Catalog, FileMeta};
 use crate::error::{LoaderError, Result, from_format};
 use crate::memory::{Accountant, Charge, MemoryUse};
@@ -51,7 +52,7 @@ pub(crate) struct PipelineSettings {
     pub(crate) max_requests: usize,
     pub(crate) block: bool,
     pub(crate) reuse: bool,
-    pub(crate) pin: Option<tch::Device>,
+    pub(crate) alloc: Arc<dyn BufferAllocator>,
 }
 
 #[derive(Debug, Default)]
@@ -1137,7 +1138,7 @@ impl Worker {
         Ok(())
     }
 
-    /// Wraps the filled buffers into a [`Batch`].
+    /// Describes the filled buffers as a [`Batch`].
     fn finish(
         &self,
         index: usize,
@@ -1150,25 +1151,37 @@ impl Worker {
         let sh = &self.sh;
         let b = slots.len();
         let mut columns = Vec::with_capacity(plans.len());
-        {
-            for (c, plan) in plans.iter().enumerate() {
-                let layout = &sh.catalog.columns[c];
-                let (buffer, _) = set.bufs[c]
-                    .as_ref()
-                    .ok_or_else(|| LoaderError::WorkerPanicked(format!("column {c} has no buffer")))?;
-                let values = buffer.view(plan.buffer_bytes(b), layout.kind, &plan.tensor_shape(b))?;
-                let (lengths, offsets, valid) =
-                    plan.side_tensors(layout, b, validity[c].as_deref(), sh.set.ragged_offsets)?;
-                columns.push(Some(ColumnTensors { values, lengths, offsets, valid }));
+        for (c, plan) in plans.iter().enumerate() {
+            let layout = &sh.catalog.columns[c];
+            let byte_len = plan.buffer_bytes(b);
+            let capacity = set.bufs[c]
+                .as_ref()
+                .ok_or_else(|| LoaderError::WorkerPanicked(format!("column {c} has no buffer")))?
+                .0
+                .capacity();
+            if byte_len > capacity {
+                return Err(LoaderError::WorkerPanicked(format!(
+                    "column {c}: {byte_len} bytes in a {capacity}-byte buffer"
+                )));
             }
+            let (lengths, offsets) = plan.side_data(layout, b, sh.set.ragged_offsets);
+            columns.push(HostColumn {
+                name: layout.name.clone(),
+                elem: layout.kind,
+                shape: plan.tensor_shape(b),
+                byte_len,
+                lengths,
+                ragged_dims: layout.ragged,
+                offsets,
+                valid: validity[c].clone(),
+                text: layout.is_text(),
+            });
         }
         if !skipped.is_empty() {
             sh.skipped.lock().unwrap_or_else(std::sync::PoisonError::into_inner).extend(skipped.iter().cloned());
         }
         Ok(Batch {
-            names: sh.catalog.columns.iter().map(|l| l.name.clone()).collect(),
             columns,
-            text: sh.catalog.columns.iter().map(crate::assemble::ColumnLayout::is_text).collect(),
             rows: slots.iter().map(|s| s.row).collect(),
             epoch: sh.epoch,
             index,
@@ -1299,7 +1312,7 @@ impl EpochPipeline {
             (MemoryUse::Metadata, shares.meta),
         ]);
         let plan_charge = acct.charge(MemoryUse::Metadata, plan_bytes);
-        let pool = BufferPool::new(acct.clone(), catalog.columns.len(), sets, set.pin, set.reuse);
+        let pool = BufferPool::new(acct.clone(), catalog.columns.len(), sets, set.alloc.clone(), set.reuse);
         let workers = set.workers;
         let shared = Arc::new(Shared {
             catalog,

@@ -7,19 +7,55 @@
 //! | ragged dims | `[B, max d1, …]`, zero padded | `lengths: i64 [B]` (one ragged dim) or `[B, k]`; `offsets: i64 [B+1]` on request |
 //! | `utf8` / `bytes` | `u8 [B, max len]`, zero padded | `lengths: i64 [B]` |
 //!
-//! Element types map one to one onto torch kinds, except the unsigned types torch lacks:
-//! `u16` widens to `i32`, `u32` to `i64`, and `u64` converts to `i64` (a value above
-//! `i64::MAX` is a data error rather than a silent wrap).
+//! Element types map one to one onto [`Elem`]s, the types every tensor framework has,
+//! except the unsigned types torch lacks: `u16` widens to `i32`, `u32` to `i64`, and `u64`
+//! converts to `i64` (a value above `i64::MAX` is an error rather than a silent wrap, unless
+//! the bits are asked for).
 
-use tch::{Kind, Tensor};
 use tessera::{Column, DType, Dim};
 
 use crate::error::{LoaderError, Result, from_format};
 
 #[cfg(target_endian = "big")]
-compile_error!(
-    "tessera-loader-tch copies little-endian stored bytes into tensors as is; big-endian hosts are unsupported"
-);
+compile_error!("tessera-loader copies little-endian stored bytes into buffers as is; big-endian hosts are unsupported");
+
+/// The element type of a batch's values buffer: what an adapter makes its tensor of.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Elem {
+    /// `bool`, one byte of 0 or 1.
+    Bool,
+    /// `u8` (also the bytes of `utf8`/`bytes` columns).
+    U8,
+    /// `i8`.
+    I8,
+    /// `i16`.
+    I16,
+    /// `i32` (also widened `u16`).
+    I32,
+    /// `i64` (also widened `u32`, and `u64`).
+    I64,
+    /// IEEE half.
+    F16,
+    /// bfloat16.
+    Bf16,
+    /// `f32`.
+    F32,
+    /// `f64`.
+    F64,
+}
+
+impl Elem {
+    /// Bytes per element.
+    #[must_use]
+    pub fn size(self) -> usize {
+        match self {
+            Self::Bool | Self::U8 | Self::I8 => 1,
+            Self::I16 | Self::F16 | Self::Bf16 => 2,
+            Self::I32 | Self::F32 => 4,
+            Self::I64 | Self::F64 => 8,
+        }
+    }
+}
 
 /// How stored elements become tensor elements.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -41,7 +77,7 @@ pub(crate) enum Conversion {
 pub(crate) struct ColumnLayout {
     pub(crate) name: String,
     pub(crate) column: Column,
-    pub(crate) kind: Kind,
+    pub(crate) kind: Elem,
     pub(crate) conv: Conversion,
     pub(crate) in_item: usize,
     pub(crate) out_item: usize,
@@ -57,20 +93,20 @@ pub(crate) struct ColumnLayout {
 impl ColumnLayout {
     pub(crate) fn new(column: &Column, u64_bits: bool) -> Result<Self> {
         let (kind, conv) = match column.dtype {
-            DType::Bool => (Kind::Bool, Conversion::Copy),
-            DType::U8 | DType::Utf8 | DType::Bytes => (Kind::Uint8, Conversion::Copy),
-            DType::I8 => (Kind::Int8, Conversion::Copy),
-            DType::I16 => (Kind::Int16, Conversion::Copy),
-            DType::I32 => (Kind::Int, Conversion::Copy),
-            DType::I64 => (Kind::Int64, Conversion::Copy),
-            DType::F16 => (Kind::Half, Conversion::Copy),
-            DType::Bf16 => (Kind::BFloat16, Conversion::Copy),
-            DType::F32 => (Kind::Float, Conversion::Copy),
-            DType::F64 => (Kind::Double, Conversion::Copy),
-            DType::U16 => (Kind::Int, Conversion::U16ToI32),
-            DType::U32 => (Kind::Int64, Conversion::U32ToI64),
-            DType::U64 if u64_bits => (Kind::Int64, Conversion::U64BitsToI64),
-            DType::U64 => (Kind::Int64, Conversion::U64ToI64),
+            DType::Bool => (Elem::Bool, Conversion::Copy),
+            DType::U8 | DType::Utf8 | DType::Bytes => (Elem::U8, Conversion::Copy),
+            DType::I8 => (Elem::I8, Conversion::Copy),
+            DType::I16 => (Elem::I16, Conversion::Copy),
+            DType::I32 => (Elem::I32, Conversion::Copy),
+            DType::I64 => (Elem::I64, Conversion::Copy),
+            DType::F16 => (Elem::F16, Conversion::Copy),
+            DType::Bf16 => (Elem::Bf16, Conversion::Copy),
+            DType::F32 => (Elem::F32, Conversion::Copy),
+            DType::F64 => (Elem::F64, Conversion::Copy),
+            DType::U16 => (Elem::I32, Conversion::U16ToI32),
+            DType::U32 => (Elem::I64, Conversion::U32ToI64),
+            DType::U64 if u64_bits => (Elem::I64, Conversion::U64BitsToI64),
+            DType::U64 => (Elem::I64, Conversion::U64ToI64),
         };
         let dims = if column.dtype.is_variable() { vec![Dim::Ragged] } else { column.shape.clone() };
         let ragged = column.ragged_dims();
@@ -83,7 +119,7 @@ impl ColumnLayout {
             kind,
             conv,
             in_item: column.dtype.item_size(),
-            out_item: kind.elt_size_in_bytes(),
+            out_item: kind.size(),
             dims,
             ragged,
             nullable: column.nullable,
@@ -250,24 +286,19 @@ impl ColumnPlan {
         }
     }
 
-    /// The batch's tensors for this column, given the filled values tensor.
-    pub(crate) fn side_tensors(
+    /// The side data of this column: ragged sizes per row (`[B]` or `[B, k]` row-major),
+    /// element offsets of the rows packed back to back (`[B + 1]`, when asked for).
+    pub(crate) fn side_data(
         &self,
         layout: &ColumnLayout,
         rows: usize,
-        validity: Option<&[bool]>,
         offsets: bool,
-    ) -> Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
-        let ctx = |e| LoaderError::tensor(format!("column {:?} side tensors", layout.name), e);
-        let lengths = if layout.ragged > 0 {
-            let v: Vec<i64> = self.sizes.iter().map(|&s| s as i64).collect();
-            let t = Tensor::f_from_slice(&v).map_err(ctx)?;
-            let t = if layout.ragged == 1 { t } else { t.f_view([rows as i64, layout.ragged as i64]).map_err(ctx)? };
-            Some(t)
-        } else {
-            None
-        };
-        let offsets = if layout.ragged > 0 && offsets {
+    ) -> (Option<Vec<i64>>, Option<Vec<i64>>) {
+        if layout.ragged == 0 {
+            return (None, None);
+        }
+        let lengths = self.sizes.iter().map(|&s| s as i64).collect();
+        let offsets = offsets.then(|| {
             let mut acc = 0i64;
             let mut v = Vec::with_capacity(rows + 1);
             v.push(0);
@@ -276,15 +307,9 @@ impl ColumnPlan {
                 acc += n as i64;
                 v.push(acc);
             }
-            Some(Tensor::f_from_slice(&v).map_err(ctx)?)
-        } else {
-            None
-        };
-        let valid = match validity {
-            Some(v) => Some(Tensor::f_from_slice(v).map_err(ctx)?),
-            None => None,
-        };
-        Ok((lengths, offsets, valid))
+            v
+        });
+        (Some(lengths), offsets)
     }
 
     /// The values tensor's shape.
@@ -377,10 +402,8 @@ mod tests {
         let u = layout(DType::U64, &[]);
         let p = ColumnPlan::new(&u, 1, vec![]).unwrap();
         assert!(p.write_row(&u, &mut [0u8; 8], 0, &u64::MAX.to_le_bytes()).is_err());
-        let (lengths, offsets, valid) =
-            ColumnPlan::new(&l, 2, vec![2, 5]).unwrap().side_tensors(&l, 2, Some(&[true, false]), true).unwrap();
-        assert_eq!(Vec::<i64>::try_from(lengths.unwrap()).unwrap(), [2, 5]);
-        assert_eq!(Vec::<i64>::try_from(offsets.unwrap()).unwrap(), [0, 2, 7]);
-        assert_eq!(Vec::<bool>::try_from(valid.unwrap()).unwrap(), [true, false]);
+        let (lengths, offsets) = ColumnPlan::new(&l, 2, vec![2, 5]).unwrap().side_data(&l, 2, true);
+        assert_eq!(lengths.unwrap(), [2, 5]);
+        assert_eq!(offsets.unwrap(), [0, 2, 7]);
     }
 }

@@ -23,19 +23,14 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
-use tch::Device;
-
+use crate::buffer::{BufferAllocator, HostBuffer};
 use crate::error::{LoaderError, Result};
 use crate::memory::{Accountant, Charge, MemoryUse};
-use crate::slots::HostBuffer;
 
 /// One buffer per projected column, each counted against the `Ready` share.
 #[derive(Debug)]
 pub(crate) struct BufferSet {
-    pub(crate) bufs: Vec<Option<(HostBuffer, Charge)>>,
-    /// CUDA device whose stream may still read these buffers (a non-blocking copy was
-    /// queued from them); the next user synchronises it first.
-    pub(crate) pending_cuda: Option<usize>,
+    pub(crate) bufs: Vec<Option<(Box<dyn HostBuffer>, Charge)>>,
 }
 
 #[derive(Debug, Default)]
@@ -54,7 +49,7 @@ pub(crate) struct BufferPool {
     acct: Arc<Accountant>,
     columns: usize,
     max_sets: usize,
-    pin: Option<Device>,
+    alloc: Arc<dyn BufferAllocator>,
     reuse: bool,
     /// Workers waiting for `Ready` bytes: returned sets are then freed rather than kept.
     starved: AtomicUsize,
@@ -65,7 +60,7 @@ impl BufferPool {
         acct: Arc<Accountant>,
         columns: usize,
         max_sets: usize,
-        pin: Option<Device>,
+        alloc: Arc<dyn BufferAllocator>,
         reuse: bool,
     ) -> Arc<Self> {
         Arc::new(Self {
@@ -74,7 +69,7 @@ impl BufferPool {
             acct,
             columns,
             max_sets,
-            pin,
+            alloc,
             reuse,
             starved: AtomicUsize::new(0),
         })
@@ -103,17 +98,17 @@ impl BufferPool {
             // the pipeline can finish and return one, and waiting would never end.
             if s.outstanding < self.max_sets || s.delivered >= s.outstanding {
                 s.outstanding += 1;
-                return Ok(BufferSet { bufs: (0..self.columns).map(|_| None).collect(), pending_cuda: None });
+                return Ok(BufferSet { bufs: (0..self.columns).map(|_| None).collect() });
             }
             s = self.returned.wait_timeout(s, Duration::from_millis(50)).map_or_else(|e| e.into_inner().0, |r| r.0);
         }
     }
 
     fn synced(mut set: BufferSet) -> BufferSet {
-        if let Some(index) = set.pending_cuda.take() {
-            // The H2D copy queued from these pinned bytes must finish before they are
-            // overwritten; tch exposes no events, so wait for the device.
-            tch::Cuda::synchronize(index as i64);
+        // For example, a device copy queued from these bytes must finish before they are
+        // overwritten: the adapter's buffers know.
+        for (b, _) in set.bufs.iter_mut().flatten() {
+            b.before_reuse();
         }
         set
     }
@@ -146,7 +141,7 @@ impl BufferPool {
         let charge = self.acct.acquire(MemoryUse::Ready, want, stopped, may_overcommit);
         self.starved.fetch_sub(1, Ordering::AcqRel);
         let charge = charge?;
-        let buffer = HostBuffer::new(bytes, self.pin)?;
+        let buffer = self.alloc.allocate(bytes)?;
         set.bufs[col] = Some((buffer, charge));
         Ok(())
     }
@@ -193,7 +188,7 @@ impl BufferPool {
 /// A batch's claim on its buffer set; returns the set to the pool when the last holder
 /// (the batch and its splits) drops it.
 #[derive(Debug)]
-pub(crate) struct Lease {
+pub struct Lease {
     pool: Arc<BufferPool>,
     set: Mutex<Option<BufferSet>>,
     delivered: AtomicBool,
@@ -219,7 +214,7 @@ impl Lease {
 
     /// Gives up column `col`'s buffer: its memory now belongs to a tensor the consumer took,
     /// so it must never be written again. It is no longer counted or reused.
-    pub(crate) fn forfeit(&self, col: usize) {
+    pub fn forfeit(&self, col: usize) {
         if let Some(set) = self.lock().as_mut()
             && let Some(slot) = set.bufs.get_mut(col)
         {
@@ -227,11 +222,19 @@ impl Lease {
         }
     }
 
-    /// Records that a non-blocking copy to CUDA device `index` reads these buffers.
-    pub(crate) fn mark_cuda(&self, index: usize) {
-        if let Some(set) = self.lock().as_mut() {
-            set.pending_cuda = Some(index);
-        }
+    /// Runs `f` on column `col`'s buffer (for an adapter wrapping it as a tensor).
+    pub fn with_buffer<R>(&self, col: usize, f: impl FnOnce(&dyn HostBuffer) -> R) -> Option<R> {
+        let set = self.lock();
+        let (b, _) = set.as_ref()?.bufs.get(col)?.as_ref()?;
+        Some(f(b.as_ref()))
+    }
+
+    /// Runs `f` on column `col`'s buffer mutably (for an adapter recording, say, that a
+    /// device copy reads it).
+    pub fn with_buffer_mut<R>(&self, col: usize, f: impl FnOnce(&mut dyn HostBuffer) -> R) -> Option<R> {
+        let mut set = self.lock();
+        let (b, _) = set.as_mut()?.bufs.get_mut(col)?.as_mut()?;
+        Some(f(b.as_mut()))
     }
 }
 
@@ -263,7 +266,7 @@ mod tests {
     #[test]
     fn sets_are_recycled_and_bounded() {
         let acct = ready_only(1 << 20);
-        let pool = BufferPool::new(acct.clone(), 2, 2, None, true);
+        let pool = BufferPool::new(acct.clone(), 2, 2, Arc::new(crate::buffer::AlignedAllocator), true);
         let stop = AtomicBool::new(false);
         let mut a = pool.take(&stop).unwrap();
         pool.ensure(&mut a, 0, 100, &stop, &|| false).unwrap();
@@ -299,7 +302,7 @@ mod tests {
     #[test]
     fn delivered_sets_do_not_block_the_pipeline() {
         let acct = ready_only(1 << 20);
-        let pool = BufferPool::new(acct, 1, 2, None, true);
+        let pool = BufferPool::new(acct, 1, 2, Arc::new(crate::buffer::AlignedAllocator), true);
         let stop = AtomicBool::new(false);
         // The consumer keeps both sets' batches: the pipeline may still make a third.
         let kept: Vec<Arc<Lease>> = (0..2).map(|_| Lease::new(pool.clone(), pool.take(&stop).unwrap())).collect();

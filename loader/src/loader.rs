@@ -1,0 +1,359 @@
+//! The public entry points: [`Loader`] (one opened, pinned dataset version) and
+//! [`EpochIter`] (the filled host batches of one epoch, in order).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tessera::{Dataset, Store};
+
+use crate::batch::{HostBatch as Batch, SkippedSample};
+use crate::buffer::{AlignedAllocator, BufferAllocator};
+use crate::catalog::Catalog;
+use crate::config::LoaderConfig;
+use crate::error::{LoaderError, Result};
+use crate::fetch::{EpochPipeline, PipelineSettings};
+use crate::memory::{Accountant, MemoryStats};
+use crate::sampler::{LoaderState, Plan, PlanConfig, SamplerError, ShuffleMode};
+use crate::source::{Fetcher, IoStats, Source, classify, with_retry};
+
+/// An opened, pinned dataset version ready to produce epochs of batches.
+#[derive(Debug)]
+pub struct Loader {
+    config: LoaderConfig,
+    catalog: Arc<Catalog>,
+    fetcher: Arc<Fetcher>,
+    acct: Arc<Accountant>,
+    skipped: Arc<Mutex<Vec<SkippedSample>>>,
+    active: Arc<AtomicBool>,
+    alloc: Arc<dyn BufferAllocator>,
+    batches_per_epoch: usize,
+}
+
+impl Loader {
+    /// Opens the version `config.at` of the dataset at `config.location` and resolves the
+    /// projection. Nothing but the manifest, its index segments and deletion vectors is read.
+    ///
+    /// # Errors
+    /// [`LoaderError::Config`] for a bad configuration or unknown column;
+    /// [`LoaderError::Dataset`] when the version cannot be opened or fails validation.
+    pub fn open(config: LoaderConfig) -> Result<Self> {
+        Self::open_with_allocator(config, Arc::new(AlignedAllocator))
+    }
+
+    /// As [`Loader::open`], filling buffers from `alloc` (a framework adapter's hook: tensor
+    /// storage, pinned memory, arrays a Python caller keeps).
+    ///
+    /// # Errors
+    /// As [`Loader::open`].
+    pub fn open_with_allocator(config: LoaderConfig, alloc: Arc<dyn BufferAllocator>) -> Result<Self> {
+        config.validate()?;
+        let store = Store::open(&config.location)
+            .map_err(|e| LoaderError::dataset(format!("opening store {:?}", config.location), e))?;
+        let source = Source::for_location(&config.location, &store);
+        Self::open_with(&store, source, config, alloc)
+    }
+
+    /// As [`Loader::open`] with a store built by the caller (a custom `object_store`, for
+    /// example a fault-injecting wrapper); `config.location` is then only a label.
+    ///
+    /// # Errors
+    /// As [`Loader::open`].
+    pub fn open_store(store: &Store, config: LoaderConfig, alloc: Arc<dyn BufferAllocator>) -> Result<Self> {
+        config.validate()?;
+        let source = Source::Object(store.clone());
+        Self::open_with(store, source, config, alloc)
+    }
+
+    fn open_with(store: &Store, source: Source, config: LoaderConfig, alloc: Arc<dyn BufferAllocator>) -> Result<Self> {
+        let fetcher = Arc::new(Fetcher::new(source, config.retry.clone()));
+        let never = AtomicBool::new(false);
+        let what = || format!("opening version {:?} of {}", config.at, config.location);
+        let dataset = with_retry(&config.retry, &never, &fetcher.counters, &what, || {
+            Dataset::open_at(store, &config.at, config.limits.clone()).map_err(|e| classify(&what(), e))
+        })?;
+        let catalog = Arc::new(Catalog::new(dataset, config.columns.as_deref(), config.u64_as_i64_bits)?);
+        let mut loader = Self {
+            acct: Accountant::new(config.memory_budget),
+            config,
+            catalog,
+            fetcher,
+            skipped: Arc::new(Mutex::new(Vec::new())),
+            active: Arc::new(AtomicBool::new(false)),
+            alloc,
+            batches_per_epoch: 0,
+        };
+        loader.batches_per_epoch = Plan::new(loader.plan_config(), 0)?.batches_per_rank();
+        Ok(loader)
+    }
+
+    /// The sampler configuration this loader's epochs use.
+    #[must_use]
+    pub fn plan_config(&self) -> PlanConfig {
+        PlanConfig {
+            fragment_rows: self.catalog.fragment_rows.clone(),
+            dataset_id: self.catalog.dataset_id,
+            seed: self.config.seed,
+            shuffle: self.config.shuffle,
+            batch_size: self.config.batch_size,
+            world_size: self.config.dist.world_size,
+            rank: self.config.dist.rank,
+            drop_last: self.config.drop_last,
+        }
+    }
+
+    /// The plan of `epoch` (the order and this rank's batches), without reading any data.
+    ///
+    /// # Errors
+    /// [`LoaderError::Sampler`] for an unusable configuration.
+    pub fn plan(&self, epoch: u64) -> Result<Plan> {
+        Ok(Plan::new(self.plan_config(), epoch)?)
+    }
+
+    /// Starts `epoch` from its beginning.
+    ///
+    /// # Errors
+    /// [`LoaderError::Config`] when another epoch of this loader is still alive;
+    /// [`LoaderError::Budget`] when the memory budget cannot hold the pipeline.
+    pub fn epoch(&self, epoch: u64) -> Result<EpochIter> {
+        self.start(self.plan(epoch)?)
+    }
+
+    /// Continues the epoch a [`LoaderState`] was taken in, with exactly the batches that
+    /// were not consumed yet. The world size may differ from the run that saved the state as
+    /// long as the global batch size (`batch_size × world_size`) is the same.
+    ///
+    /// # Errors
+    /// [`LoaderError::Resume`] when the state belongs to another dataset version, seed or
+    /// order settings, or its position is impossible; as [`Loader::epoch`] otherwise.
+    pub fn resume(&self, state: &LoaderState) -> Result<EpochIter> {
+        if state.version != self.version() {
+            return Err(LoaderError::Resume(format!(
+                "the state was saved reading version {} of the dataset; this loader reads version {}",
+                state.version,
+                self.version()
+            )));
+        }
+        let plan = Plan::resume(self.plan_config(), state.epoch, state).map_err(|e| match e {
+            SamplerError::StateMismatch { field: "dataset_id", .. } => LoaderError::Resume(
+                "the state belongs to another dataset (or a re-created one with the same version number)".into(),
+            ),
+            SamplerError::StateMismatch { field, expected, found } => LoaderError::Resume(format!(
+                "{field} differs: the state has {found}, this loader's settings give {expected} \
+                 (settings_digest covers shuffle mode, drop_last, global batch size and fragment layout)"
+            )),
+            SamplerError::InvalidState { field, reason } => LoaderError::Resume(format!("{field} {reason}")),
+            other => LoaderError::Sampler(other),
+        })?;
+        self.start(plan)
+    }
+
+    fn start(&self, plan: Plan) -> Result<EpochIter> {
+        if self.active.swap(true, Ordering::AcqRel) {
+            return Err(LoaderError::config("another epoch of this loader is still running; drop it first"));
+        }
+        let guard = ActiveGuard(self.active.clone());
+        let plan = Arc::new(plan);
+        let settings = PipelineSettings {
+            workers: self.config.workers,
+            prefetch_batches: self.config.prefetch_batches,
+            verify: self.config.verify_checksums,
+            skip_bad: self.config.skip_bad_samples,
+            ragged_offsets: self.config.ragged.offsets,
+            max_fetch: self.config.max_fetch_bytes,
+            max_requests: self.config.max_requests_in_flight,
+            block: matches!(self.config.shuffle, ShuffleMode::Block { .. }),
+            reuse: self.config.reuse_buffers,
+            alloc: self.alloc.clone(),
+        };
+        let pipeline = EpochPipeline::start(
+            self.catalog.clone(),
+            self.fetcher.clone(),
+            self.acct.clone(),
+            plan.clone(),
+            settings,
+            self.skipped.clone(),
+        )?;
+        Ok(EpochIter {
+            pipeline,
+            plan,
+            consumed: 0,
+            dataset_id: self.catalog.dataset_id,
+            seed: self.config.seed,
+            version: self.version(),
+            waited: Duration::ZERO,
+            failed: false,
+            _active: guard,
+        })
+    }
+
+    /// The opened dataset version.
+    #[must_use]
+    pub fn dataset(&self) -> &Dataset {
+        &self.catalog.dataset
+    }
+
+    /// The identity every order derives from (see [`crate::version_id`]).
+    #[must_use]
+    pub fn dataset_id(&self) -> u64 {
+        self.catalog.dataset_id
+    }
+
+    /// The dataset version number.
+    #[must_use]
+    pub fn version(&self) -> u64 {
+        self.catalog.dataset.version()
+    }
+
+    /// Rows in the version.
+    #[must_use]
+    pub fn row_count(&self) -> u64 {
+        self.catalog.dataset.row_count()
+    }
+
+    /// Batches every rank yields per full epoch.
+    #[must_use]
+    pub fn batches_per_epoch(&self) -> usize {
+        self.batches_per_epoch
+    }
+
+    /// Projected column names, in output order.
+    #[must_use]
+    pub fn column_names(&self) -> Vec<String> {
+        self.catalog.columns.iter().map(|c| c.name.clone()).collect()
+    }
+
+    /// The configuration.
+    #[must_use]
+    pub fn config(&self) -> &LoaderConfig {
+        &self.config
+    }
+
+    /// Memory accounting, with the high-water mark since the loader opened.
+    #[must_use]
+    pub fn memory_stats(&self) -> MemoryStats {
+        self.acct.stats()
+    }
+
+    /// Storage traffic since the loader opened.
+    #[must_use]
+    pub fn io_stats(&self) -> IoStats {
+        self.fetcher.stats()
+    }
+
+    /// Every sample replaced so far (skip-bad-sample mode).
+    #[must_use]
+    pub fn skipped(&self) -> Vec<SkippedSample> {
+        self.skipped.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+}
+
+#[derive(Debug)]
+struct ActiveGuard(Arc<AtomicBool>);
+
+impl Drop for ActiveGuard {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
+    }
+}
+
+/// The filled batches of one epoch on this rank, in order; an `Iterator` of
+/// `Result<HostBatch>`.
+///
+/// Dropping it stops the workers (and waits for them). After an error the iterator ends.
+#[derive(Debug)]
+pub struct EpochIter {
+    pipeline: EpochPipeline,
+    plan: Arc<Plan>,
+    consumed: usize,
+    dataset_id: u64,
+    seed: u64,
+    version: u64,
+    waited: Duration,
+    failed: bool,
+    /// Declared last: released after the pipeline has stopped.
+    _active: ActiveGuard,
+}
+
+impl EpochIter {
+    /// The epoch.
+    #[must_use]
+    pub fn epoch(&self) -> u64 {
+        self.plan.epoch()
+    }
+
+    /// The plan this iterator follows.
+    #[must_use]
+    pub fn plan(&self) -> &Plan {
+        &self.plan
+    }
+
+    /// Batches yielded so far.
+    #[must_use]
+    pub fn consumed(&self) -> usize {
+        self.consumed
+    }
+
+    /// Batches left to yield.
+    #[must_use]
+    pub fn remaining(&self) -> usize {
+        self.pipeline.total().saturating_sub(self.consumed)
+    }
+
+    /// Time the consumer spent blocked waiting for batches (loader stall time).
+    #[must_use]
+    pub fn wait_time(&self) -> Duration {
+        self.waited
+    }
+
+    /// The resume state after the batches yielded so far. Save it with
+    /// [`LoaderState::to_bytes`] or [`LoaderState::to_json`]; pass it to
+    /// [`Loader::resume`]. After the last batch it points at the end of the epoch; start
+    /// the next epoch with [`Loader::epoch`].
+    #[must_use]
+    pub fn state(&self) -> LoaderState {
+        self.plan.checkpoint(self.consumed, self.version).unwrap_or_else(|| LoaderState {
+            dataset_id: self.dataset_id,
+            version: self.version,
+            seed: self.seed,
+            epoch: self.plan.epoch(),
+            samples_consumed_global: self.plan.effective_order().len() as u64,
+            settings_digest: crate::sampler::settings_digest(self.plan.config()),
+        })
+    }
+
+    /// Marks the iterator failed: it yields nothing more (an adapter's delivery failed).
+    pub fn fail(&mut self) {
+        self.failed = true;
+        self.pipeline.shutdown();
+    }
+}
+
+impl Iterator for EpochIter {
+    type Item = Result<Batch>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.failed {
+            return None;
+        }
+        let t = Instant::now();
+        let r = self.pipeline.next_batch();
+        self.waited += t.elapsed();
+        match r {
+            Some(Ok(b)) => {
+                self.consumed += 1;
+                Some(Ok(b))
+            }
+            Some(Err(e)) => {
+                self.failed = true;
+                self.pipeline.shutdown();
+                Some(Err(e))
+            }
+            None => None,
+        }
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        if self.failed { (0, Some(0)) } else { (0, Some(self.remaining())) }
+    }
+}
