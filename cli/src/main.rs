@@ -1,8 +1,9 @@
 //! `tessera`: the command-line tool for Tessera datasets.
 //!
 //! Ingests the formats users already have (image folders, WebDataset tar shards, NumPy
-//! `.npy`/`.npz`, JSON Lines) by decoding them once into typed tensor columns, and inspects,
-//! verifies, tags, branches and exports dataset versions. The format itself lives in the
+//! `.npy`/`.npz`, JSON Lines) by decoding them once into typed tensor columns; inspects,
+//! verifies, tags, branches and exports dataset versions; and changes them (delete, update,
+//! column add/drop/rename, compact, merge, restore, gc) through the reference crate's API. The format itself lives in the
 //! `tessera` reference crate; this crate adds the decoders (image, tar, zip) so the reference
 //! stays free of them.
 //!
@@ -47,7 +48,8 @@ Exit codes:
      read, or an ingest input is corrupt (without --skip-bad)
   2  usage: bad arguments or a request the dataset cannot satisfy (e.g. schema mismatch)
   3  not found: dataset, version, branch, tag, row or input path does not exist
-  4  conflict: tag or branch exists already, or a commit lost a race it could not rebase
+  4  conflict: tag or branch exists already, a merge whose sides changed the same fragments
+     or the schema, or a commit lost a race it could not rebase
   5  other error: storage/I/O failure, unsupported feature
 
 With --json, commands print one JSON document on stdout; errors print
@@ -88,6 +90,21 @@ enum Command {
     Verify(cmd::verify::Args),
     /// Export a version to .npy files or WebDataset tar shards.
     Export(cmd::export::Args),
+    /// Delete rows (--rows 1,5,9-12 or --where 'label == 3') as a new version.
+    Delete(cmd::delete::Args),
+    /// Set scalar columns of some rows (--set COL=VALUE) as a new version.
+    Update(cmd::update::Args),
+    /// Add, drop or rename a column as a new version.
+    #[command(subcommand)]
+    Column(cmd::column::Command),
+    /// Rewrite small fragments and fragments with deletions into bigger ones.
+    Compact(cmd::compact::Args),
+    /// Merge a branch (or version) into another branch; conflicts exit 4.
+    Merge(cmd::merge::Args),
+    /// Commit an earlier version's content as the newest version of its branch.
+    Restore(cmd::restore::Args),
+    /// Delete unreferenced objects older than the retention period (--dry-run lists them).
+    Gc(cmd::gc::Args),
     /// Measure the training loader's throughput on a version, against the raw read limit
     /// (built with the `bench` cargo feature, which links libtorch).
     Bench(cmd::bench::Args),
@@ -106,6 +123,13 @@ fn main() -> ExitCode {
         Command::Show(a) => cmd::show::run(ctx, &a),
         Command::Verify(a) => cmd::verify::run(ctx, &a),
         Command::Export(a) => cmd::export::run(ctx, &a),
+        Command::Delete(a) => cmd::delete::run(ctx, &a),
+        Command::Update(a) => cmd::update::run(ctx, &a),
+        Command::Column(c) => cmd::column::run(ctx, &c),
+        Command::Compact(a) => cmd::compact::run(ctx, &a),
+        Command::Merge(a) => cmd::merge::run(ctx, &a),
+        Command::Restore(a) => cmd::restore::run(ctx, &a),
+        Command::Gc(a) => cmd::gc::run(ctx, &a),
         Command::Bench(a) => cmd::bench::run(ctx, &a),
     };
     match result {

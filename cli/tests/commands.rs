@@ -111,7 +111,10 @@ fn missing_datasets_and_bad_arguments() {
     assert_eq!(fails(&["ingest", s(&dir.path().join("ds")), s(&missing)]).0, 3);
     assert_eq!(fails(&["ingest", s(&dir.path().join("ds"))]).0, 2, "no inputs");
     assert!(ok(&["--help"]).contains("Exit codes"));
-    for cmd in ["ingest", "info", "log", "diff", "tag", "branch", "show", "verify", "export"] {
+    for cmd in [
+        "ingest", "info", "log", "diff", "tag", "branch", "show", "verify", "export", "delete", "update", "column",
+        "compact", "merge", "restore", "gc", "bench",
+    ] {
         assert!(ok(&[cmd, "--help"]).contains("Usage"), "{cmd} --help");
     }
 }

@@ -34,7 +34,7 @@ pub(crate) struct Args {
 }
 
 /// Parses `N`, `BRANCH@N` or a tag name.
-fn parse_version(s: &str, branch: &str) -> CliResult<At> {
+pub(crate) fn parse_version(s: &str, branch: &str) -> CliResult<At> {
     if let Ok(v) = s.parse::<u64>() {
         return Ok(At::BranchVersion(branch.to_string(), v));
     }

@@ -6,13 +6,21 @@ pub(crate) mod bench;
 #[cfg(not(feature = "bench"))]
 #[path = "bench_off.rs"]
 pub(crate) mod bench;
+pub(crate) mod column;
+pub(crate) mod compact;
+pub(crate) mod delete;
 pub(crate) mod diff;
 pub(crate) mod export;
+pub(crate) mod gc;
 pub(crate) mod info;
 pub(crate) mod ingest;
 pub(crate) mod log;
+pub(crate) mod merge;
 pub(crate) mod refs;
+pub(crate) mod restore;
+pub(crate) mod select;
 pub(crate) mod show;
+pub(crate) mod update;
 pub(crate) mod verify;
 
 use std::io::Write;
@@ -168,6 +176,46 @@ pub(crate) fn open(flag: &DatasetFlag, positional: Option<&str>, at: &AtArgs) ->
     let location = flag.location(positional)?;
     let store = open_store(&location)?;
     open_version(&store, &at.at())
+}
+
+/// `--branch` and `--message` of commands that commit a new version.
+#[derive(clap::Args, Debug, Default)]
+pub(crate) struct CommitArgs {
+    /// Branch to change: the command starts from its latest version (default main).
+    #[arg(long, value_name = "BRANCH")]
+    pub(crate) branch: Option<String>,
+    /// Commit message (default: a description of the change).
+    #[arg(short, long)]
+    pub(crate) message: Option<String>,
+}
+
+impl CommitArgs {
+    /// The latest version of the branch, which the change applies to.
+    ///
+    /// # Errors
+    /// As [`open_version`].
+    pub(crate) fn head(&self, store: &Store) -> CliResult<Dataset> {
+        open_version(store, &self.branch.as_ref().map_or(At::Latest, |b| At::Branch(b.clone())))
+    }
+
+    /// The message, or `default` when none was given.
+    pub(crate) fn message(&self, default: impl FnOnce() -> String) -> String {
+        self.message.clone().unwrap_or_else(default)
+    }
+}
+
+/// Prints the outcome of a command that may have committed: `summary` as text, or `fields`
+/// plus the branch, version and rows of `ds` as JSON.
+pub(crate) fn emit_change(ctx: Ctx, ds: &Dataset, summary: &str, fields: serde_json::Value) {
+    if ctx.json {
+        let mut v = serde_json::json!({"branch": ds.branch(), "version": ds.version(), "rows": ds.row_count()});
+        if let (Some(o), serde_json::Value::Object(extra)) = (v.as_object_mut(), fields) {
+            o.extend(extra);
+        }
+        emit_json(&v);
+    } else {
+        emit(summary);
+    }
 }
 
 /// Writes text to stdout, ignoring a closed pipe (`tessera log | head`).
