@@ -1,0 +1,332 @@
+//! `tessera._native.Loader` and `Epoch`: the framework-free loader core behind
+//! `ds.pytorch()` / `ds.numpy()`.
+//!
+//! Batches come out as numpy arrays over the loader's own buffers (see `buffer`), so
+//! `torch.from_numpy` makes tensors without a copy. The GIL is released while the consumer
+//! waits for a batch, so other Python threads run meanwhile.
+//!
+//! Buffer reuse: the epoch keeps the leases of the last [`HELD_LEASES`] batches it handed
+//! out and returns a lease to the pool two batches later. By then a training loop has
+//! normally dropped that batch; buffers whose arrays are still alive somewhere (a tensor the
+//! user kept) are not exclusive and are let go by the pool, never refilled, so what the user
+//! keeps keeps its values. Only buffers nobody can see any more are reused.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use numpy::{PyArray1, PyArrayMethods};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
+use tessera::DType;
+use tessera_loader::{DistEnv, Elem, EpochIter, HostBatch, Lease, Loader, LoaderConfig, LoaderState, ShuffleMode};
+
+use crate::buffer::{PyAllocator, PyHostBuffer};
+use crate::dataset::at_of;
+use crate::errors::{IntoPy, from_loader, usage};
+
+/// Leases of batches handed out that the epoch still holds (see the module docs).
+const HELD_LEASES: usize = 2;
+
+/// The numpy dtype of a loader element type (`bf16` travels as its `uint16` bits; the
+/// Python layer views it as `torch.bfloat16` or widens it to float32).
+fn elem_dtype(e: Elem) -> &'static str {
+    match e {
+        Elem::Bool => "bool",
+        Elem::U8 => "u1",
+        Elem::I8 => "i1",
+        Elem::I16 => "<i2",
+        Elem::I32 => "<i4",
+        Elem::I64 => "<i8",
+        Elem::F16 => "<f2",
+        Elem::Bf16 => "<u2",
+        Elem::F32 => "<f4",
+        Elem::F64 => "<f8",
+    }
+}
+
+/// A loader over one pinned dataset version.
+#[pyclass(module = "tessera._native", name = "Loader", frozen)]
+#[derive(Debug)]
+pub(crate) struct PyLoader {
+    inner: Arc<Loader>,
+    /// Per projected column: `Some(true)` for `utf8`, `Some(false)` for `bytes`, `None` for
+    /// tensors.
+    text: Vec<Option<bool>>,
+}
+
+#[pymethods]
+impl PyLoader {
+    /// Opens a loader. `rank`/`world_size` default to torchrun's `RANK`/`WORLD_SIZE`.
+    #[new]
+    #[pyo3(signature = (
+        location, *, version=None, tag=None, branch=None, batch_size=32, columns=None, shuffle="global",
+        window_fragments=4, seed=0, drop_last=false, workers=2, prefetch_batches=6, memory_budget=None,
+        rank=None, world_size=None, verify_checksums=true, skip_bad_samples=false, u64_as_i64_bits=false,
+    ))]
+    #[allow(clippy::too_many_arguments, clippy::fn_params_excessive_bools)] // keyword-only Python options
+    fn new(
+        py: Python<'_>,
+        location: String,
+        version: Option<u64>,
+        tag: Option<String>,
+        branch: Option<String>,
+        batch_size: usize,
+        columns: Option<Vec<String>>,
+        shuffle: Option<&str>,
+        window_fragments: usize,
+        seed: u64,
+        drop_last: bool,
+        workers: usize,
+        prefetch_batches: usize,
+        memory_budget: Option<u64>,
+        rank: Option<usize>,
+        world_size: Option<usize>,
+        verify_checksums: bool,
+        skip_bad_samples: bool,
+        u64_as_i64_bits: bool,
+    ) -> PyResult<Self> {
+        let mut cfg = LoaderConfig::new(location);
+        cfg.at = at_of(version, tag, branch)?;
+        cfg.columns = columns;
+        cfg.batch_size = batch_size;
+        cfg.shuffle = match shuffle {
+            Some("global") => ShuffleMode::Global,
+            Some("block") => ShuffleMode::Block { window_fragments },
+            None | Some("none") => ShuffleMode::None,
+            Some(other) => return Err(usage(format!("shuffle must be \"global\", \"block\" or None, not {other:?}"))),
+        };
+        cfg.seed = seed;
+        cfg.drop_last = drop_last;
+        cfg.workers = workers;
+        cfg.prefetch_batches = prefetch_batches;
+        if let Some(b) = memory_budget {
+            cfg.memory_budget = b;
+        }
+        cfg.verify_checksums = verify_checksums;
+        cfg.skip_bad_samples = skip_bad_samples;
+        cfg.u64_as_i64_bits = u64_as_i64_bits;
+        cfg.dist = match (rank, world_size) {
+            (None, None) => DistEnv::from_env().py_err()?,
+            (Some(rank), Some(world_size)) => DistEnv { rank, world_size, local_rank: rank },
+            _ => return Err(usage("give both rank and world_size, or neither (then RANK/WORLD_SIZE are read)")),
+        };
+        let loader = py.detach(|| Loader::open_with_allocator(cfg, Arc::new(PyAllocator))).py_err()?;
+        let schema = loader.dataset().schema();
+        let text = loader
+            .column_names()
+            .iter()
+            .map(|n| match schema.column(n).map(|c| c.dtype) {
+                Some(DType::Utf8) => Some(true),
+                Some(DType::Bytes) => Some(false),
+                _ => None,
+            })
+            .collect();
+        Ok(Self { inner: Arc::new(loader), text })
+    }
+
+    /// Starts epoch `epoch` from its beginning.
+    fn epoch(&self, py: Python<'_>, epoch: u64) -> PyResult<PyEpoch> {
+        let it = py.detach(|| self.inner.epoch(epoch)).py_err()?;
+        Ok(self.wrap(it))
+    }
+
+    /// Continues the epoch a state (from `Epoch.state()`) was taken in.
+    fn resume(&self, py: Python<'_>, state: &str) -> PyResult<PyEpoch> {
+        let state = LoaderState::from_json(state).map_err(|e| usage(format!("not a loader state: {e}")))?;
+        let it = py.detach(|| self.inner.resume(&state)).py_err()?;
+        Ok(self.wrap(it))
+    }
+
+    /// The dataset version read.
+    #[getter]
+    fn version(&self) -> u64 {
+        self.inner.version()
+    }
+
+    /// Rows in the version.
+    #[getter]
+    fn row_count(&self) -> u64 {
+        self.inner.row_count()
+    }
+
+    /// Batches this rank yields per epoch.
+    #[getter]
+    fn batches_per_epoch(&self) -> usize {
+        self.inner.batches_per_epoch()
+    }
+
+    /// Projected column names, in output order.
+    #[getter]
+    fn columns(&self) -> Vec<String> {
+        self.inner.column_names()
+    }
+
+    /// `(rank, world_size)`.
+    #[getter]
+    fn dist(&self) -> (usize, usize) {
+        let d = self.inner.config().dist;
+        (d.rank, d.world_size)
+    }
+
+    /// The global rows of this rank's batches of `epoch`, in order (no data is read).
+    fn plan_rows(&self, epoch: u64) -> PyResult<Vec<Vec<u64>>> {
+        let plan = self.inner.plan(epoch).py_err()?;
+        Ok(plan.batches().map(<[u64]>::to_vec).collect())
+    }
+
+    /// Peak bytes held per memory use since the loader opened.
+    fn memory_high_water(&self) -> u64 {
+        self.inner.memory_stats().high_water
+    }
+}
+
+impl PyLoader {
+    fn wrap(&self, it: EpochIter) -> PyEpoch {
+        PyEpoch { iter: Mutex::new(Some(it)), held: Mutex::new(VecDeque::new()), text: self.text.clone() }
+    }
+}
+
+/// The batches of one epoch on this rank: `next()` returns the pieces of a batch, or `None`
+/// at the end.
+#[pyclass(module = "tessera._native", name = "Epoch", frozen)]
+#[derive(Debug)]
+pub(crate) struct PyEpoch {
+    iter: Mutex<Option<EpochIter>>,
+    held: Mutex<VecDeque<Arc<Lease>>>,
+    text: Vec<Option<bool>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl PyEpoch {
+    /// One column's pieces: `(name, values, lengths, offsets, valid, elem)` where `values` is
+    /// a numpy array over the batch buffer (no copy) for tensors, or a list of `str`/`bytes`
+    /// for text columns (`elem` is then `"utf8"`/`"bytes"`).
+    fn column<'py>(&self, py: Python<'py>, batch: &HostBatch, c: usize) -> PyResult<Bound<'py, PyTuple>> {
+        let col = &batch.columns[c];
+        let lengths = col.lengths.as_ref().map(|l| {
+            let a = PyArray1::from_slice(py, l);
+            if col.ragged_dims > 1 {
+                a.reshape([l.len() / col.ragged_dims, col.ragged_dims]).map(Bound::into_any)
+            } else {
+                Ok(a.into_any())
+            }
+        });
+        let lengths = lengths.transpose()?;
+        let offsets = col.offsets.as_ref().map(|o| PyArray1::from_slice(py, o));
+        let valid = col.valid.as_ref().map(|v| PyArray1::from_slice(py, v));
+        let internal = |m: &str| usage(format!("internal: column {:?}: {m}", col.name));
+        if let Some(utf8) = self.text.get(c).copied().flatten() {
+            let rows = col.shape.first().copied().unwrap_or(0).max(0) as usize;
+            let width = col.shape.get(1).copied().unwrap_or(0).max(0) as usize;
+            let lens = col.lengths.as_deref().ok_or_else(|| internal("a text column without lengths"))?;
+            let items = batch
+                .with_buffer(c, |b| -> PyResult<Vec<Bound<'py, PyAny>>> {
+                    let buf = b.as_any().downcast_ref::<PyHostBuffer>().ok_or_else(|| internal("a foreign buffer"))?;
+                    let bytes = buf.bytes().ok_or_else(|| internal("the buffer is shared"))?;
+                    (0..rows)
+                        .map(|i| {
+                            let valid = col.valid.as_ref().is_none_or(|v| v.get(i).copied().unwrap_or(false));
+                            if !valid {
+                                return Ok(py.None().into_bound(py));
+                            }
+                            let n = lens.get(i).copied().unwrap_or(0).max(0) as usize;
+                            let row =
+                                bytes.get(i * width..i * width + n.min(width)).ok_or_else(|| internal("short"))?;
+                            Ok(if utf8 {
+                                let s = std::str::from_utf8(row).map_err(|_| internal("text is not UTF-8"))?;
+                                PyString::new(py, s).into_any()
+                            } else {
+                                PyBytes::new(py, row).into_any()
+                            })
+                        })
+                        .collect()
+                })
+                .ok_or_else(|| internal("no buffer"))??;
+            let list = PyList::new(py, items)?;
+            let elem = if utf8 { "utf8" } else { "bytes" };
+            return (col.name.as_str(), list, lengths, offsets, valid, elem).into_pyobject(py);
+        }
+        let array = batch
+            .with_buffer(c, |b| {
+                let buf = b.as_any().downcast_ref::<PyHostBuffer>().ok_or_else(|| internal("a foreign buffer"))?;
+                buf.view(py, col.byte_len)
+            })
+            .ok_or_else(|| internal("no buffer"))??;
+        let shape: Vec<usize> = col.shape.iter().map(|&d| d.max(0) as usize).collect();
+        let values = array.call_method1("view", (elem_dtype(col.elem),))?.call_method1("reshape", (shape,))?;
+        let elem = if col.elem == Elem::Bf16 { "bf16" } else { elem_dtype(col.elem) };
+        (col.name.as_str(), values, lengths, offsets, valid, elem).into_pyobject(py)
+    }
+}
+
+#[pymethods]
+impl PyEpoch {
+    /// The next batch as `(columns, rows, epoch, index)`, or `None` after the last one.
+    /// Waits with the GIL released.
+    fn next<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyTuple>>> {
+        let got = py.detach(|| lock(&self.iter).as_mut().and_then(Iterator::next));
+        let batch = match got {
+            None => return Ok(None),
+            Some(Err(e)) => return Err(from_loader(&e)),
+            Some(Ok(b)) => b,
+        };
+        let cols = (0..batch.columns.len()).map(|c| self.column(py, &batch, c)).collect::<PyResult<Vec<_>>>()?;
+        let rows = PyArray1::from_slice(py, &batch.rows);
+        let out = (PyList::new(py, cols)?, rows, batch.epoch, batch.index).into_pyobject(py)?;
+        if let Some(lease) = batch.lease().cloned() {
+            let released = {
+                let mut held = lock(&self.held);
+                held.push_back(lease);
+                if held.len() > HELD_LEASES { held.pop_front() } else { None }
+            };
+            drop(batch);
+            // Returning a set to the pool only takes its lock: no need to release the GIL.
+            drop(released);
+        }
+        Ok(Some(out))
+    }
+
+    /// The resume state after the batches yielded so far (JSON text of the core's
+    /// `LoaderState`).
+    fn state(&self) -> PyResult<String> {
+        lock(&self.iter).as_ref().map(|it| it.state().to_json()).ok_or_else(|| usage("the epoch was closed"))
+    }
+
+    /// Batches yielded so far.
+    #[getter]
+    fn consumed(&self) -> usize {
+        lock(&self.iter).as_ref().map_or(0, EpochIter::consumed)
+    }
+
+    /// Batches left.
+    #[getter]
+    fn remaining(&self) -> usize {
+        lock(&self.iter).as_ref().map_or(0, EpochIter::remaining)
+    }
+
+    /// The epoch number.
+    #[getter]
+    fn epoch(&self) -> Option<u64> {
+        lock(&self.iter).as_ref().map(EpochIter::epoch)
+    }
+
+    /// Seconds the consumer spent waiting for batches.
+    #[getter]
+    fn wait_seconds(&self) -> f64 {
+        lock(&self.iter).as_ref().map_or(0.0, |it| it.wait_time().as_secs_f64())
+    }
+
+    /// Stops the workers (waiting for them with the GIL released) and frees the epoch, so
+    /// the loader can start another one.
+    fn close(&self, py: Python<'_>) {
+        let it = lock(&self.iter).take();
+        let held = std::mem::take(&mut *lock(&self.held));
+        py.detach(move || {
+            drop(it);
+            drop(held);
+        });
+    }
+}

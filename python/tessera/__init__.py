@@ -1,0 +1,457 @@
+"""Tessera: an open on-disk format for deep-learning training data.
+
+Datasets::
+
+    import numpy as np, tessera
+    ds = tessera.create("/tmp/ds", [
+        {"name": "image", "dtype": "u8", "shape": [32, 32, 3], "kind": "image"},
+        {"name": "label", "dtype": "i64"},
+        {"name": "caption", "dtype": "utf8"},
+        {"name": "tokens", "dtype": "i32", "shape": [None]},        # None: a ragged dim
+    ])
+    v = ds.append({"image": images, "label": labels, "caption": captions, "tokens": token_lists})
+    ds = tessera.open("/tmp/ds", version=v)     # or tag=..., branch=...
+    ds.read([0, 5, 9], columns=["label", "caption"])   # {"label": array, "caption": [str, ...]}
+
+Training (numpy needs no torch; torch is imported only by ``pytorch()``)::
+
+    for batch in ds.pytorch(batch_size=64, shuffle="global", seed=0):
+        batch["image"]          # torch.uint8 [64, 32, 32, 3], a view of the loader's buffer
+        batch["tokens"]         # zero-padded [64, max_len] with batch["tokens.lengths"]
+        batch["caption"]        # list of str
+
+Errors are :class:`TesseraError` subclasses named after the format's error classes.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Union
+
+import numpy as np
+
+from . import _native
+from ._native import (
+    ConflictError,
+    InvalidError,
+    LimitError,
+    MalformedError,
+    NotFoundError,
+    StorageError,
+    TesseraError,
+    UnsupportedError,
+    UsageError,
+)
+from ._loader import Loader, LoaderIterator
+
+__all__ = [
+    "open",
+    "create",
+    "Dataset",
+    "Loader",
+    "LoaderIterator",
+    "TesseraError",
+    "MalformedError",
+    "InvalidError",
+    "UnsupportedError",
+    "LimitError",
+    "StorageError",
+    "NotFoundError",
+    "ConflictError",
+    "UsageError",
+]
+
+__version__ = _native.__version__
+
+# numpy dtypes of the format's fixed-size dtypes (little-endian, as stored). bf16 has no numpy
+# dtype: it is read as float32 (exact) and written from floats, rounded to nearest even.
+_NUMPY_DTYPES = {
+    "bool": np.dtype(bool),
+    "u8": np.dtype("u1"),
+    "u16": np.dtype("<u2"),
+    "u32": np.dtype("<u4"),
+    "u64": np.dtype("<u8"),
+    "i8": np.dtype("i1"),
+    "i16": np.dtype("<i2"),
+    "i32": np.dtype("<i4"),
+    "i64": np.dtype("<i8"),
+    "f16": np.dtype("<f2"),
+    "bf16": np.dtype("<f4"),
+    "f32": np.dtype("<f4"),
+    "f64": np.dtype("<f8"),
+}
+
+RowsLike = Union[int, slice, range, Sequence[int], np.ndarray, None]
+
+
+def open(
+    url: str,
+    version: Optional[int] = None,
+    tag: Optional[str] = None,
+    branch: Optional[str] = None,
+) -> "Dataset":
+    """Opens a version of the dataset at ``url`` (a local path, ``file://``, ``s3://``,
+    ``gs://``, ``az://``, ``http(s)://`` or ``memory://``): the latest version of ``main`` by
+    default, or ``version=`` (of ``branch=`` when given), ``tag=``, or the latest of ``branch=``.
+
+    Raises :class:`NotFoundError` when the dataset, version, tag or branch does not exist.
+    """
+    return Dataset(_native.Dataset.open(str(url), version=version, tag=tag, branch=branch))
+
+
+def create(url: str, schema: Sequence[Mapping[str, Any]]) -> "Dataset":
+    """Creates a dataset (version 1, no rows) at ``url``.
+
+    ``schema`` lists the columns as dicts: ``name`` and ``dtype`` (``bool``, ``u8`` … ``u64``,
+    ``i8`` … ``i64``, ``f16``, ``bf16``, ``f32``, ``f64``, ``utf8``, ``bytes``) are required;
+    optional ``shape`` (per-row dims, ``None`` for a ragged dim; ``[]`` for scalars),
+    ``kind`` (``generic``, ``image``, ``video``, ``audio``, ``text``, ``tokens``,
+    ``embedding``, ``class_label``, ``bbox``, ``mask``, ``json``) with ``kind_params``,
+    ``nullable``, ``compression`` (``none``, ``lz4``, ``zstd``, ``zstd:LEVEL``) and
+    ``metadata`` (a dict of str). ``Dataset.schema`` returns the same keys.
+
+    Raises :class:`ConflictError` when a dataset exists there.
+    """
+    return Dataset(_native.Dataset.create(str(url), [dict(c) for c in schema]))
+
+
+def _to_bf16_bits(values: np.ndarray) -> np.ndarray:
+    """float values → bfloat16 bit patterns (uint16), rounded to nearest even; NaN stays NaN."""
+    f = np.ascontiguousarray(values, dtype="<f4")
+    u = f.view("<u4").astype(np.uint64)
+    rounded = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype("<u2")
+    nan = np.isnan(f)
+    if nan.any():
+        rounded[nan] = ((u[nan] >> 16) | 0x40).astype("<u2")
+    return rounded
+
+
+def _row_bytes(dtype: str, arr: Any) -> np.ndarray:
+    """A row (or rows) as a contiguous little-endian array of the column's dtype."""
+    if dtype == "bf16":
+        return _to_bf16_bits(np.asarray(arr, dtype=np.float32))
+    return np.ascontiguousarray(np.asarray(arr, dtype=_NUMPY_DTYPES[dtype]))
+
+
+def _is_null(x: Any) -> bool:
+    return x is None or x is np.ma.masked
+
+
+def _column_rows(col: Mapping[str, Any], value: Any) -> tuple:
+    """One column of ``append`` input as the native layer's ``(name, rows, values, shapes,
+    valid)``."""
+    name, dtype, shape = col["name"], col["dtype"], list(col["shape"])
+    nullable = col["nullable"]
+    if dtype in ("utf8", "bytes"):
+        items = list(value)
+        valid = [not _is_null(x) for x in items]
+        chunks = []
+        for x in items:
+            if _is_null(x):
+                chunks.append(b"")
+            elif dtype == "utf8":
+                if not isinstance(x, str):
+                    raise UsageError(f"column {name!r} is utf8: expected str, got {type(x).__name__}")
+                chunks.append(x.encode("utf-8"))
+            else:
+                if not isinstance(x, (bytes, bytearray, memoryview)):
+                    raise UsageError(f"column {name!r} is bytes: expected bytes, got {type(x).__name__}")
+                chunks.append(bytes(x))
+        shapes = [len(c) for c in chunks]
+        return (name, len(items), b"".join(chunks), shapes, valid if nullable else None)
+
+    ragged = any(d is None for d in shape)
+    if not ragged:
+        if isinstance(value, np.ma.MaskedArray):
+            mask = np.ma.getmaskarray(value)
+            n = len(value)
+            nulls = mask.reshape(n, -1).any(axis=1) if n else np.zeros(0, dtype=bool)
+            data = np.asarray(value.filled(0))
+            valid = [not x for x in nulls.tolist()]
+            rows = [data[i] for i in range(n) if valid[i]]
+            arr = _row_bytes(dtype, np.stack(rows)) if rows else np.zeros([0] + shape, _NUMPY_DTYPES[dtype])
+        elif nullable and not isinstance(value, np.ndarray) and any(_is_null(x) for x in value):
+            items = list(value)
+            n = len(items)
+            valid = [not _is_null(x) for x in items]
+            rows = [x for x in items if not _is_null(x)]
+            arr = _row_bytes(dtype, rows) if rows else np.zeros([0] + shape, _NUMPY_DTYPES[dtype])
+        else:
+            arr = _row_bytes(dtype, value)
+            n = arr.shape[0] if arr.ndim else 0
+            valid = None
+        if arr.ndim == 0 or tuple(arr.shape[1:]) != tuple(shape):
+            raise UsageError(f"column {name!r}: rows of shape {shape} expected, got an array of shape {arr.shape}")
+        if nullable and valid is None:
+            valid = [True] * n
+        return (name, n, arr.tobytes(), shape * n, valid)
+
+    items = list(value)
+    valid = [not _is_null(x) for x in items]
+    chunks, shapes = [], []
+    for i, x in enumerate(items):
+        if _is_null(x):
+            shapes.extend([0] * len(shape))
+            continue
+        a = _row_bytes(dtype, x)
+        if a.ndim != len(shape):
+            raise UsageError(f"column {name!r} row {i}: rank {a.ndim}, the column has rank {len(shape)}")
+        chunks.append(a.tobytes())
+        shapes.extend(a.shape)
+    return (name, len(items), b"".join(chunks), shapes, valid if nullable else None)
+
+
+def _assemble(piece: tuple) -> Any:
+    """A column read back (native pieces) as the value ``read`` returns."""
+    kind = piece[0]
+    if kind in ("utf8", "bytes"):
+        return piece[1]
+    if kind == "fixed":
+        _, arr, valid = piece
+        if valid is None:
+            return arr
+        mask = np.broadcast_to((~valid).reshape((-1,) + (1,) * (arr.ndim - 1)), arr.shape)
+        return np.ma.MaskedArray(arr, mask=mask.copy())
+    _, flat, shapes, valid = piece
+    sizes = shapes.prod(axis=1) if shapes.shape[1] else np.ones(len(shapes), dtype=np.int64)
+    ends = np.cumsum(sizes)
+    out: List[Optional[np.ndarray]] = []
+    for i in range(len(shapes)):
+        if valid is not None and not valid[i]:
+            out.append(None)
+            continue
+        start = int(ends[i] - sizes[i])
+        out.append(flat[start : int(ends[i])].reshape(tuple(int(d) for d in shapes[i])))
+    return out
+
+
+def _row_list(rows: RowsLike, n: int) -> List[int]:
+    """Row selectors (int, slice, range, sequence or array of ints, negative from the end) as a
+    list of global rows."""
+    if rows is None:
+        return list(range(n))
+    if isinstance(rows, slice):
+        return list(range(*rows.indices(n)))
+    if isinstance(rows, (int, np.integer)):
+        rows = [rows]
+    out = []
+    for r in np.asarray(rows).reshape(-1).tolist():
+        if not isinstance(r, int):
+            raise UsageError(f"row indices must be integers, got {r!r}")
+        if r < 0:
+            r += n
+        if not 0 <= r < n:
+            raise IndexError(f"row {r} is out of range for a dataset of {n} rows")
+        out.append(r)
+    return out
+
+
+class Dataset:
+    """One version of a Tessera dataset (``tessera.open`` / ``tessera.create``).
+
+    Writes (``append``) commit a new version and move this object to it; ``version`` says
+    which version it reads.
+    """
+
+    def __init__(self, native: "_native.Dataset"):
+        self._native = native
+
+    # -- identity -------------------------------------------------------------------------
+    @property
+    def location(self) -> str:
+        """The path or URL it was opened from."""
+        return self._native.location
+
+    @property
+    def version(self) -> int:
+        """The version number read."""
+        return self._native.version
+
+    @property
+    def branch_name(self) -> str:
+        """The branch of the version."""
+        return self._native.branch
+
+    @property
+    def schema(self) -> List[Dict[str, Any]]:
+        """The columns: dicts with ``name``, ``dtype``, ``shape`` (``None`` for ragged dims),
+        ``kind``, ``kind_params``, ``nullable``, ``compression``, ``metadata``, ``id``."""
+        return self._native.schema
+
+    @property
+    def columns(self) -> List[str]:
+        """Column names, in schema order."""
+        return [c["name"] for c in self._native.schema]
+
+    def __len__(self) -> int:
+        return self._native.row_count
+
+    def __repr__(self) -> str:
+        return repr(self._native)
+
+    # -- reading --------------------------------------------------------------------------
+    def read(self, rows: RowsLike = None, columns: Optional[Sequence[str]] = None) -> Dict[str, Any]:
+        """Reads rows (an int, slice, range, or sequence/array of ints; all rows by default)
+        of the given columns (all by default).
+
+        Returns a dict: fixed-shape columns as one stacked array ``[n, *shape]`` (a masked
+        array for nullable columns), ragged columns as a list of arrays, ``utf8`` as a list
+        of ``str``, ``bytes`` as a list of ``bytes`` (``None`` for null rows). ``bf16`` reads
+        as float32. Every checksum is verified.
+        """
+        idx = _row_list(rows, len(self))
+        cols = None if columns is None else [str(c) for c in columns]
+        pieces = self._native.read(idx, cols)
+        return {name: _assemble(p) for name, p in pieces.items()}
+
+    def __getitem__(self, i: Union[int, slice]) -> Dict[str, Any]:
+        """``ds[i]``: row ``i`` as a dict of values (array, scalar, str, bytes or None);
+        ``ds[a:b]``: as ``read``."""
+        if isinstance(i, slice):
+            return self.read(i)
+        if not isinstance(i, (int, np.integer)):
+            raise TypeError(f"dataset indices must be integers or slices, not {type(i).__name__}")
+        batch = self.read([int(i)])
+        out = {}
+        for name, v in batch.items():
+            x = v[0]
+            out[name] = None if x is np.ma.masked else x
+        return out
+
+    def __iter__(self):
+        for i in range(len(self)):
+            yield self[i]
+
+    # -- writing --------------------------------------------------------------------------
+    def append(self, data: Mapping[str, Any], message: str = "") -> int:
+        """Appends rows and commits them as a new version; returns the version number.
+
+        ``data`` maps every column to its rows: an array ``[n, *shape]`` (anything numpy
+        converts) for fixed shapes (a masked array, or a list with ``None``, for nulls), a
+        list of arrays for ragged columns, a list of ``str`` / ``bytes`` for ``utf8`` /
+        ``bytes``. Raises :class:`UsageError` for missing or unknown columns, wrong shapes
+        or values a column's kind does not allow, :class:`ConflictError` when a concurrent
+        writer wins and the retries run out.
+        """
+        schema = {c["name"]: c for c in self._native.schema}
+        unknown = [k for k in data if k not in schema]
+        if unknown:
+            raise UsageError(f"the schema has no column(s) {unknown}; it has {list(schema)}")
+        cols = [_column_rows(schema[name], value) for name, value in data.items()]
+        self._native = self._native.append(cols, str(message))
+        return self.version
+
+    def tag(self, name: str, message: str = "") -> None:
+        """Tags this version (tags are immutable: :class:`ConflictError` if it exists)."""
+        self._native.tag(name, message)
+
+    def branch(self, name: str) -> "Dataset":
+        """Creates a branch at this version and returns it (appends to it stay off ``main``)."""
+        return Dataset(self._native.create_branch(name))
+
+    def checkout(
+        self, version: Optional[int] = None, tag: Optional[str] = None, branch: Optional[str] = None
+    ) -> "Dataset":
+        """Another version of the same dataset (as ``tessera.open``)."""
+        return Dataset(self._native.checkout(version=version, tag=tag, branch=branch))
+
+    def tags(self) -> List[str]:
+        """Tag names, sorted."""
+        return self._native.tags()
+
+    def branches(self) -> List[str]:
+        """Branch names, sorted."""
+        return self._native.branches()
+
+    def log(self) -> List[Dict[str, Any]]:
+        """This version's history, newest first: dicts with ``version``, ``branch``,
+        ``message``, ``timestamp_ms``, ``row_count``, ``parent`` (``(branch, version)``)."""
+        return self._native.log()
+
+    def diff(self, other: Union[int, "Dataset"]) -> Dict[str, Any]:
+        """What changed from ``other`` (a version of this branch, or a Dataset) to this
+        version: ``rows_added``, ``rows_deleted``, ``rows_changed`` (per column),
+        ``columns_added``, ``columns_dropped``, ``columns_renamed``."""
+        if isinstance(other, Dataset):
+            older = other._native
+        else:
+            older = self._native.checkout(version=int(other), branch=self.branch_name)
+        return self._native.diff_from(older)
+
+    def verify(self) -> Dict[str, int]:
+        """Reads every byte of this version and checks checksums, sizes and values; raises
+        the first fault (:class:`MalformedError`, :class:`InvalidError`, …) or returns what
+        was checked (``files``, ``bytes``, ``blocks``, ``rows``)."""
+        return self._native.verify()
+
+    # -- training -------------------------------------------------------------------------
+    def _loader(self, output: str, device: Optional[str], kwargs: Dict[str, Any]) -> Loader:
+        native = _native.Loader(self.location, version=self.version, branch=self.branch_name, **kwargs)
+        return Loader(native, output=output, device=device)
+
+    def pytorch(
+        self,
+        batch_size: int = 32,
+        columns: Optional[Sequence[str]] = None,
+        shuffle: Optional[str] = "global",
+        seed: int = 0,
+        drop_last: bool = False,
+        workers: int = 2,
+        memory_budget: Optional[int] = None,
+        device: Optional[str] = None,
+        rank: Optional[int] = None,
+        world_size: Optional[int] = None,
+        **options: Any,
+    ) -> Loader:
+        """A loader yielding dicts of ``torch.Tensor`` (see :class:`Loader`) for this version.
+
+        ``shuffle``: ``"global"`` (an exact uniform permutation), ``"block"`` (fragments
+        permuted, then rows within windows of ``window_fragments``), or ``None`` (in order).
+        ``rank``/``world_size`` default to torchrun's ``RANK``/``WORLD_SIZE``; ranks get
+        disjoint shards of equal batch counts. ``workers`` are Rust threads: results never
+        depend on their number. ``device``: ``None``/``"cpu"`` keeps the zero-copy CPU
+        tensors, ``"cuda"`` (or ``"cuda:N"``) copies each batch to the GPU. More options
+        (``window_fragments``, ``prefetch_batches``, ``verify_checksums``,
+        ``skip_bad_samples``, ``u64_as_i64_bits``) pass through.
+        """
+        kwargs = dict(
+            batch_size=batch_size,
+            columns=None if columns is None else list(columns),
+            shuffle=shuffle,
+            seed=seed,
+            drop_last=drop_last,
+            workers=workers,
+            memory_budget=memory_budget,
+            rank=rank,
+            world_size=world_size,
+            **options,
+        )
+        return self._loader("torch", device, kwargs)
+
+    def numpy(
+        self,
+        batch_size: int = 32,
+        columns: Optional[Sequence[str]] = None,
+        shuffle: Optional[str] = "global",
+        seed: int = 0,
+        drop_last: bool = False,
+        workers: int = 2,
+        memory_budget: Optional[int] = None,
+        rank: Optional[int] = None,
+        world_size: Optional[int] = None,
+        **options: Any,
+    ) -> Loader:
+        """As :meth:`pytorch`, yielding dicts of numpy arrays (no torch needed). The arrays
+        are views of the loader's buffers; ``bf16`` columns are widened to float32 (a copy)."""
+        kwargs = dict(
+            batch_size=batch_size,
+            columns=None if columns is None else list(columns),
+            shuffle=shuffle,
+            seed=seed,
+            drop_last=drop_last,
+            workers=workers,
+            memory_budget=memory_budget,
+            rank=rank,
+            world_size=world_size,
+            **options,
+        )
+        return self._loader("numpy", None, kwargs)

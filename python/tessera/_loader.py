@@ -1,0 +1,214 @@
+"""The training loader's Python face: :class:`Loader` (an iterable, one epoch per ``iter()``)
+and :class:`LoaderIterator` (the batches of one epoch).
+
+The Rust core does the work on its own threads (fetch, decode, assemble); Python receives
+numpy arrays that are views of the core's batch buffers, and ``torch.from_numpy`` turns them
+into tensors without a copy. A buffer is refilled only when no array or tensor over it is
+alive any more, so whatever the training loop keeps keeps its values.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Optional
+
+import numpy as np
+
+from ._native import UsageError
+
+STATE_FORMAT = "tessera-loader/1"
+
+
+def _bf16_to_f32(bits: np.ndarray) -> np.ndarray:
+    return (bits.astype(np.uint32) << 16).view(np.float32)
+
+
+class Loader:
+    """Batches of one pinned dataset version (``Dataset.pytorch()`` / ``Dataset.numpy()``).
+
+    Each ``iter(loader)`` runs one epoch: epoch 0 first, then 1, 2, … (``set_epoch`` picks
+    the next one). A batch is a dict: column name → tensor/array ``[B, …]``; ragged columns
+    are zero padded with ``"<name>.lengths"`` (``[B]``, or ``[B, k]`` for k ragged dims);
+    nullable columns add ``"<name>.valid"`` (bool ``[B]``); ``utf8``/``bytes`` columns are
+    lists of ``str``/``bytes`` (``None`` for nulls).
+
+    Resume (torchdata ``StatefulDataLoader`` convention): ``state_dict()`` at any point, and
+    ``load_state_dict(state)`` on a loader of the same dataset version and settings; the next
+    ``iter()`` yields exactly the batches that were not consumed yet.
+    """
+
+    def __init__(self, native: Any, output: str = "torch", device: Optional[str] = None):
+        if output not in ("torch", "numpy"):
+            raise UsageError(f"output must be 'torch' or 'numpy', not {output!r}")
+        self._native = native
+        self._output = output
+        self._device = None if device in (None, "cpu") else device
+        self._next_epoch = 0
+        self._pending: Optional[Dict[str, Any]] = None
+        self._current: Optional[LoaderIterator] = None
+        self._torch = None
+        if output == "torch":
+            import torch  # imported here: the package works without torch for numpy()
+
+            self._torch = torch
+
+    # -- facts ------------------------------------------------------------------------------
+    @property
+    def version(self) -> int:
+        """The dataset version read."""
+        return self._native.version
+
+    @property
+    def columns(self):
+        """Projected column names, in output order."""
+        return self._native.columns
+
+    @property
+    def rank(self) -> int:
+        """This process's rank."""
+        return self._native.dist[0]
+
+    @property
+    def world_size(self) -> int:
+        """The number of ranks."""
+        return self._native.dist[1]
+
+    def __len__(self) -> int:
+        """Batches this rank yields per epoch."""
+        return self._native.batches_per_epoch
+
+    def plan_rows(self, epoch: int):
+        """The global rows of this rank's batches of ``epoch``, in order (reads no data)."""
+        return self._native.plan_rows(int(epoch))
+
+    # -- epochs -----------------------------------------------------------------------------
+    def set_epoch(self, epoch: int) -> None:
+        """The epoch the next ``iter()`` runs (as ``DistributedSampler.set_epoch``)."""
+        self._next_epoch = int(epoch)
+        self._pending = None
+
+    def __iter__(self) -> "LoaderIterator":
+        # The core runs one epoch at a time per loader: stop the previous one first.
+        self.close()
+        if self._pending is not None:
+            state, self._pending = self._pending, None
+            epoch = self._native.resume(state["state"])
+            if epoch.remaining == 0:  # saved after the last batch: go on with the next epoch
+                next_epoch = epoch.epoch + 1
+                epoch.close()
+                epoch = self._native.epoch(next_epoch)
+        else:
+            epoch = self._native.epoch(self._next_epoch)
+        self._next_epoch = epoch.epoch + 1
+        self._current = LoaderIterator(self, epoch)
+        return self._current
+
+    def close(self) -> None:
+        """Stops the running epoch's worker threads (an unfinished iterator ends)."""
+        if self._current is not None:
+            self._current._close()
+            self._current = None
+
+    # -- resume -----------------------------------------------------------------------------
+    def state_dict(self) -> Dict[str, Any]:
+        """Where the loader stands: the current iterator's position, else the state loaded
+        last, else the start of the next epoch."""
+        if self._current is not None:
+            return self._current.state_dict()
+        if self._pending is not None:
+            return dict(self._pending)
+        return {"format": STATE_FORMAT, "version": self.version, "epoch": self._next_epoch, "state": None}
+
+    def load_state_dict(self, state: Dict[str, Any]) -> None:
+        """Makes the next ``iter()`` continue from ``state`` (from ``state_dict()``). The
+        state is bound to a dataset version: another version raises :class:`UsageError`."""
+        if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
+            raise UsageError(f"not a Tessera loader state (format {STATE_FORMAT!r} expected)")
+        if state.get("version") != self.version:
+            raise UsageError(
+                f"the state was saved reading version {state.get('version')}; this loader reads version {self.version}"
+            )
+        self.close()
+        if state.get("state") is None:
+            self.set_epoch(int(state.get("epoch", 0)))
+        else:
+            self._pending = dict(state)
+
+    # -- batches ----------------------------------------------------------------------------
+    def _convert(self, pieces) -> Dict[str, Any]:
+        torch = self._torch
+        out: Dict[str, Any] = {}
+
+        def side(a):
+            if a is None or torch is None:
+                return a
+            t = torch.from_numpy(a)
+            return t.to(self._device) if self._device else t
+
+        for name, values, lengths, offsets, valid, elem in pieces:
+            if elem in ("utf8", "bytes"):
+                out[name] = values
+                continue
+            if torch is None:
+                out[name] = _bf16_to_f32(values) if elem == "bf16" else values
+            else:
+                t = torch.from_numpy(values)  # zero-copy: the tensor keeps the array alive
+                if elem == "bf16":
+                    t = t.view(torch.bfloat16)
+                out[name] = t.to(self._device) if self._device else t
+            if lengths is not None:
+                out[name + ".lengths"] = side(lengths)
+            if offsets is not None:
+                out[name + ".offsets"] = side(offsets)
+            if valid is not None:
+                out[name + ".valid"] = side(valid)
+        return out
+
+
+class LoaderIterator:
+    """The batches of one epoch on this rank (``iter(loader)``)."""
+
+    def __init__(self, loader: Loader, epoch: Any):
+        self._loader = loader
+        self._epoch = epoch
+        self._number = epoch.epoch
+        self._final_state: Optional[str] = None
+        self.last_rows: Optional[np.ndarray] = None
+        """The global rows of the batch returned last."""
+
+    @property
+    def epoch(self) -> int:
+        """The epoch number."""
+        return self._number
+
+    def __iter__(self) -> "LoaderIterator":
+        return self
+
+    def __len__(self) -> int:
+        """Batches left."""
+        return 0 if self._epoch is None else self._epoch.remaining
+
+    def __next__(self) -> Dict[str, Any]:
+        if self._epoch is None:
+            raise StopIteration
+        got = self._epoch.next()  # waits with the GIL released
+        if got is None:
+            self._close()
+            raise StopIteration
+        pieces, rows, _epoch, _index = got
+        self.last_rows = rows
+        return self._loader._convert(pieces)
+
+    def state_dict(self) -> Dict[str, Any]:
+        """The position after the batches returned so far (bound to the dataset version)."""
+        state = self._final_state if self._epoch is None else self._epoch.state()
+        return {"format": STATE_FORMAT, "version": self._loader.version, "epoch": self._number, "state": state}
+
+    def _close(self) -> None:
+        if self._epoch is not None:
+            self._final_state = self._epoch.state()
+            self._epoch.close()
+            self._epoch = None
+
+    def close(self) -> None:
+        """Stops the epoch early (its worker threads end)."""
+        self._close()

@@ -1,0 +1,4 @@
+import tessera
+
+def test_import():
+    assert issubclass(tessera.MalformedError, tessera.TesseraError)
