@@ -49,6 +49,22 @@ pub fn block_on<T>(f: impl std::future::Future<Output = Result<T>>) -> Result<T>
     runtime().block_on(f)
 }
 
+/// Makes rustls on `ring` the process's TLS crypto provider, unless one is installed already.
+///
+/// The cloud backends' HTTP client (reqwest with rustls) is built without a bundled provider
+/// so that no build compiles aws-lc; it needs a process-wide provider before the first client
+/// is built. [`Store::open`] calls this; code that builds `object_store` cloud clients itself
+/// (tests, benchmarks) calls it first. Idempotent and cheap after the first call.
+pub fn install_crypto_provider() {
+    static ONCE: OnceLock<()> = OnceLock::new();
+    ONCE.get_or_init(|| {
+        if rustls::crypto::CryptoProvider::get_default().is_none() {
+            // Losing a race to another installer is fine: a provider is installed either way.
+            let _ = rustls::crypto::ring::default_provider().install_default();
+        }
+    });
+}
+
 /// What a create-if-absent put found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Created {
@@ -86,6 +102,9 @@ impl Store {
         let io = |e: object_store::Error| Error::Io { path: location.to_string(), source: e };
         let prefix =
             Path::from_url_path(url.path()).map_err(|e| Error::usage(format!("bad path in {location:?}: {e}")))?;
+        if !matches!(scheme, "file" | "memory") {
+            install_crypto_provider();
+        }
         let (inner, atomic_create): (Arc<dyn ObjectStore>, bool) = match scheme {
             "file" => {
                 let p = url.to_file_path().map_err(|()| Error::usage(format!("bad file URL {location:?}")))?;

@@ -150,6 +150,7 @@ impl TestRoot {
     pub fn object_store(&self, endpoint: Option<&str>) -> (Arc<dyn ObjectStore>, String) {
         match (self.backend, endpoint) {
             (Backend::S3, Some(ep)) => {
+                tessera::store::install_crypto_provider();
                 let s = object_store::aws::AmazonS3Builder::from_env()
                     .with_url(&self.url)
                     .with_endpoint(ep)

@@ -117,6 +117,7 @@ fn s3_rows(dir: &Path, worker_counts: &[usize], best_local: f64) -> Result<(), B
     for ms in [0u64, 20] {
         let per_request = Latency::new(Duration::from_millis(ms), Duration::ZERO);
         let proxy = LatencyProxy::start(server, ProxyConfig { per_request, ..ProxyConfig::default() })?;
+        tessera::store::install_crypto_provider();
         let s3 =
             object_store::aws::AmazonS3Builder::from_env().with_url(&base).with_endpoint(proxy.endpoint()).build()?;
         let store = Store::from_object_store(Arc::new(s3), &prefix, true);
