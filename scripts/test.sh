@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# Runs every test of the project on a fresh machine: set-up, then the Rust workspace
-# (unit, integration, doc tests, conformance against the golden fixtures, and the storage
-# suites against local S3 (moto) and Azure (Azurite) servers on loopback).
+# Runs every test of the project on a fresh machine: set-up; the checks review would make
+# (format, MSRV, a build of the libtorch-free crates without libtorch, clippy with warnings
+# denied, rustdoc with warnings denied); then the Rust workspace (unit, integration and doc
+# tests, the README's console and Rust blocks, conformance against the golden fixtures, and
+# the storage suites against local S3 (moto) and Azure (Azurite) servers on loopback); then
+# the independent Python reader against every fixture.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -32,11 +35,27 @@ JOBS=${JOBS:-2}
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 
+echo "== rust-version (MSRV) declared and honoured by the locked dependencies"
+bash scripts/check-msrv.sh
+
+echo "== the crates without libtorch build without it (only loader-tch, benches and cli --features bench link it)"
+LIBTORCH=/nonexistent-libtorch cargo build --locked -j"$JOBS" \
+  -p tessera -p tessera-loader -p tessera-cli -p tessera-conformance -p tessera-testkit -p tessera-fuzz-harness
+
+echo "== cargo clippy (every target, warnings denied)"
+cargo clippy --workspace --all-targets --locked -j"$JOBS" -- -D warnings
+
 echo "== cargo test (workspace)"
 cargo test --workspace --locked -j"$JOBS" 2>&1 | tee target/test-output.log
 # Summarise across all test binaries into one closing line.
 awk '/^test result:/ { p += $4; f += $6; i += $8 } END { printf "workspace: %d passed, %d failed\n", p, f }' target/test-output.log
 
+echo "== cargo doc (warnings denied)"
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked -j"$JOBS"
+
 echo "== conformance: independent Python reader (conformance/python)"
 .venv/bin/python conformance/python/test_tessera_py.py
 .venv/bin/python conformance/python/run_fixtures.py
+
+echo "== README: every command it shows (scripts/readme.sh; includes the main job, scripts/train.sh)"
+TESSERA_IN_TEST=1 bash scripts/readme.sh

@@ -88,3 +88,9 @@ pub use tessera_loader::{
     ShuffleMode, SkippedSample, UseStats, sampler, version_id,
 };
 pub use transform::BatchTransform;
+
+/// The Rust blocks of the workspace README, compiled as doc tests so that they cannot drift
+/// from the API (they use this crate and the reference crate `tessera`).
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+pub struct ReadmeDoctests;
