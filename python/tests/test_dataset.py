@@ -1,0 +1,175 @@
+"""Datasets: schema, reads equal what was written, versions, refs, and errors."""
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tessera
+from conftest import SCHEMA
+
+
+def assert_column_equal(name, got, want, rows=None):
+    """`got` (as `read` returns it) equals the written values `want` (at `rows`)."""
+    idx = list(range(len(got))) if rows is None else list(rows)
+    if isinstance(want, np.ma.MaskedArray):
+        assert isinstance(got, np.ma.MaskedArray), name
+        np.testing.assert_array_equal(np.ma.getmaskarray(got), np.ma.getmaskarray(want)[idx])
+        np.testing.assert_array_equal(got.filled(0), want.filled(0)[idx])
+    elif isinstance(want, np.ndarray):
+        w = want[idx]
+        if name == "bf":
+            w = w.astype(np.float32)
+        assert got.dtype == w.dtype, (name, got.dtype, w.dtype)
+        np.testing.assert_array_equal(got, w)
+    else:
+        w = [want[i] for i in idx]
+        assert len(got) == len(w), name
+        for g, x in zip(got, w):
+            if isinstance(x, np.ndarray):
+                assert g.dtype == x.dtype and g.shape == x.shape, (name, g.shape, x.shape)
+                np.testing.assert_array_equal(g, x)
+            else:
+                assert type(g) is type(x) and g == x, (name, g, x)
+
+
+def test_schema_len_version(ds):
+    assert len(ds) == 100
+    assert ds.version == 4
+    assert ds.branch_name == "main"
+    names = [c["name"] for c in ds.schema]
+    assert names == [c["name"] for c in SCHEMA]
+    by = {c["name"]: c for c in ds.schema}
+    assert by["img"]["shape"] == [4, 5] and by["img"]["dtype"] == "u8" and by["img"]["compression"] == "lz4"
+    assert by["tokens"]["shape"] == [None] and by["tokens"]["kind"] == "tokens"
+    assert by["mat"]["shape"] == [None, 2]
+    assert by["caption"]["kind"] == "text" and by["caption"]["shape"] == []
+    assert by["opt"]["nullable"] and not by["x"]["nullable"]
+
+
+def test_read_everything_equals_what_was_written(ds, written):
+    _, want = written
+    got = ds.read()
+    assert list(got) == [c["name"] for c in SCHEMA]
+    for name in got:
+        assert_column_equal(name, got[name], want[name])
+
+
+def test_read_rows_and_projection(ds, written):
+    _, want = written
+    rows = [99, 0, 41, 40, 39, 41, 75]
+    got = ds.read(rows, columns=["caption", "tokens", "opt", "img"])
+    assert list(got) == ["caption", "tokens", "opt", "img"]
+    for name in got:
+        assert_column_equal(name, got[name], want[name], rows)
+    assert ds.read(slice(10, 13))["id"].tolist() == [10, 11, 12]
+    assert ds.read(range(5, 8), columns=["id"])["id"].tolist() == [5, 6, 7]
+    empty = ds.read([], columns=["id", "caption"])
+    assert empty["id"].shape == (0,) and empty["id"].dtype == np.int64 and empty["caption"] == []
+
+
+def test_getitem(ds, written):
+    _, want = written
+    row = ds[-1]
+    assert row["id"] == 99
+    assert row["caption"] == want["caption"][99]
+    np.testing.assert_array_equal(row["tokens"], want["tokens"][99])
+    assert ds[5]["opt"] is None  # 5 % 5 == 0: null
+    assert ds[6]["opt"] == 9.0
+    with pytest.raises(IndexError):
+        ds[100]
+
+
+def test_versions_tags_branches_log_diff(written, tmp_path):
+    src, _ = written
+    path = tmp_path / "copy"
+    shutil.copytree(src, path)
+    ds = tessera.open(str(path))
+    assert [e["version"] for e in ds.log()] == [4, 3, 2, 1]
+    assert ds.log()[0]["message"] == "chunk 2"
+    assert len(tessera.open(str(path), version=2)) == 40
+    ds.tag("v-first", "the first three chunks")
+    assert ds.tags() == ["v-first"]
+    assert len(tessera.open(str(path), tag="v-first")) == 100
+    b = ds.branch("exp")
+    assert b.branch_name == "exp" and "exp" in ds.branches()
+    more = {k: v[:2] for k, v in tessera.open(str(path)).read([0, 1]).items()}
+    v = b.append(more, message="two more on exp")
+    assert len(b) == 102 and b.version == v
+    assert len(tessera.open(str(path))) == 100, "main is unchanged"
+    assert len(tessera.open(str(path), branch="exp")) == 102
+    d = b.diff(ds)
+    assert d["rows_added"] == 2 and d["rows_deleted"] == 0
+    d = ds.diff(2)
+    assert d["rows_added"] == 60 and d["from_version"] == 2 and d["to_version"] == 4
+    report = ds.verify()
+    assert report["rows"] >= 100 and report["files"] >= 3
+
+
+def test_errors_are_mapped(written, tmp_path):
+    src, _ = written
+    ds = tessera.open(src)
+    with pytest.raises(tessera.NotFoundError) as e:
+        tessera.open(src, version=99)
+    assert e.value.error_class == "not_found"
+    assert isinstance(e.value, tessera.TesseraError)
+    with pytest.raises(tessera.NotFoundError):
+        tessera.open(str(tmp_path / "nothing-here"))
+    with pytest.raises(tessera.NotFoundError):
+        tessera.open(src, tag="no-such-tag")
+    with pytest.raises(tessera.UsageError):
+        ds.read([0], columns=["nope"])
+    with pytest.raises(tessera.UsageError):
+        ds.numpy(columns=["nope"])
+    with pytest.raises(tessera.ConflictError):
+        tessera.create(src, SCHEMA)
+    with pytest.raises(tessera.UsageError):
+        tessera.create(str(tmp_path / "bad"), [{"name": "a", "dtype": "f33"}])
+    copy = tmp_path / "copy"
+    shutil.copytree(src, copy)
+    w = tessera.open(str(copy))
+    with pytest.raises(tessera.UsageError):
+        w.append({"nope": [1]})
+    bad = w.read([0, 1])
+    bad["x"] = np.zeros((2, 4), np.float32)  # wrong fixed dim
+    with pytest.raises(tessera.UsageError):
+        w.append(bad)
+    w.tag("t")
+    with pytest.raises(tessera.ConflictError):
+        w.tag("t")
+
+
+def corrupt_copy(src, dst):
+    """A copy of the dataset with bytes flipped in the middle of every data file."""
+    shutil.copytree(src, dst)
+    files = sorted(Path(dst, "data").glob("*.tsd"))
+    assert files
+    for f in files:
+        b = bytearray(f.read_bytes())
+        for k in range(len(b) // 3, len(b) // 3 + 8):
+            b[k] ^= 0x5A
+        f.write_bytes(bytes(b))
+
+
+def test_corrupt_data_raises_the_mapped_exception(written, tmp_path):
+    src, _ = written
+    dst = tmp_path / "corrupt"
+    corrupt_copy(src, dst)
+    ds = tessera.open(str(dst))  # manifests and index segments are intact
+    with pytest.raises((tessera.MalformedError, tessera.InvalidError)) as e:
+        ds.read()
+    assert e.value.error_class in ("malformed", "invalid")
+    with pytest.raises((tessera.MalformedError, tessera.InvalidError)):
+        ds.verify()
+    with pytest.raises((tessera.MalformedError, tessera.InvalidError)):
+        for _ in ds.numpy(batch_size=10, shuffle=None):
+            pass
+
+
+def test_import_does_not_import_torch():
+    code = "import sys, tessera; assert 'torch' not in sys.modules; print('ok')"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr

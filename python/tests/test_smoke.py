@@ -1,4 +1,0 @@
-import tessera
-
-def test_import():
-    assert issubclass(tessera.MalformedError, tessera.TesseraError)
