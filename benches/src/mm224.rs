@@ -3,10 +3,10 @@
 //!
 //! | column | dtype | shape | content |
 //! |---|---|---|---|
-//! | `image` | u8 | [224, 224, 3] | a random 224×224 crop of a deterministic, photo-like 512×512 picture |
-//! | `label` | i64 | [] | class 0..100 |
-//! | `tokens` | i32 | [16..=256] ragged | token ids |
-//! | `embedding` | f32 | [512] | unit vector |
+//! | `image` | u8 | `[224, 224, 3]` | a random 224×224 crop of a deterministic, photo-like 512×512 picture |
+//! | `label` | i64 | `[]` | class 0..100 |
+//! | `tokens` | i32 | `[16..=256]` ragged | token ids |
+//! | `embedding` | f32 | `[512]` | unit vector |
 //!
 //! The pictures are generated (smooth gradients, blobs, texture and sensor noise) rather than
 //! shipped, so the workload needs no download and compresses about as badly as photographs do.

@@ -256,7 +256,7 @@ impl Batch {
     /// synchronised before they are refilled.
     ///
     /// # Errors
-    /// [`LoaderError::Tensor`] when a copy fails.
+    /// [`LoaderError::Framework`] when a copy fails.
     pub fn to_device(self, device: Device) -> Result<Batch> {
         if device == Device::Cpu {
             return Ok(self);

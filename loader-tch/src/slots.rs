@@ -26,11 +26,14 @@ unsafe extern "C" {
 }
 
 /// How many tensors share `t`'s storage (`t` itself included).
+// `c_long` is i64 on Linux but i32 on some targets (Windows): `i64::from` widens portably.
+#[allow(clippy::useless_conversion)]
 pub(crate) fn storage_users(t: &Tensor) -> i64 {
     // SAFETY: `t.as_ptr()` is the `at::Tensor*` tch keeps alive for as long as `t`, which
     // the borrow outlives; the shim only reads the storage's reference count (an atomic) and
     // handles an undefined tensor or one without storage.
-    i64::from(unsafe { tessera_storage_use_count(t.as_ptr()) })
+    let users = unsafe { tessera_storage_use_count(t.as_ptr()) };
+    i64::from(users)
 }
 
 /// A libtorch-owned byte buffer the loader may write through a Rust slice.

@@ -13,7 +13,7 @@ use std::fmt::Debug;
 use crate::error::{LoaderError, Result};
 
 /// Alignment of every buffer the core allocates itself (and the minimum adapters should
-/// honour): a cache line, and what SIMD kernels and DLPack consumers prefer.
+/// honour): a cache line, and what SIMD kernels and `DLPack` consumers prefer.
 pub const BUFFER_ALIGN: usize = 64;
 
 /// A batch buffer: `capacity` bytes the loader writes through [`HostBuffer::bytes_mut`].

@@ -171,8 +171,9 @@ pub struct LoaderConfig {
     /// Where batches are delivered. CUDA output is staged through pinned host buffers and
     /// copied with `non_blocking = true`.
     pub device: Device,
-    /// Recycle batch buffers when a [`Batch`](crate::Batch) is dropped and no tensor shares
-    /// them any more. `false` allocates fresh tensors for every batch.
+    /// Recycle batch buffers when a [`HostBatch`](crate::HostBatch) is dropped and nothing
+    /// the adapter handed out shares them any more. `false` allocates fresh buffers for
+    /// every batch.
     pub reuse_buffers: bool,
     /// Ragged output options.
     pub ragged: RaggedOptions,

@@ -357,6 +357,7 @@ impl ColumnData {
 }
 
 /// Bytes of a row of a column given its ragged sizes (checked).
+#[must_use]
 pub fn row_bytes(dtype: DType, shape: &[Dim], ragged: &[u64]) -> Option<u64> {
     let mut it = ragged.iter();
     let mut dims = Vec::with_capacity(shape.len() + 1);

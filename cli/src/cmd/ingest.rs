@@ -114,7 +114,7 @@ Creating a dataset commits an empty version 1 first; the data is version 2.";
 enum Format {
     /// Decide from the inputs.
     Auto,
-    /// ROOT/<class>/**/<image>.
+    /// `ROOT/<class>/**/<image>`.
     Imagefolder,
     /// WebDataset .tar shards.
     Wds,

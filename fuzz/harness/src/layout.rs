@@ -4,7 +4,7 @@
 //! flags u8 | { key_len u8 | key (UTF-8) | len u32 LE | bytes } …
 //! ```
 //! `flags` bit 0 asks for [`crate::repair::layout`]; bits 1–3 choose the version to open
-//! ([`At`](tessera::At), see [`at`]). A truncated last record keeps what is there; at most
+//! ([`tessera::At`], see [`at`]). A truncated last record keeps what is there; at most
 //! [`MAX_OBJECTS`] records are read.
 
 use tessera::At;

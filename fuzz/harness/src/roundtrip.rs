@@ -18,7 +18,7 @@ const DIM: u8 = 5;
 /// A small dataset: schema, rows and the writer settings, all bounded when used.
 #[derive(Arbitrary, Clone, Debug)]
 pub struct ArbitraryDataset {
-    /// Columns (the first [`MAX_COLUMNS`] are used; at least one).
+    /// Columns (the first `MAX_COLUMNS` are used; at least one).
     pub columns: Vec<ArbColumn>,
     /// Cell values, used row-major and cyclically.
     pub cells: Vec<ArbCell>,
