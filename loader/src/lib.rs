@@ -98,9 +98,11 @@
 //!
 //! ## Modules
 //! `config` (settings, torchrun env), [`sampler`] (order), `source` (local/object reads,
-//! retries), `fetch` (the pipeline), `window` (block-shuffle cache), `catalog` (row → page
-//! index, through the reference's `ChunkIndex`), `assemble` (layout, padding), `pool` (buffer
-//! reuse), [`buffer`] (the allocator hook), `batch` (what adapters receive), `memory`
+//! retries), `pipeline` (an epoch's worker threads, batch claims, in-order hand-over, memory
+//! shares), `fill` (one batch's buffers from pages: local and object-store reads, the
+//! block-shuffle window, the page cache), `window` (block-shuffle cache), `catalog` (row →
+//! page index, through the reference's `ChunkIndex`), `assemble` (layout, padding), `pool`
+//! (buffer reuse), [`buffer`] (the allocator hook), `batch` (what adapters receive), `memory`
 //! (budget), `error`.
 
 #![deny(rustdoc::broken_intra_doc_links)]
@@ -111,13 +113,17 @@ pub mod buffer;
 mod catalog;
 mod config;
 mod error;
-mod fetch;
+mod fill;
 mod loader;
 mod memory;
+mod pipeline;
 mod pool;
 pub mod sampler;
 mod source;
 mod window;
+
+// The pipeline's former module name, which `loader.rs` still imports it by.
+use pipeline as fetch;
 
 pub use assemble::Elem;
 pub use batch::{HostBatch, HostColumn, SkippedSample};

@@ -1,0 +1,563 @@
+//! Filling one batch's buffers from pages, on a worker thread.
+//!
+//! ```text
+//!  plan's batch i ─► slots (row → fragment, physical row) ─► file indexes ─► column plans,
+//!  buffers sized ─► per data file the batch touches:
+//!    block window holds its pages ─► copy the rows out of the decoded pages
+//!    otherwise (storage): local positioned reads, or object-store range reads in waves
+//!  ─► CRC, decompress, copy into the slots ─► bad rows substituted (skip mode), retried
+//! ```
+//!
+//! Every step of one fill attempt shares a `BatchFill` (the slots, the column plans, the
+//! buffer set, the data errors so far) and takes it plus what is its own: a data file
+//! (`FileRef`), its slots, one need. A `Worker` keeps its scratch buffer, decoded-page cache
+//! (`page_cache`) and in-flight request bytes within its allowance of the `Fetch` share.
+//! `storage` reads what the window does not hold; `window_load` fills the block-shuffle
+//! window.
+
+mod page_cache;
+mod storage;
+mod window_load;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::ops::Range;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use tessera::Codec;
+use tessera::datafile::{self, Block};
+
+use crate::assemble::ColumnPlan;
+use crate::batch::{HostBatch as Batch, HostColumn, SkippedSample};
+use crate::catalog::{FileEntry, FileMeta};
+use crate::error::{LoaderError, Result, from_format};
+use crate::memory::{Charge, MemoryUse};
+use crate::pipeline::Shared;
+use crate::pool::{BufferSet, Lease};
+use crate::window::{Fault, FragmentData};
+use page_cache::PageCache;
+
+/// One row slot of a batch being assembled.
+#[derive(Clone, Copy, Debug)]
+struct SlotRow {
+    row: u64,
+    frag: usize,
+    phys: u64,
+    /// Position in the padded global order this slot's row comes from (advances on
+    /// substitution).
+    pos: u64,
+    /// A real (not padding, not substituted) row: served by the block window.
+    real: bool,
+}
+
+/// Why a fill attempt failed.
+#[derive(Debug)]
+enum FillError {
+    /// Data errors of these slots (skip mode substitutes them and retries).
+    Rows(Vec<(usize, LoaderError)>),
+    /// Anything else.
+    Fatal(LoaderError),
+}
+
+type FillResult<T> = std::result::Result<T, FillError>;
+
+impl From<LoaderError> for FillError {
+    fn from(e: LoaderError) -> Self {
+        Self::Fatal(e)
+    }
+}
+
+/// Records a slot's data error, or fails the batch for any other error.
+fn slot_error(fails: &mut Vec<(usize, LoaderError)>, j: usize, e: LoaderError) -> FillResult<()> {
+    if e.is_data_error() {
+        fails.push((j, e));
+        Ok(())
+    } else {
+        Err(FillError::Fatal(e))
+    }
+}
+
+fn clone_fault(e: &LoaderError) -> LoaderError {
+    Fault::of(e).map_or_else(|| LoaderError::corrupt("data", e.to_string()), |f| f.to_error())
+}
+
+/// A filled attempt: column plans and validity per column.
+type Filled = (Vec<ColumnPlan>, Vec<Option<Vec<bool>>>);
+
+/// A filled batch: its (possibly substituted) slots, column plans, validity per column, and
+/// what was skipped.
+struct Assembled {
+    slots: Vec<SlotRow>,
+    plans: Vec<ColumnPlan>,
+    validity: Vec<Option<Vec<bool>>>,
+    skipped: Vec<SkippedSample>,
+}
+
+/// One fill attempt of one batch: what every step of filling shares.
+struct BatchFill<'a> {
+    /// The batch's slots.
+    slots: &'a [SlotRow],
+    /// Layout of each column's rows in its buffer.
+    plans: &'a [ColumnPlan],
+    /// The buffers being filled, one per column.
+    set: &'a mut BufferSet,
+    /// Data errors so far, per slot (skip mode substitutes these slots and retries).
+    fails: Vec<(usize, LoaderError)>,
+}
+
+/// One data file of a fragment, as a batch reads it.
+#[derive(Clone, Copy)]
+struct FileRef<'a> {
+    frag: usize,
+    /// The file's position in its fragment.
+    fi: usize,
+    entry: &'a FileEntry,
+    meta: &'a FileMeta,
+}
+
+impl<'a> FileRef<'a> {
+    /// The storage key (path) of the file.
+    fn key(&self) -> &'a str {
+        &self.entry.file.path
+    }
+}
+
+fn column_buf(set: &mut BufferSet, c: usize) -> Result<&mut [u8]> {
+    set.bufs
+        .get_mut(c)
+        .and_then(Option::as_mut)
+        .ok_or_else(|| LoaderError::WorkerPanicked(format!("column {c} has no buffer")))?
+        .0
+        .bytes_mut()
+        .ok_or_else(|| LoaderError::WorkerPanicked(format!("column {c}'s buffer is still shared with a tensor")))
+}
+
+/// Checks a block's stored bytes through the reference (length; CRC-32 when `verify`).
+fn verify(block: &Block, stored: &[u8], verify: bool, what: &dyn Fn() -> String) -> Result<()> {
+    datafile::verify_block(block, stored, verify, what).map_err(|e| from_format(&what(), e))
+}
+
+/// Verifies (optionally) and decodes a stored page into owned raw bytes, through the
+/// reference's decoder.
+fn decode_page(block: &Block, stored: &[u8], check: bool, what: &dyn Fn() -> String) -> Result<Bytes> {
+    if block.codec == Codec::None {
+        verify(block, stored, check, what)?;
+        return Ok(Bytes::copy_from_slice(stored));
+    }
+    // Sizes were bounded by the footer's validation: at most the block limit.
+    let mut raw = vec![0u8; block.raw_len as usize];
+    datafile::decode_block_into(block, stored, &mut raw, check, what).map_err(|e| from_format(&what(), e))?;
+    Ok(Bytes::from(raw))
+}
+
+/// Per-thread worker state, reused from batch to batch.
+pub(crate) struct Worker {
+    sh: Arc<Shared>,
+    scratch: Vec<u8>,
+    cache: PageCache,
+    /// Bytes of the storage request being processed (object stores).
+    inflight: u64,
+    /// Everything above, counted against the `Fetch` share.
+    mem: Charge,
+}
+
+/// The worker's memory: scratch buffer, page cache and in-flight bytes within its allowance.
+impl Worker {
+    pub(crate) fn new(sh: Arc<Shared>) -> Self {
+        let mem = sh.acct.charge(MemoryUse::Fetch, 0);
+        Self { sh, scratch: Vec::new(), cache: PageCache::default(), inflight: 0, mem }
+    }
+
+    fn account(&mut self) {
+        let used = self.scratch.capacity() as u64 + self.cache.bytes() + self.inflight;
+        self.mem.resize(used);
+    }
+
+    /// Makes room for `n` more bytes within the allowance (evicting cached pages, then the
+    /// scratch buffer), or fails when `n` can never fit.
+    fn make_room(&mut self, n: u64, keep_scratch: bool) -> Result<()> {
+        let allowance = self.sh.allowance;
+        if n > allowance {
+            return Err(LoaderError::Budget {
+                budget: self.sh.acct.budget(),
+                what: format!("a read of {n} bytes (per-worker fetch allowance {allowance})"),
+                needed: n,
+            });
+        }
+        let fixed = self.inflight + if keep_scratch { self.scratch.capacity() as u64 } else { 0 };
+        self.cache.evict_to(allowance.saturating_sub(n + fixed));
+        if self.cache.bytes() + self.scratch.capacity() as u64 + self.inflight + n > allowance {
+            self.scratch = Vec::new();
+        }
+        if self.cache.bytes() + self.scratch.capacity() as u64 + self.inflight + n > allowance {
+            return Err(LoaderError::Budget {
+                budget: self.sh.acct.budget(),
+                what: format!("a read of {n} bytes next to {} bytes in flight (allowance {allowance})", self.inflight),
+                needed: n + self.inflight,
+            });
+        }
+        self.account();
+        Ok(())
+    }
+
+    fn scratch(&mut self, n: usize) -> Result<&mut [u8]> {
+        if self.scratch.len() < n {
+            self.make_room(n as u64, false)?;
+            self.scratch.resize(n, 0);
+            self.account();
+        }
+        Ok(&mut self.scratch[..n])
+    }
+
+    /// Splits ranges into consecutive groups of at most the request limit (a single larger
+    /// range forms its own group).
+    fn chunked(&self, ranges: &[Range<u64>]) -> Vec<Range<usize>> {
+        let limit = self.sh.set.max_fetch.min(self.sh.allowance / 2).max(1);
+        let mut out = Vec::new();
+        let mut start = 0;
+        let mut sum = 0u64;
+        for (i, r) in ranges.iter().enumerate() {
+            let n = r.end - r.start;
+            if i > start && sum + n > limit {
+                out.push(start..i);
+                start = i;
+                sum = 0;
+            }
+            sum += n;
+        }
+        if start < ranges.len() {
+            out.push(start..ranges.len());
+        }
+        out
+    }
+
+    /// Counts the bytes of one in-flight request against this worker's allowance (until
+    /// [`Worker::end_inflight`]).
+    fn begin_inflight(&mut self, n: u64) -> Result<()> {
+        self.end_inflight();
+        self.make_room(n, true)?;
+        self.inflight = n;
+        self.account();
+        Ok(())
+    }
+
+    fn end_inflight(&mut self) {
+        self.inflight = 0;
+        self.account();
+    }
+}
+
+/// A batch: slots, substitution of bad samples, and the finished [`Batch`].
+impl Worker {
+    /// Assembles batch `index` into `set`, substituting bad samples in skip mode.
+    pub(crate) fn assemble(&mut self, index: usize, mut set: BufferSet) -> Result<Batch> {
+        let sh = self.sh.clone();
+        match self.assemble_into(index, &mut set) {
+            Ok(filled) => match self.finish(index, filled, &set) {
+                Ok(mut batch) => {
+                    batch.lease = Some(Lease::new(sh.pool.clone(), set));
+                    Ok(batch)
+                }
+                Err(e) => {
+                    sh.pool.give_back(set);
+                    Err(e)
+                }
+            },
+            Err(e) => {
+                sh.pool.give_back(set);
+                Err(e)
+            }
+        }
+    }
+
+    fn assemble_into(&mut self, index: usize, set: &mut BufferSet) -> Result<Assembled> {
+        let sh = self.sh.clone();
+        let rows = sh.plan.batch(index).ok_or_else(|| LoaderError::WorkerPanicked(format!("no batch {index}")))?;
+        let mut slots = Vec::with_capacity(rows.len());
+        for (j, &row) in rows.iter().enumerate() {
+            let pos = sh.position(index, j);
+            let (frag, phys) = sh
+                .catalog
+                .locate(row)
+                .ok_or_else(|| LoaderError::WorkerPanicked(format!("row {row} is outside the dataset")))?;
+            slots.push(SlotRow { row, frag, phys, pos, real: pos < sh.rows_n });
+        }
+        // Block mode: the window fragments of this batch's real rows, admitted in order.
+        let mut held: HashMap<usize, Arc<FragmentData>> = HashMap::new();
+        let mut releases: BTreeMap<usize, u64> = BTreeMap::new();
+        if let Some(window) = &sh.window {
+            for s in slots.iter().filter(|s| s.real) {
+                *releases.entry(s.frag).or_default() += 1;
+            }
+            let mut frags: Vec<usize> = releases.keys().copied().collect();
+            frags.sort_by_key(|&f| window.position(f));
+            for f in frags {
+                let data = self.admit(window, f)?;
+                held.insert(f, data);
+            }
+        }
+        let mut skipped = Vec::new();
+        let max_attempts = 16 + 4 * slots.len();
+        for _ in 0..max_attempts {
+            match self.try_fill(index, &slots, &held, set) {
+                Ok((plans, validity)) => {
+                    if let Some(window) = &sh.window {
+                        for (f, n) in releases {
+                            window.release(f, n);
+                        }
+                    }
+                    for s in &mut skipped {
+                        let s: &mut SkippedSample = s;
+                        s.replacement = slots[s.slot].row;
+                    }
+                    return Ok(Assembled { slots, plans, validity, skipped });
+                }
+                Err(FillError::Fatal(e)) => return Err(e),
+                Err(FillError::Rows(fails)) => {
+                    if !sh.set.skip_bad {
+                        let (_, e) = fails.into_iter().next().ok_or(LoaderError::Stopped)?;
+                        return Err(e);
+                    }
+                    let mut seen = BTreeSet::new();
+                    for (j, e) in fails {
+                        if !seen.insert(j) {
+                            continue;
+                        }
+                        skipped.push(SkippedSample {
+                            epoch: sh.epoch,
+                            batch: index,
+                            slot: j,
+                            row: slots[j].row,
+                            replacement: slots[j].row,
+                            error: e.to_string(),
+                        });
+                        slots[j] = self.substitute(slots[j])?;
+                    }
+                }
+            }
+        }
+        Err(LoaderError::corrupt(format!("batch {index}"), "too many unreadable samples to substitute"))
+    }
+
+    /// The next row of the epoch's order after `slot`'s position (wrapping), as a substitute.
+    fn substitute(&self, slot: SlotRow) -> Result<SlotRow> {
+        let sh = &self.sh;
+        let g = sh.plan.global_order();
+        if g.is_empty() {
+            return Err(LoaderError::corrupt("dataset", "no readable rows"));
+        }
+        let pos = slot.pos + 1;
+        let row = g[(pos % g.len() as u64) as usize];
+        let (frag, phys) =
+            sh.catalog.locate(row).ok_or_else(|| LoaderError::WorkerPanicked(format!("row {row} is outside")))?;
+        Ok(SlotRow { row, frag, phys, pos, real: false })
+    }
+
+    /// Describes the filled buffers as a [`Batch`].
+    fn finish(&self, index: usize, filled: Assembled, set: &BufferSet) -> Result<Batch> {
+        let sh = &self.sh;
+        let Assembled { slots, plans, validity, skipped } = filled;
+        let b = slots.len();
+        let mut columns = Vec::with_capacity(plans.len());
+        for (c, (plan, valid)) in plans.iter().zip(validity).enumerate() {
+            let layout = &sh.catalog.columns[c];
+            let byte_len = plan.buffer_bytes(b);
+            let capacity = set.bufs[c]
+                .as_ref()
+                .ok_or_else(|| LoaderError::WorkerPanicked(format!("column {c} has no buffer")))?
+                .0
+                .capacity();
+            if byte_len > capacity {
+                return Err(LoaderError::WorkerPanicked(format!(
+                    "column {c}: {byte_len} bytes in a {capacity}-byte buffer"
+                )));
+            }
+            let (lengths, offsets) = plan.side_data(layout, b, sh.set.ragged_offsets);
+            columns.push(HostColumn {
+                name: layout.name.clone(),
+                elem: layout.kind,
+                shape: plan.tensor_shape(b),
+                byte_len,
+                lengths,
+                ragged_dims: layout.ragged,
+                offsets,
+                valid,
+                text: layout.is_text(),
+            });
+        }
+        if !skipped.is_empty() {
+            sh.skipped.lock().unwrap_or_else(std::sync::PoisonError::into_inner).extend(skipped.iter().cloned());
+        }
+        Ok(Batch {
+            columns,
+            rows: slots.iter().map(|s| s.row).collect(),
+            epoch: sh.epoch,
+            index,
+            position: sh.position(index, 0),
+            skipped,
+            lease: None,
+        })
+    }
+}
+
+/// One fill attempt: file indexes, column plans and buffers, then each data file's rows
+/// from the window, a local file or an object store.
+impl Worker {
+    /// One fill attempt: every slot's bytes into the column buffers.
+    fn try_fill(
+        &mut self,
+        index: usize,
+        slots: &[SlotRow],
+        held: &HashMap<usize, Arc<FragmentData>>,
+        set: &mut BufferSet,
+    ) -> FillResult<Filled> {
+        let sh = self.sh.clone();
+        let cat = &sh.catalog;
+        let b = slots.len();
+        // Indexes of every file the batch touches.
+        let mut metas: HashMap<(usize, usize), Arc<FileMeta>> = HashMap::new();
+        let mut bad_frags: BTreeMap<usize, LoaderError> = BTreeMap::new();
+        for s in slots {
+            for fi in 0..cat.fragments[s.frag].files.len() {
+                if metas.contains_key(&(s.frag, fi)) || bad_frags.contains_key(&s.frag) {
+                    continue;
+                }
+                match cat.file_meta(s.frag, fi, &sh.fetcher, &sh.acct, sh.meta_cap, &sh.stopped) {
+                    Ok(m) => {
+                        if s.phys >= m.data_file.footer().row_count {
+                            return Err(FillError::Fatal(LoaderError::corrupt(
+                                format!("fragment {}", s.frag),
+                                "deletion vector points past the file",
+                            )));
+                        }
+                        metas.insert((s.frag, fi), m);
+                    }
+                    Err(e) if e.is_data_error() => {
+                        bad_frags.insert(s.frag, e);
+                    }
+                    Err(e) => return Err(FillError::Fatal(e)),
+                }
+            }
+        }
+        if !bad_frags.is_empty() {
+            let mut fails = Vec::new();
+            for (j, s) in slots.iter().enumerate() {
+                if let Some(e) = bad_frags.get(&s.frag) {
+                    fails.push((j, clone_fault(e)));
+                }
+            }
+            return Err(FillError::Rows(fails));
+        }
+        // Layout of every column, then buffers large enough.
+        let mut plans = Vec::with_capacity(cat.columns.len());
+        let mut validity = Vec::with_capacity(cat.columns.len());
+        for (c, layout) in cat.columns.iter().enumerate() {
+            let mut sizes = Vec::with_capacity(b * layout.ragged);
+            let mut valid = Vec::with_capacity(if layout.nullable { b } else { 0 });
+            for s in slots {
+                let (fi, pos) = cat.fragments[s.frag].column_file[c];
+                let m = metas
+                    .get(&(s.frag, fi))
+                    .ok_or_else(|| FillError::Fatal(LoaderError::WorkerPanicked("file index missing".into())))?;
+                sizes.extend_from_slice(m.chunks[pos].sizes(s.phys));
+                if layout.nullable {
+                    valid.push(m.chunks[pos].is_valid(s.phys));
+                }
+            }
+            plans.push(ColumnPlan::new(layout, b, sizes)?);
+            validity.push(layout.nullable.then_some(valid));
+        }
+        for (c, plan) in plans.iter().enumerate() {
+            sh.pool.ensure(set, c, plan.buffer_bytes(b), &sh.stopped, &|| sh.oldest() >= index)?;
+        }
+        let mut fill = BatchFill { slots, plans: &plans, set, fails: Vec::new() };
+        // Group slots by data file; serve window rows from memory, the rest from storage.
+        let mut groups: BTreeMap<(usize, usize), Vec<usize>> = BTreeMap::new();
+        for (j, s) in slots.iter().enumerate() {
+            for fi in 0..cat.fragments[s.frag].files.len() {
+                groups.entry((s.frag, fi)).or_default().push(j);
+            }
+        }
+        let mut remote = Vec::new();
+        for ((frag, fi), js) in groups {
+            let meta: &FileMeta = metas
+                .get(&(frag, fi))
+                .ok_or_else(|| FillError::Fatal(LoaderError::WorkerPanicked("file index missing".into())))?;
+            let file = FileRef { frag, fi, entry: &cat.fragments[frag].files[fi], meta };
+            let window_data = held.get(&frag).cloned().or_else(|| sh.window.as_ref().and_then(|w| w.resident(frag)));
+            let direct = match window_data {
+                Some(data) => self.fill_from_window(&mut fill, &data, file, &js)?,
+                None => js,
+            };
+            if direct.is_empty() {
+                continue;
+            }
+            if sh.fetcher.is_local() {
+                self.fill_local(&mut fill, file, &direct)?;
+            } else {
+                remote.push(self.remote_file(&fill, file, &direct));
+            }
+        }
+        if !remote.is_empty() {
+            self.fill_remote(&mut fill, remote)?;
+        }
+        self.account();
+        let fails = fill.fails;
+        if fails.is_empty() { Ok((plans, validity)) } else { Err(FillError::Rows(fails)) }
+    }
+
+    /// Copies slots `js` of `file` out of window pages; returns the slots whose pages are
+    /// not resident.
+    fn fill_from_window(
+        &self,
+        fill: &mut BatchFill<'_>,
+        data: &FragmentData,
+        file: FileRef<'_>,
+        js: &[usize],
+    ) -> FillResult<Vec<usize>> {
+        let cat = &self.sh.catalog;
+        let pages = match data.files.get(file.fi) {
+            Some(Ok(p)) => p,
+            Some(Err(fault)) => {
+                for &j in js {
+                    fill.fails.push((j, fault.to_error()));
+                }
+                return Ok(Vec::new());
+            }
+            None => return Ok(js.to_vec()),
+        };
+        // A slot is served from the window only if every column's page is resident.
+        let mut direct = Vec::new();
+        let mut served = Vec::new();
+        for &j in js {
+            let all = file.entry.columns.iter().enumerate().all(|(pos, _)| {
+                let page = file.meta.chunks[pos].page_of(fill.slots[j].phys);
+                pages.get(pos).is_some_and(|m| m.contains_key(&page))
+            });
+            if all { served.push(j) } else { direct.push(j) }
+        }
+        for (pos, &c) in file.entry.columns.iter().enumerate() {
+            let layout = &cat.columns[c];
+            let chunk = &file.meta.chunks[pos];
+            let plan = &fill.plans[c];
+            let buf = column_buf(fill.set, c)?;
+            for &j in &served {
+                let (page, range) = chunk.locate(fill.slots[j].phys);
+                match pages.get(pos).and_then(|m| m.get(&page)) {
+                    Some(Ok(raw)) => {
+                        let r = raw
+                            .get(range)
+                            .ok_or_else(|| LoaderError::corrupt(file.key(), "row outside its page"))
+                            .and_then(|src| plan.write_row(layout, buf, j, src));
+                        if let Err(e) = r {
+                            slot_error(&mut fill.fails, j, e)?;
+                        }
+                    }
+                    Some(Err(fault)) => fill.fails.push((j, fault.to_error())),
+                    None => return Err(FillError::Fatal(LoaderError::WorkerPanicked("window page vanished".into()))),
+                }
+            }
+        }
+        Ok(direct)
+    }
+}

@@ -1,0 +1,356 @@
+//! The pipeline of one epoch: worker threads claim batches in order, fill them (the `fill`
+//! module) and hand them over through a bounded channel; the consumer re-orders them.
+//!
+//! ```text
+//!  worker: pool.take ─► claim batch i ─► fill its buffers ─► send (i, batch) ─┐
+//!                                                             bounded channel │
+//!  consumer: next_batch ◄─ re-order by i: batch 0, 1, 2, … ◄──────────────────┘
+//! ```
+//!
+//! Bounds: at most `sets` batches exist at once (pool), which also bounds the channel; each
+//! worker's fetch and decode bytes stay within its allowance (`Shares` splits the memory
+//! budget when the epoch starts); block-shuffle fragments are admitted in schedule order
+//! (`block_schedule`) against the `Shuffle` share. Output never depends on the number of
+//! workers: batch `i` holds exactly the plan's batch `i` (or its deterministic substitutes).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+
+use crate::batch::{HostBatch as Batch, SkippedSample};
+use crate::buffer::BufferAllocator;
+use crate::catalog::Catalog;
+use crate::error::{LoaderError, Result};
+use crate::fill::Worker;
+use crate::memory::{Accountant, Charge, MemoryUse};
+use crate::pool::BufferPool;
+use crate::sampler::Plan;
+use crate::source::Fetcher;
+use crate::window::{WindowCache, sweep_peak};
+
+/// Smallest per-worker fetch/decode allowance accepted when an epoch starts.
+const MIN_ALLOWANCE: u64 = 256 << 10;
+
+/// Settings of one epoch's pipeline.
+#[derive(Clone, Debug)]
+#[allow(clippy::struct_excessive_bools)] // independent switches, each documented
+pub(crate) struct PipelineSettings {
+    pub(crate) workers: usize,
+    pub(crate) prefetch_batches: usize,
+    pub(crate) verify: bool,
+    pub(crate) skip_bad: bool,
+    pub(crate) ragged_offsets: bool,
+    pub(crate) max_fetch: u64,
+    pub(crate) max_requests: usize,
+    pub(crate) block: bool,
+    pub(crate) reuse: bool,
+    pub(crate) alloc: Arc<dyn BufferAllocator>,
+}
+
+#[derive(Debug, Default)]
+struct Claims {
+    next: usize,
+    unfinished: BTreeSet<usize>,
+}
+
+/// State shared by the workers of one epoch.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub(crate) catalog: Arc<Catalog>,
+    pub(crate) fetcher: Arc<Fetcher>,
+    pub(crate) acct: Arc<Accountant>,
+    pub(crate) plan: Arc<Plan>,
+    pub(crate) set: PipelineSettings,
+    pub(crate) epoch: u64,
+    /// N: real rows in the global order; positions at or past it are padding.
+    pub(crate) rows_n: u64,
+    /// Position in the padded global order where this plan starts.
+    start: u64,
+    global_batch: u64,
+    batch_size: usize,
+    rank: usize,
+    total: usize,
+    claims: Mutex<Claims>,
+    pub(crate) stopped: AtomicBool,
+    pub(crate) pool: Arc<BufferPool>,
+    pub(crate) window: Option<WindowCache>,
+    /// Physical rows of each fragment this rank reads in real positions (block mode).
+    pub(crate) needed: Vec<Vec<u64>>,
+    pub(crate) meta_cap: u64,
+    /// Each worker's share of the `Fetch` memory use.
+    pub(crate) allowance: u64,
+    pub(crate) skipped: Arc<Mutex<Vec<SkippedSample>>>,
+}
+
+impl Shared {
+    fn claims(&self) -> MutexGuard<'_, Claims> {
+        self.claims.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The smallest batch index not yet finished.
+    pub(crate) fn oldest(&self) -> usize {
+        let c = self.claims();
+        c.unfinished.first().copied().unwrap_or(c.next)
+    }
+
+    /// Position in the padded global order of slot `j` of batch `batch`.
+    pub(crate) fn position(&self, batch: usize, j: usize) -> u64 {
+        self.start + batch as u64 * self.global_batch + (self.rank * self.batch_size + j) as u64
+    }
+
+    fn stop(&self) {
+        self.stopped.store(true, Ordering::Release);
+        self.pool.notify();
+        self.acct.notify();
+        if let Some(w) = &self.window {
+            w.notify();
+        }
+    }
+}
+
+/// A worker thread: take a buffer set, claim the next batch, fill it, send it; until every
+/// batch is claimed, the pipeline stops or the consumer is gone.
+fn work(sh: &Shared, mut worker: Worker, tx: &SyncSender<(usize, Result<Batch>)>) {
+    loop {
+        if sh.stopped.load(Ordering::Acquire) {
+            return;
+        }
+        let Ok(set) = sh.pool.take(&sh.stopped) else { return };
+        let index = {
+            let mut c = sh.claims();
+            if c.next >= sh.total {
+                drop(c);
+                sh.pool.give_back(set);
+                return;
+            }
+            let i = c.next;
+            c.next += 1;
+            c.unfinished.insert(i);
+            i
+        };
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| worker.assemble(index, set)))
+            .unwrap_or_else(|p| {
+                let msg = p
+                    .downcast_ref::<&str>()
+                    .map(ToString::to_string)
+                    .or_else(|| p.downcast_ref::<String>().cloned())
+                    .unwrap_or_default();
+                Err(LoaderError::WorkerPanicked(msg))
+            });
+        sh.claims().unfinished.remove(&index);
+        sh.acct.notify();
+        if tx.send((index, result)).is_err() {
+            return;
+        }
+    }
+}
+
+/// How one epoch splits the memory budget.
+#[derive(Debug)]
+struct Shares {
+    meta: u64,
+    meta_cap: u64,
+    ready: u64,
+    fetch: u64,
+    sets: usize,
+    allowance: u64,
+}
+
+impl Shares {
+    /// Plan and indexes first, then the block window (its sweep peak), at least two batch
+    /// buffers and a minimal fetch allowance per worker; spare bytes go to more batch
+    /// buffers (up to `prefetch_batches`) and then to fetch/decode buffers.
+    fn size(budget: u64, plan_bytes: u64, shuffle: u64, batch_bytes: u64, set: &PipelineSettings) -> Result<Self> {
+        let meta_cap = (budget / 16).max(64 << 10);
+        let meta = plan_bytes + meta_cap;
+        let min_fetch = MIN_ALLOWANCE * set.workers as u64;
+        let fixed = meta + shuffle + min_fetch;
+        if fixed + 2 * batch_bytes > budget {
+            return Err(LoaderError::Budget {
+                budget,
+                what: format!(
+                    "plan and indexes ({meta}) + block-shuffle window ({shuffle}) + fetch buffers ({min_fetch}) + \
+                     two batch buffers ({})",
+                    2 * batch_bytes
+                ),
+                needed: fixed + 2 * batch_bytes,
+            });
+        }
+        let sets = (set.prefetch_batches as u64).min((budget - fixed) / batch_bytes).max(2) as usize;
+        let ready = sets as u64 * batch_bytes;
+        let fetch = budget - meta - shuffle - ready;
+        Ok(Self { meta, meta_cap, ready, fetch, sets, allowance: fetch / set.workers as u64 })
+    }
+}
+
+/// Block mode: the physical rows of each fragment this rank reads at real positions, the
+/// window cache (admission order = first need), and the peak window bytes (estimated).
+fn block_schedule(
+    catalog: &Catalog,
+    plan: &Plan,
+    rows_n: u64,
+    position: &dyn Fn(usize, usize) -> u64,
+) -> Result<(Vec<Vec<u64>>, WindowCache, u64)> {
+    let frags = catalog.fragments.len();
+    let mut needed: Vec<Vec<u64>> = vec![Vec::new(); frags];
+    let mut first = vec![usize::MAX; frags];
+    let mut last = vec![0usize; frags];
+    let mut uses = vec![0u64; frags];
+    for (i, batch) in plan.batches().enumerate() {
+        for (j, &row) in batch.iter().enumerate() {
+            if position(i, j) >= rows_n {
+                continue; // padding: read directly, not through the window
+            }
+            let (f, phys) = catalog
+                .locate(row)
+                .ok_or_else(|| LoaderError::WorkerPanicked(format!("row {row} is outside the dataset")))?;
+            needed[f].push(phys);
+            uses[f] += 1;
+            first[f] = first[f].min(i);
+            last[f] = last[f].max(i);
+        }
+    }
+    for n in &mut needed {
+        n.sort_unstable();
+        n.dedup();
+    }
+    let est: Vec<u64> = (0..frags).map(|f| catalog.estimated_fragment_bytes(f)).collect();
+    let peak = sweep_peak(&first, &last, &est, plan.batches_per_rank());
+    Ok((needed, WindowCache::new(first, uses), peak))
+}
+
+/// One epoch's running pipeline, owned by the consumer.
+#[derive(Debug)]
+pub(crate) struct EpochPipeline {
+    shared: Arc<Shared>,
+    rx: Option<Receiver<(usize, Result<Batch>)>>,
+    handles: Vec<JoinHandle<()>>,
+    pending: BTreeMap<usize, Result<Batch>>,
+    next: usize,
+    _plan_charge: Charge,
+}
+
+impl EpochPipeline {
+    /// Sizes the memory shares, builds the block schedule, and starts the workers.
+    pub(crate) fn start(
+        catalog: Arc<Catalog>,
+        fetcher: Arc<Fetcher>,
+        acct: Arc<Accountant>,
+        plan: Arc<Plan>,
+        set: PipelineSettings,
+        skipped: Arc<Mutex<Vec<SkippedSample>>>,
+    ) -> Result<Self> {
+        let pc = plan.config();
+        let rows_n = plan.global_order().len() as u64;
+        let start = plan.checkpoint(0, 0).map_or(0, |s| s.samples_consumed_global);
+        let global_batch = plan.global_batch_size() as u64;
+        let total = plan.batches_per_rank();
+        let (batch_size, rank) = (pc.batch_size, pc.rank);
+        let position = |i: usize, j: usize| start + i as u64 * global_batch + (rank * batch_size + j) as u64;
+        let (needed, window, shuffle_share) = if set.block {
+            let (needed, window, peak) = block_schedule(&catalog, &plan, rows_n, &position)?;
+            (needed, Some(window), peak)
+        } else {
+            (Vec::new(), None, 0)
+        };
+        let plan_bytes = 8 * (plan.effective_order().len() as u64 + needed.iter().map(|n| n.len() as u64).sum::<u64>());
+        let batch_bytes: u64 =
+            (0..catalog.columns.len()).map(|c| catalog.estimated_slot_bytes(c) * batch_size as u64).sum::<u64>().max(1);
+        let shares = Shares::size(acct.budget(), plan_bytes, shuffle_share, batch_bytes, &set)?;
+        let (sets, meta_cap, allowance) = (shares.sets, shares.meta_cap, shares.allowance);
+        acct.set_shares([
+            (MemoryUse::Ready, shares.ready),
+            (MemoryUse::Fetch, shares.fetch),
+            (MemoryUse::Shuffle, shuffle_share),
+            (MemoryUse::Metadata, shares.meta),
+        ]);
+        let plan_charge = acct.charge(MemoryUse::Metadata, plan_bytes);
+        let pool = BufferPool::new(acct.clone(), catalog.columns.len(), sets, set.alloc.clone(), set.reuse);
+        let workers = set.workers;
+        let shared = Arc::new(Shared {
+            catalog,
+            fetcher,
+            acct,
+            epoch: plan.epoch(),
+            plan,
+            set,
+            rows_n,
+            start,
+            global_batch,
+            batch_size,
+            rank,
+            total,
+            claims: Mutex::new(Claims::default()),
+            stopped: AtomicBool::new(false),
+            pool,
+            window,
+            needed,
+            meta_cap,
+            allowance,
+            skipped,
+        });
+        let (tx, rx) = sync_channel(sets);
+        let mut handles = Vec::with_capacity(workers);
+        for w in 0..workers {
+            let worker = Worker::new(shared.clone());
+            let (sh, tx) = (shared.clone(), tx.clone());
+            let spawned =
+                std::thread::Builder::new().name(format!("tessera-loader-{w}")).spawn(move || work(&sh, worker, &tx));
+            match spawned {
+                Ok(h) => handles.push(h),
+                Err(e) => {
+                    shared.stop();
+                    return Err(LoaderError::config(format!("cannot start a worker thread: {e}")));
+                }
+            }
+        }
+        Ok(Self { shared, rx: Some(rx), handles, pending: BTreeMap::new(), next: 0, _plan_charge: plan_charge })
+    }
+
+    /// Batches this pipeline yields in total.
+    pub(crate) fn total(&self) -> usize {
+        self.shared.total
+    }
+
+    /// The next batch in order; `None` after the last.
+    pub(crate) fn next_batch(&mut self) -> Option<Result<Batch>> {
+        if self.next >= self.shared.total {
+            self.shutdown();
+            return None;
+        }
+        loop {
+            if let Some(r) = self.pending.remove(&self.next) {
+                self.next += 1;
+                if let Ok(Some(lease)) = r.as_ref().map(|b| b.lease.as_ref()) {
+                    lease.deliver();
+                }
+                return Some(r);
+            }
+            let rx = self.rx.as_ref()?;
+            let Ok((i, r)) = rx.recv() else {
+                self.next = self.shared.total;
+                return Some(Err(LoaderError::WorkerPanicked("every worker exited early".into())));
+            };
+            self.pending.insert(i, r);
+        }
+    }
+
+    /// Stops the workers and waits for them.
+    pub(crate) fn shutdown(&mut self) {
+        self.shared.stop();
+        self.rx = None;
+        self.pending.clear();
+        for h in self.handles.drain(..) {
+            let _ = h.join();
+        }
+        self.shared.catalog.clear_meta();
+    }
+}
+
+impl Drop for EpochPipeline {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
