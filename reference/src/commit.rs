@@ -1,273 +1,41 @@
-//! Writing: creating datasets, appending rows, and the commit protocol
-//! (SPEC.md §"Commit protocol").
+//! The commit loop: builds the next manifest for a change (append, delete, rewrite), creates it
+//! with create-if-absent, and rebases onto a newer version after a lost race; `delete_rows` and
+//! `restore` are its simplest users (SPEC.md §"Commit protocol", VER-05 to VER-08 and VER-13).
 //!
 //! A commit uploads its data files and one index segment (content-addressed, so re-uploads
 //! are harmless), then creates the next version's manifest with create-if-absent. If another
 //! writer took that version first, an append is rebased onto the new latest version and tried
 //! again; anything else is a [`Error::Conflict`].
+//!
+//! The rest of writing lives beside this file: `writer.rs` (creating a dataset, appending rows
+//! as data files; its types are re-exported here), `segment_log.rs` (index segments) and
+//! `refs.rs` (branches, tags, history).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 
-use crate::batch::Batch;
-use crate::column::ColumnData;
-use crate::datafile::DataFileWriter;
 use crate::dataset::{At, Dataset, latest_version, load_manifest};
 use crate::envelope::{self, ObjectKind};
 use crate::error::{Error, Result};
 use crate::limits::Limits;
 use crate::manifest::{
-    ColumnStats, DataFileRef, DeletionRef, DeletionVector, Fragment, KNOWN_WRITER_FLAGS, Manifest, Segment, SegmentRef,
-    VersionRef,
+    ColumnStats, DeletionRef, DeletionVector, Fragment, KNOWN_WRITER_FLAGS, Manifest, Segment, VersionRef,
 };
-use crate::paths::{self, MAIN};
-use crate::schema::{Column, Schema};
+use crate::paths;
+use crate::schema::Schema;
+use crate::segment_log::{merge_tiers, write_segment};
 use crate::stats;
 use crate::store::{Created, Store};
+use crate::writer::PendingFragment;
 
-/// Default target size of one data file: 64 MiB. Large enough that a sequential GET from
-/// object storage runs at bandwidth rather than latency (tens of ms to first byte, then
-/// 100+ MB/s per stream), small enough that a block shuffle window of a few files fits in a
-/// loader's memory budget.
-pub const DEFAULT_TARGET_FILE_BYTES: u64 = 64 << 20;
+// The writer's types keep their paths under `commit` (`tessera::commit::WriteOptions`, ...).
+pub(crate) use crate::writer::write_data_file;
+pub use crate::writer::{DEFAULT_TARGET_FILE_BYTES, DatasetWriter, WriteOptions};
 
 /// How many times an append is rebased onto a newer version before giving up.
 const MAX_REBASES: usize = 16;
-
-/// Options for writers.
-#[derive(Clone, Debug)]
-pub struct WriteOptions {
-    /// Raw bytes per data file the writer aims at (a file holds at least one row).
-    pub target_file_bytes: u64,
-    /// Raw bytes per page.
-    pub page_bytes: u64,
-    /// Column groups: each inner list of column names is stored in its own data files;
-    /// columns not named form one last group.
-    pub column_groups: Vec<Vec<String>>,
-    /// Fixed commit time (for byte-stable output); the clock when `None`.
-    pub timestamp_ms: Option<u64>,
-    /// Fixed writer nonce (for byte-stable output); random when `None`.
-    pub writer_id: Option<[u8; 16]>,
-    /// Reader limits for the datasets the writer reopens.
-    pub limits: Limits,
-}
-
-impl Default for WriteOptions {
-    fn default() -> Self {
-        Self {
-            target_file_bytes: DEFAULT_TARGET_FILE_BYTES,
-            page_bytes: crate::datafile::DEFAULT_PAGE_BYTES,
-            column_groups: Vec::new(),
-            timestamp_ms: None,
-            writer_id: None,
-            limits: Limits::default(),
-        }
-    }
-}
-
-impl WriteOptions {
-    pub(crate) fn timestamp(&self) -> u64 {
-        self.timestamp_ms
-            .unwrap_or_else(|| SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64))
-    }
-
-    pub(crate) fn writer_id(&self) -> [u8; 16] {
-        self.writer_id.unwrap_or_else(random_id)
-    }
-}
-
-/// A random 16-byte nonce from the clock, the process id, a counter and the std hasher's keys.
-fn random_id() -> [u8; 16] {
-    use sha2::Digest;
-    use std::hash::{BuildHasher, RandomState};
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let mut h = sha2::Sha256::new();
-    h.update(SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos()).to_le_bytes());
-    h.update(std::process::id().to_le_bytes());
-    h.update(COUNTER.fetch_add(1, Ordering::Relaxed).to_le_bytes());
-    h.update(RandomState::new().hash_one(0u8).to_le_bytes());
-    let d = h.finalize();
-    let mut out = [0u8; 16];
-    out.copy_from_slice(&d[..16]);
-    out
-}
-
-impl Dataset {
-    /// Creates a dataset: version 1 of `main`, with the schema and no rows.
-    ///
-    /// # Errors
-    /// `conflict` if a dataset exists at the location; `unsupported` if the store cannot
-    /// commit; `invalid`/`limit` for a bad schema.
-    ///
-    /// # Example
-    /// ```
-    /// use tessera::{Column, Dataset, DType, Dim, Schema, WriteOptions};
-    /// let dir = tempfile::tempdir()?;
-    /// let schema = Schema::new([Column::new("label", DType::I64, &[])])?;
-    /// let ds = Dataset::create(dir.path().to_str().unwrap(), schema, &WriteOptions::default())?;
-    /// assert_eq!((ds.version(), ds.row_count()), (1, 0));
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub fn create(location: &str, schema: Schema, options: &WriteOptions) -> Result<Self> {
-        let store = Store::open(location)?;
-        Self::create_in(&store, schema, options)
-    }
-
-    /// Creates a dataset in an opened store (see [`Dataset::create`]).
-    ///
-    /// # Errors
-    /// As [`Dataset::create`].
-    pub fn create_in(store: &Store, schema: Schema, options: &WriteOptions) -> Result<Self> {
-        schema.validate()?;
-        let next_column_id = schema.columns.iter().map(|c| c.id + 1).max().unwrap_or(0);
-        let manifest = Manifest {
-            reader_flags: 0,
-            writer_flags: 0,
-            branch: MAIN.to_string(),
-            version: 1,
-            parent: None,
-            base: None,
-            merged: None,
-            timestamp_ms: options.timestamp(),
-            message: "create".to_string(),
-            writer_id: options.writer_id(),
-            schema,
-            next_column_id,
-            next_fragment_id: 0,
-            row_count: 0,
-            segments: Vec::new(),
-            stats: Vec::new(),
-            metadata: Vec::new(),
-        };
-        match publish(store, &manifest)? {
-            Published::Ours(crc) => Self::from_manifest(store.clone(), manifest, crc, options.limits.clone()),
-            Published::Theirs => Err(Error::Conflict { what: format!("a dataset exists at {}", store.url()) }),
-        }
-    }
-
-    /// Starts a writer that appends to this version's branch.
-    #[must_use]
-    pub fn writer(&self, options: WriteOptions) -> DatasetWriter {
-        DatasetWriter { base: self.clone(), options, pending: Vec::new(), buffer: None, buffered_bytes: 0 }
-    }
-
-    /// Appends one batch and commits it: a shorthand for [`Dataset::writer`], `append`, `commit`.
-    ///
-    /// # Errors
-    /// As [`DatasetWriter::append`] and [`DatasetWriter::commit`].
-    pub fn append(&self, batch: &Batch, message: &str, options: WriteOptions) -> Result<Self> {
-        let mut w = self.writer(options);
-        w.append(batch)?;
-        w.commit(message)
-    }
-}
-
-/// Buffers rows, writes data files as they fill, and commits them as one new version.
-#[derive(Debug)]
-pub struct DatasetWriter {
-    base: Dataset,
-    options: WriteOptions,
-    pending: Vec<PendingFragment>,
-    buffer: Option<Vec<ColumnData>>,
-    buffered_bytes: u64,
-}
-
-#[derive(Debug)]
-pub(crate) struct PendingFragment {
-    row_count: u64,
-    files: Vec<DataFileRef>,
-    stats: Vec<ColumnStats>,
-}
-
-impl DatasetWriter {
-    /// Appends rows. The batch must have exactly the schema's columns (any order).
-    ///
-    /// # Errors
-    /// `usage` if columns are missing, extra, or of the wrong type; storage errors when a data
-    /// file is flushed.
-    pub fn append(&mut self, batch: &Batch) -> Result<()> {
-        let schema = self.base.schema().clone();
-        if batch.columns().len() != schema.columns.len() {
-            return Err(Error::usage(format!(
-                "batch has {} columns, schema has {}",
-                batch.columns().len(),
-                schema.columns.len()
-            )));
-        }
-        let mut cols = Vec::with_capacity(schema.columns.len());
-        for c in &schema.columns {
-            let d = batch.get(&c.name).ok_or_else(|| Error::usage(format!("batch lacks column {:?}", c.name)))?;
-            let d = if c.nullable && d.validity().is_none() { d.clone().into_nullable() } else { d.clone() };
-            d.check_against(c)?;
-            cols.push(d);
-        }
-        let rows = batch.num_rows();
-        let per_row: Vec<&[u64]> = cols.iter().map(ColumnData::offsets).collect();
-        let mut start = 0;
-        while start < rows {
-            // Take as many rows as fit in the current file.
-            let mut end = start;
-            let mut bytes = self.buffered_bytes;
-            while end < rows {
-                let row: u64 = per_row.iter().map(|o| o[end + 1] - o[end]).sum();
-                let buffered_rows = self.buffer.as_ref().map_or(0, |b| b.first().map_or(0, ColumnData::len));
-                if (bytes > 0 && bytes + row > self.options.target_file_bytes)
-                    || (buffered_rows + end - start) as u64 >= crate::limits::hard::MAX_FILE_ROWS
-                {
-                    break;
-                }
-                bytes += row;
-                end += 1;
-            }
-            let buf = self.buffer.get_or_insert_with(|| schema.columns.iter().map(ColumnData::for_column).collect());
-            for (b, d) in buf.iter_mut().zip(&cols) {
-                b.extend_from(d, start..end)?;
-            }
-            self.buffered_bytes = bytes;
-            start = end;
-            if end < rows || self.buffered_bytes >= self.options.target_file_bytes {
-                self.flush()?;
-            }
-        }
-        Ok(())
-    }
-
-    /// Writes the buffered rows as one fragment (one data file per column group).
-    fn flush(&mut self) -> Result<()> {
-        let Some(buf) = self.buffer.take() else { return Ok(()) };
-        self.buffered_bytes = 0;
-        let rows = buf.first().map_or(0, ColumnData::len);
-        if rows == 0 {
-            return Ok(());
-        }
-        let schema = self.base.schema();
-        let writer = DataFileWriter::with_page_bytes(self.options.page_bytes);
-        let mut files = Vec::new();
-        for group in column_groups(schema, &self.options.column_groups)? {
-            let cols: Vec<&Column> = group.iter().map(|&i| &schema.columns[i]).collect();
-            let data: Vec<&ColumnData> = group.iter().map(|&i| &buf[i]).collect();
-            files.push(write_data_file(self.base.store(), &writer, &cols, &data)?);
-        }
-        let stats = schema.columns.iter().zip(&buf).map(|(c, d)| stats::compute(c, d)).collect();
-        self.pending.push(PendingFragment { row_count: rows as u64, files, stats });
-        Ok(())
-    }
-
-    /// Commits everything appended as the next version of the branch and returns it.
-    ///
-    /// # Errors
-    /// `conflict` if the branch moved in a way an append cannot be rebased over (schema
-    /// changed, unknown writer flags) or after too many retries; storage errors.
-    pub fn commit(mut self, message: &str) -> Result<Dataset> {
-        self.flush()?;
-        let pending = std::mem::take(&mut self.pending);
-        commit_change(&self.base, &Change::Append(pending), message, &self.options)
-    }
-}
 
 /// What a commit changes, in a form that can be re-applied to a newer base (rebase).
 #[derive(Debug)]
@@ -568,52 +336,6 @@ fn aggregate_stats(lists: &[Vec<ColumnStats>], schema: &Schema) -> Vec<ColumnSta
     merged
 }
 
-/// Writes an index segment (content-addressed) and returns its reference.
-fn write_segment(store: &Store, seg: &Segment) -> Result<SegmentRef> {
-    let bytes = envelope::seal(ObjectKind::Segment, seg)?;
-    let key = paths::content_key(paths::INDEX_DIR, "tsi", &bytes);
-    let sref = SegmentRef {
-        path: key.clone(),
-        size: bytes.len() as u64,
-        crc32: envelope::stored_crc(&bytes),
-        fragment_count: seg.fragments.len() as u64,
-        row_count: seg.fragments.iter().map(|f| f.row_count).sum(),
-    };
-    store.put_if_absent(&key, Bytes::from(bytes))?;
-    Ok(sref)
-}
-
-/// Keeps the segment list logarithmic: while the newest segment is at least half the size of
-/// the one before it, the two are merged into one (a binary counter over segment sizes). A
-/// commit therefore rewrites O(change) index entries amortised, and a reader opens
-/// O(log fragments) segments `[SEG-10]`.
-fn merge_tiers(store: &Store, segments: &mut Vec<SegmentRef>, limits: &Limits) -> Result<()> {
-    let weight = |s: &SegmentRef| s.fragment_count.max(1);
-    while segments.len() >= 2 && weight(&segments[segments.len() - 1]) * 2 >= weight(&segments[segments.len() - 2]) {
-        let newer = segments.pop().ok_or_else(|| Error::usage("segment list empty"))?;
-        let older = segments.pop().ok_or_else(|| Error::usage("segment list empty"))?;
-        let read = |r: &SegmentRef| -> Result<Segment> {
-            let bytes = store.get_bounded(&r.path, envelope::max_object_len(limits.max_segment_body()))?;
-            envelope::open(ObjectKind::Segment, &bytes, limits.max_segment_body(), &r.path)
-        };
-        let (a, b) = (read(&older)?, read(&newer)?);
-        let mut map: BTreeMap<u64, Fragment> = a.fragments.into_iter().map(|f| (f.id, f)).collect();
-        let mut removed = a.removed;
-        for id in b.removed {
-            // The id may also be listed by a segment older than `older`: keep the removal.
-            map.remove(&id);
-            removed.push(id);
-        }
-        map.extend(b.fragments.into_iter().map(|f| (f.id, f)));
-        // Applying removals before listings makes a removal of a listed id redundant [SEG-03].
-        removed.retain(|id| !map.contains_key(id));
-        removed.sort_unstable();
-        removed.dedup();
-        segments.push(write_segment(store, &Segment { fragments: map.into_values().collect(), removed })?);
-    }
-    Ok(())
-}
-
 impl Dataset {
     /// Deletes rows by global row index (of this version) with deletion vectors: data files are
     /// not rewritten `[DEL-06]`. A fragment whose rows are all deleted is removed.
@@ -668,50 +390,6 @@ impl Dataset {
     }
 }
 
-/// Encodes and uploads one data file (content-addressed) and returns its reference.
-pub(crate) fn write_data_file(
-    store: &Store,
-    writer: &DataFileWriter,
-    cols: &[&Column],
-    data: &[&ColumnData],
-) -> Result<DataFileRef> {
-    let enc = writer.encode(cols, data)?;
-    let key = paths::content_key(paths::DATA_DIR, "tsd", &enc.bytes);
-    let size = enc.bytes.len() as u64;
-    store.put_if_absent(&key, Bytes::from(enc.bytes))?;
-    let mut column_ids: Vec<u32> = cols.iter().map(|c| c.id).collect();
-    column_ids.sort_unstable();
-    Ok(DataFileRef { path: key, size, footer_crc32: enc.footer_crc32, column_ids })
-}
-
-/// Indices of schema columns per data file group.
-fn column_groups(schema: &Schema, groups: &[Vec<String>]) -> Result<Vec<Vec<usize>>> {
-    let mut out = Vec::new();
-    let mut used = vec![false; schema.columns.len()];
-    for g in groups {
-        let mut idx = Vec::new();
-        for name in g {
-            let i = schema
-                .columns
-                .iter()
-                .position(|c| &c.name == name)
-                .ok_or_else(|| Error::usage(format!("column group names unknown column {name:?}")))?;
-            if std::mem::replace(&mut used[i], true) {
-                return Err(Error::usage(format!("column {name:?} is in two column groups")));
-            }
-            idx.push(i);
-        }
-        if !idx.is_empty() {
-            out.push(idx);
-        }
-    }
-    let rest: Vec<usize> = (0..schema.columns.len()).filter(|&i| !used[i]).collect();
-    if !rest.is_empty() {
-        out.push(rest);
-    }
-    Ok(out)
-}
-
 /// Refuses to write on top of a version with writer-required flags this implementation does not
 /// know `[FLG-04]`.
 pub(crate) fn check_writer_flags(m: &Manifest) -> Result<()> {
@@ -764,129 +442,5 @@ pub(crate) fn publish(store: &Store, manifest: &Manifest) -> Result<Published> {
                 Ok(Published::Theirs)
             }
         }
-    }
-}
-
-impl Dataset {
-    /// Creates a branch at this version `[REF-04]`: its first manifest is this version's, with
-    /// the new branch name and `base` pointing here. Commits on the branch continue from here.
-    ///
-    /// # Errors
-    /// `usage` for a bad name; `conflict` if the branch exists.
-    pub fn create_branch(&self, name: &str, options: &WriteOptions) -> Result<Dataset> {
-        paths::validate_ref_name(name)?;
-        check_writer_flags(self.manifest())?;
-        let existing = self.store().list(&format!("{}/{name}", paths::BRANCHES_DIR))?;
-        if existing.iter().any(|(n, _)| paths::parse_manifest_name(n).is_some()) {
-            return Err(Error::Conflict { what: format!("branch {name:?} exists") });
-        }
-        let mut m = self.manifest().clone();
-        m.base = Some(m.version_ref());
-        m.branch = name.to_string();
-        m.writer_id = options.writer_id();
-        m.timestamp_ms = options.timestamp();
-        m.message = format!("branch {name} from {}@{}", self.branch(), self.version());
-        match publish(self.store(), &m)? {
-            Published::Ours(crc) => Dataset::from_manifest(self.store().clone(), m, crc, self.limits().clone()),
-            Published::Theirs => Err(Error::Conflict { what: format!("branch {name:?} exists") }),
-        }
-    }
-
-    /// Tags this version `[REF-05]`. Tags are immutable: an existing name is a conflict.
-    ///
-    /// # Errors
-    /// `usage` for a bad name; `conflict` if the tag exists.
-    pub fn create_tag(&self, name: &str, message: &str, options: &WriteOptions) -> Result<()> {
-        paths::validate_ref_name(name)?;
-        let tag = crate::manifest::Tag {
-            name: name.to_string(),
-            target: VersionRef { branch: self.branch().to_string(), version: self.version() },
-            manifest_crc32: self.manifest_crc32(),
-            timestamp_ms: options.timestamp(),
-            message: message.to_string(),
-        };
-        let bytes = Bytes::from(envelope::seal(ObjectKind::Tag, &tag)?);
-        let key = paths::tag_key(name);
-        match self.store().put_if_absent(&key, bytes.clone())? {
-            Created::New => Ok(()),
-            // Our own earlier attempt may have landed before a retry: identical bytes are ours.
-            Created::Existed
-                if self.store().get_bounded(&key, envelope::max_object_len(crate::limits::hard::MAX_TAG_BODY))?
-                    == bytes =>
-            {
-                Ok(())
-            }
-            Created::Existed => Err(Error::Conflict { what: format!("tag {name:?} exists") }),
-        }
-    }
-
-    /// The tag names of the dataset, sorted.
-    ///
-    /// # Errors
-    /// Storage errors.
-    pub fn tags(&self) -> Result<Vec<String>> {
-        let mut v: Vec<String> = self
-            .store()
-            .list(paths::TAGS_DIR)?
-            .into_iter()
-            .filter_map(|(n, _)| n.strip_suffix(".tst").map(str::to_string))
-            .collect();
-        v.sort();
-        Ok(v)
-    }
-
-    /// The branch names of the dataset, sorted.
-    ///
-    /// # Errors
-    /// Storage errors.
-    pub fn branches(&self) -> Result<Vec<String>> {
-        let mut v = self.store().list_dirs(paths::BRANCHES_DIR)?;
-        v.sort();
-        Ok(v)
-    }
-
-    /// The manifests of this version's history, newest first, following `parent` links
-    /// (across branch bases).
-    ///
-    /// # Errors
-    /// Any error reading a manifest.
-    pub fn log(&self) -> Result<Vec<Manifest>> {
-        let mut out = vec![self.manifest().clone()];
-        let mut seen = std::collections::HashSet::from([self.manifest().version_ref()]);
-        while let Some(p) = out.last().and_then(|m| m.parent.clone()) {
-            // A hostile or damaged store can make parent links loop; never follow one twice.
-            if !seen.insert(p.clone()) {
-                return Err(Error::invalid(
-                    paths::manifest_key(&p.branch, p.version),
-                    "parent links form a cycle [MAN-02]",
-                ));
-            }
-            let (m, _) = load_manifest(self.store(), &p.branch, p.version, self.limits())?;
-            out.push(m);
-        }
-        Ok(out)
-    }
-
-    /// Opens the version a tag names, checking the manifest CRC the tag recorded `[REF-02]`.
-    ///
-    /// # Errors
-    /// `not_found` for an unknown tag, `invalid` if the manifest differs from the tagged one.
-    pub fn open_tag(store: &Store, name: &str, limits: Limits) -> Result<Dataset> {
-        let tag = crate::dataset::read_tag(store, name, &limits)?;
-        let key = paths::tag_key(name);
-        if tag.target.version == 0 {
-            return Err(Error::invalid(&key, "tag targets version 0 [REF-02]"));
-        }
-        // A tag names a stored manifest exactly (no base resolution); a missing one means the
-        // dataset is damaged, not that the caller asked for something absent.
-        let (m, crc) = crate::dataset::load_manifest_exact(store, &tag.target.branch, tag.target.version, &limits)
-            .map_err(|e| match e {
-                Error::NotFound { .. } => Error::invalid(&key, "tagged version does not exist [REF-02]"),
-                other => other,
-            })?;
-        if crc != tag.manifest_crc32 {
-            return Err(Error::invalid(&key, "tagged manifest's CRC differs from the tag record [REF-02]"));
-        }
-        Dataset::from_manifest(store.clone(), m, crc, limits)
     }
 }

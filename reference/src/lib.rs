@@ -78,10 +78,13 @@ pub mod limits;
 pub mod manifest;
 pub mod merge;
 pub mod paths;
+mod refs;
 pub mod schema;
+mod segment_log;
 pub(crate) mod stats;
 pub mod store;
 pub mod verify;
+mod writer;
 
 pub use batch::Batch;
 pub use column::ColumnData;
