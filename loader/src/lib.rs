@@ -122,9 +122,6 @@ pub mod sampler;
 mod source;
 mod window;
 
-// The pipeline's former module name, which `loader.rs` still imports it by.
-use pipeline as fetch;
-
 pub use assemble::Elem;
 pub use batch::{HostBatch, HostColumn, SkippedSample};
 pub use buffer::{AlignedAllocator, AlignedBuffer, BUFFER_ALIGN, BufferAllocator, HostBuffer};

@@ -12,8 +12,8 @@ use crate::buffer::{AlignedAllocator, BufferAllocator};
 use crate::catalog::Catalog;
 use crate::config::LoaderConfig;
 use crate::error::{LoaderError, Result};
-use crate::fetch::{EpochPipeline, PipelineSettings};
 use crate::memory::{Accountant, MemoryStats};
+use crate::pipeline::{EpochPipeline, PipelineSettings};
 use crate::sampler::{LoaderState, Plan, PlanConfig, SamplerError, ShuffleMode};
 use crate::source::{Fetcher, IoStats, Source, classify, with_retry};
 

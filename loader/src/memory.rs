@@ -1,7 +1,7 @@
 //! One memory budget for the whole loader, split into shares by use, with exact accounting
 //! of every large buffer the loader holds and a high-water mark.
 //!
-//! Shares are fixed when an epoch starts (see `fetch::EpochPipeline`), so no use can starve
+//! Shares are fixed when an epoch starts (see `pipeline::EpochPipeline`), so no use can starve
 //! another: batch buffers wait for the consumer, the block-shuffle cache admits fragments
 //! in schedule order, and fetch/decode buffers are split into per-worker allowances that a
 //! worker never exceeds. What is *not* counted: libtorch's and the allocator's own overhead,
