@@ -313,8 +313,10 @@ class Dataset:
         batch = self.read([int(i)])
         out = {}
         for name, v in batch.items():
-            x = v[0]
-            out[name] = None if x is np.ma.masked else x
+            if isinstance(v, np.ma.MaskedArray):
+                out[name] = None if np.ma.getmaskarray(v)[0].all() else v.data[0]
+            else:
+                out[name] = v[0]
         return out
 
     def __iter__(self):

@@ -173,3 +173,35 @@ def test_import_does_not_import_torch():
     code = "import sys, tessera; assert 'torch' not in sys.modules; print('ok')"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
+
+
+def test_nulls_round_trip(tmp_path):
+    ds = tessera.create(
+        str(tmp_path / "nulls"),
+        [
+            {"name": "s", "dtype": "utf8", "nullable": True},
+            {"name": "b", "dtype": "bytes", "nullable": True},
+            {"name": "seq", "dtype": "f32", "shape": [None], "nullable": True},
+            {"name": "pair", "dtype": "i32", "shape": [2], "nullable": True},
+        ],
+    )
+    ds.append(
+        {
+            "s": ["a", None, "ccc", ""],
+            "b": [None, b"\x00\x01", b"", b"z"],
+            "seq": [np.ones(3, np.float32), None, np.zeros(0, np.float32), None],
+            "pair": [[1, 2], None, [5, 6], None],
+        }
+    )
+    got = ds.read()
+    assert got["s"] == ["a", None, "ccc", ""]
+    assert got["b"] == [None, b"\x00\x01", b"", b"z"]
+    assert got["seq"][1] is None and got["seq"][3] is None and got["seq"][0].tolist() == [1, 1, 1]
+    assert got["pair"].mask.tolist() == [[False, False], [True, True], [False, False], [True, True]]
+    assert got["pair"].data[2].tolist() == [5, 6]
+    assert ds[1]["pair"] is None and ds[2]["pair"].tolist() == [5, 6] and ds[1]["s"] is None
+    batch = next(iter(ds.numpy(batch_size=4, shuffle=None)))
+    assert batch["s"] == ["a", None, "ccc", ""] and batch["b"] == [None, b"\x00\x01", b"", b"z"]
+    assert batch["pair.valid"].tolist() == [True, False, True, False]
+    assert batch["seq.valid"].tolist() == [True, False, True, False]
+    assert batch["seq.lengths"].tolist() == [3, 0, 0, 0]
