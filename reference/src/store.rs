@@ -278,7 +278,7 @@ impl Store {
     /// Reads byte ranges of an object; nearby ranges are coalesced into one request.
     ///
     /// # Errors
-    /// As [`Store::get`]; a range past the end is an error of the backend.
+    /// As [`Store::get_bounded`]; a range past the end is an error of the backend.
     pub fn get_ranges(&self, key: &str, ranges: &[Range<u64>]) -> Result<Vec<Bytes>> {
         block_on(async { self.get_ranges_async(key, ranges).await })
     }
