@@ -338,7 +338,12 @@ class Dataset:
         unknown = [k for k in data if k not in schema]
         if unknown:
             raise UsageError(f"the schema has no column(s) {unknown}; it has {list(schema)}")
-        cols = [_column_rows(schema[name], value) for name, value in data.items()]
+        cols = []
+        for name, value in data.items():
+            try:
+                cols.append(_column_rows(schema[name], value))
+            except (ValueError, TypeError, OverflowError) as e:  # numpy could not convert the values
+                raise UsageError(f"column {name!r}: {e}") from e
         self._native = self._native.append(cols, str(message))
         return self.version
 

@@ -36,11 +36,11 @@ class TesseraIterable(torch.utils.data.IterableDataset):
         self.loader: Loader = dataset.pytorch(**loader_options)
 
     def __iter__(self) -> Iterator[Dict[str, Any]]:
-        info = torch.utils.data.get_worker_info()
-        if info is not None and info.num_workers > 1:
+        if torch.utils.data.get_worker_info() is not None:
             raise RuntimeError(
                 "TesseraIterable must run with DataLoader(num_workers=0): the Rust loader is already "
-                "parallel, and worker processes would each yield the whole shard"
+                "parallel; worker processes would each yield the whole shard, and a loader opened "
+                "before a fork does not work in the forked process"
             )
         return iter(self.loader)
 

@@ -137,7 +137,16 @@ def test_errors_are_mapped(written, tmp_path):
     bad["x"] = np.zeros((2, 4), np.float32)  # wrong fixed dim
     with pytest.raises(tessera.UsageError):
         w.append(bad)
+    bad["x"] = [["a", "b", "c"]] * 2  # not numbers
+    with pytest.raises(tessera.UsageError):
+        w.append(bad)
+    with pytest.raises(tessera.UsageError):
+        w.append({"id": [1]})  # the other columns are missing
     w.tag("t")
+    with pytest.raises(tessera.UsageError):
+        w.tag("no/slashes")
+    with pytest.raises(tessera.ConflictError):
+        w.branch("main")
     with pytest.raises(tessera.ConflictError):
         w.tag("t")
 
