@@ -50,6 +50,10 @@ class Loader:
             import torch  # imported here: the package works without torch for numpy()
 
             self._torch = torch
+            if self._device is not None:
+                dev = torch.device(self._device)
+                if dev.type == "cuda" and not torch.cuda.is_available():
+                    raise UsageError(f"device={device!r}, but this torch has no CUDA device")
 
     # -- facts ------------------------------------------------------------------------------
     @property

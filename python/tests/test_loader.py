@@ -288,3 +288,8 @@ def test_bad_arguments(ds):
         ds.numpy(rank=2, world_size=2)
     with pytest.raises(tessera.UsageError):
         ds.numpy().load_state_dict({"format": "something else"})
+    if not torch.cuda.is_available():
+        with pytest.raises(tessera.UsageError):
+            ds.pytorch(device="cuda")
+    # device="cpu" is the zero-copy default.
+    assert next(iter(ds.pytorch(batch_size=2, device="cpu", columns=["id"])))["id"].device.type == "cpu"
