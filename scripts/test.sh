@@ -57,5 +57,8 @@ echo "== conformance: independent Python reader (conformance/python)"
 .venv/bin/python conformance/python/test_tessera_py.py
 .venv/bin/python conformance/python/run_fixtures.py
 
+echo "== Python package: build into .venv, pytest (python/tests)"
+bash scripts/python.sh
+
 echo "== README: every command it shows (scripts/readme.sh; includes the main job, scripts/train.sh)"
 TESSERA_IN_TEST=1 bash scripts/readme.sh
