@@ -293,3 +293,15 @@ def test_bad_arguments(ds):
             ds.pytorch(device="cuda")
     # device="cpu" is the zero-copy default.
     assert next(iter(ds.pytorch(batch_size=2, device="cpu", columns=["id"])))["id"].device.type == "cpu"
+
+
+def test_keeping_every_batch(ds):
+    # More batches kept than the pipeline has buffers: the loader allocates new ones and never
+    # refills a kept one.
+    ref = ds.read(columns=["id", "x", "tokens"])
+    loader = ds.numpy(batch_size=4, shuffle="global", seed=8, columns=["id", "x", "tokens"], prefetch_batches=2)
+    it = iter(loader)
+    kept = [(it.last_rows.tolist(), b) for b in it]
+    assert len(kept) == 25
+    for rows, batch in kept:
+        check_batch(batch, rows, ref, np.asarray)
