@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use numpy::{PyArray1, PyArrayMethods};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
+use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 use tessera::DType;
 use tessera_loader::{DistEnv, Elem, EpochIter, HostBatch, Lease, Loader, LoaderConfig, LoaderState, ShuffleMode};
 
@@ -62,6 +62,7 @@ impl PyLoader {
         location, *, version=None, tag=None, branch=None, batch_size=32, columns=None, shuffle="global",
         window_fragments=4, seed=0, drop_last=false, workers=2, prefetch_batches=6, memory_budget=None,
         rank=None, world_size=None, verify_checksums=true, skip_bad_samples=false, u64_as_i64_bits=false,
+        ragged_offsets=false,
     ))]
     #[allow(clippy::too_many_arguments, clippy::fn_params_excessive_bools)] // keyword-only Python options
     fn new(
@@ -84,6 +85,7 @@ impl PyLoader {
         verify_checksums: bool,
         skip_bad_samples: bool,
         u64_as_i64_bits: bool,
+        ragged_offsets: bool,
     ) -> PyResult<Self> {
         let mut cfg = LoaderConfig::new(location);
         cfg.at = at_of(version, tag, branch)?;
@@ -105,6 +107,7 @@ impl PyLoader {
         cfg.verify_checksums = verify_checksums;
         cfg.skip_bad_samples = skip_bad_samples;
         cfg.u64_as_i64_bits = u64_as_i64_bits;
+        cfg.ragged.offsets = ragged_offsets;
         cfg.dist = match (rank, world_size) {
             (None, None) => DistEnv::from_env().py_err()?,
             (Some(rank), Some(world_size)) => DistEnv { rank, world_size, local_rank: rank },
@@ -177,6 +180,27 @@ impl PyLoader {
     /// Peak bytes held per memory use since the loader opened.
     fn memory_high_water(&self) -> u64 {
         self.inner.memory_stats().high_water
+    }
+
+    /// Every sample replaced so far (`skip_bad_samples=True`), as dicts: `epoch`, `batch`,
+    /// `slot`, `row` (unreadable), `replacement` (delivered instead), `error`.
+    fn skipped<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let items = self
+            .inner
+            .skipped()
+            .into_iter()
+            .map(|s| -> PyResult<Bound<'py, PyDict>> {
+                let d = PyDict::new(py);
+                d.set_item("epoch", s.epoch)?;
+                d.set_item("batch", s.batch)?;
+                d.set_item("slot", s.slot)?;
+                d.set_item("row", s.row)?;
+                d.set_item("replacement", s.replacement)?;
+                d.set_item("error", s.error)?;
+                Ok(d)
+            })
+            .collect::<PyResult<Vec<_>>>()?;
+        PyList::new(py, items)
     }
 }
 

@@ -418,7 +418,8 @@ class Dataset:
         depend on their number. ``device``: ``None``/``"cpu"`` keeps the zero-copy CPU
         tensors, ``"cuda"`` (or ``"cuda:N"``) copies each batch to the GPU. More options
         (``window_fragments``, ``prefetch_batches``, ``verify_checksums``,
-        ``skip_bad_samples``, ``u64_as_i64_bits``) pass through.
+        ``skip_bad_samples``, ``u64_as_i64_bits``, ``ragged_offsets`` for
+        ``"<name>.offsets"``) pass through.
         """
         kwargs = dict(
             batch_size=batch_size,

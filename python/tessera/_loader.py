@@ -80,6 +80,12 @@ class Loader:
         """Batches this rank yields per epoch."""
         return self._native.batches_per_epoch
 
+    def skipped(self):
+        """Samples replaced so far because their stored bytes were corrupt (with
+        ``skip_bad_samples=True``): dicts with ``epoch``, ``batch``, ``slot``, ``row``,
+        ``replacement`` and ``error``."""
+        return self._native.skipped()
+
     def plan_rows(self, epoch: int):
         """The global rows of this rank's batches of ``epoch``, in order (reads no data)."""
         return self._native.plan_rows(int(epoch))

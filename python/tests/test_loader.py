@@ -305,3 +305,31 @@ def test_keeping_every_batch(ds):
     assert len(kept) == 25
     for rows, batch in kept:
         check_batch(batch, rows, ref, np.asarray)
+
+
+def test_skip_bad_samples_reports_replacements(written, tmp_path):
+    import shutil
+    from pathlib import Path
+
+    dst = tmp_path / "one-bad-file"
+    shutil.copytree(written[0], dst)
+    f = sorted(Path(dst, "data").glob("*.tsd"))[0]  # one of the three fragments' files
+    b = bytearray(f.read_bytes())
+    for k in range(len(b) // 3, len(b) // 3 + 8):
+        b[k] ^= 0x5A
+    f.write_bytes(bytes(b))
+    ds = tessera.open(str(dst))
+    with pytest.raises((tessera.MalformedError, tessera.InvalidError)):
+        list(ds.numpy(batch_size=10, shuffle=None))
+    loader = ds.numpy(batch_size=10, shuffle=None, skip_bad_samples=True)
+    batches = list(loader)
+    assert len(batches) == len(loader)
+    skipped = loader.skipped()
+    assert skipped and {"row", "replacement", "error"} <= set(skipped[0])
+    assert all(s["row"] != s["replacement"] for s in skipped)
+
+
+def test_ragged_offsets(ds):
+    batch = next(iter(ds.numpy(batch_size=5, shuffle=None, columns=["tokens"], ragged_offsets=True)))
+    lengths = batch["tokens.lengths"]
+    assert batch["tokens.offsets"].tolist() == [0] + np.cumsum(lengths).tolist()
