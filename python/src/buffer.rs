@@ -105,10 +105,7 @@ impl PyHostBuffer {
     /// A numpy `uint8` array over the first `len` bytes, kept alive by a new owner object.
     pub(crate) fn view<'py>(&self, py: Python<'py>, len: usize) -> PyResult<Bound<'py, PyArray1<u8>>> {
         if len > self.memory.len {
-            return Err(crate::errors::usage(format!(
-                "internal: a view of {len} bytes of a {}-byte buffer",
-                self.memory.len
-            )));
+            return Err(crate::errors::internal(format!("a view of {len} bytes of a {}-byte buffer", self.memory.len)));
         }
         let owner = Bound::new(py, BufferOwner { memory: self.memory.clone() })?;
         // SAFETY: `ptr..ptr+len` lies in the live allocation (checked above), initialised and

@@ -94,6 +94,11 @@ pub(crate) fn usage(message: impl Into<String>) -> PyErr {
     exception(Some(ErrorClass::Usage), message.into())
 }
 
+/// A `TesseraError` (no spec class) for a broken internal invariant: a bug, never bad input.
+pub(crate) fn internal(message: impl Into<String>) -> PyErr {
+    exception(None, format!("internal error: {}", message.into()))
+}
+
 /// `Result` → `PyResult` for reader calls.
 pub(crate) trait IntoPy<T> {
     /// Converts the error into its Python exception.

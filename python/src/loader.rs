@@ -22,7 +22,7 @@ use tessera_loader::{DistEnv, Elem, EpochIter, HostBatch, Lease, Loader, LoaderC
 
 use crate::buffer::{PyAllocator, PyHostBuffer};
 use crate::dataset::at_of;
-use crate::errors::{IntoPy, from_loader, usage};
+use crate::errors::{IntoPy, from_loader, internal, usage};
 
 /// Leases of batches handed out that the epoch still holds (see the module docs).
 const HELD_LEASES: usize = 2;
@@ -241,15 +241,15 @@ impl PyEpoch {
         let lengths = lengths.transpose()?;
         let offsets = col.offsets.as_ref().map(|o| PyArray1::from_slice(py, o));
         let valid = col.valid.as_ref().map(|v| PyArray1::from_slice(py, v));
-        let internal = |m: &str| usage(format!("internal: column {:?}: {m}", col.name));
+        let bug = |m: &str| internal(format!("column {:?}: {m}", col.name));
         if let Some(utf8) = self.text.get(c).copied().flatten() {
             let rows = col.shape.first().copied().unwrap_or(0).max(0) as usize;
             let width = col.shape.get(1).copied().unwrap_or(0).max(0) as usize;
-            let lens = col.lengths.as_deref().ok_or_else(|| internal("a text column without lengths"))?;
+            let lens = col.lengths.as_deref().ok_or_else(|| bug("a text column without lengths"))?;
             let items = batch
                 .with_buffer(c, |b| -> PyResult<Vec<Bound<'py, PyAny>>> {
-                    let buf = b.as_any().downcast_ref::<PyHostBuffer>().ok_or_else(|| internal("a foreign buffer"))?;
-                    let bytes = buf.bytes().ok_or_else(|| internal("the buffer is shared"))?;
+                    let buf = b.as_any().downcast_ref::<PyHostBuffer>().ok_or_else(|| bug("a foreign buffer"))?;
+                    let bytes = buf.bytes().ok_or_else(|| bug("the buffer is shared"))?;
                     (0..rows)
                         .map(|i| {
                             let valid = col.valid.as_ref().is_none_or(|v| v.get(i).copied().unwrap_or(false));
@@ -257,10 +257,9 @@ impl PyEpoch {
                                 return Ok(py.None().into_bound(py));
                             }
                             let n = lens.get(i).copied().unwrap_or(0).max(0) as usize;
-                            let row =
-                                bytes.get(i * width..i * width + n.min(width)).ok_or_else(|| internal("short"))?;
+                            let row = bytes.get(i * width..i * width + n.min(width)).ok_or_else(|| bug("short"))?;
                             Ok(if utf8 {
-                                let s = std::str::from_utf8(row).map_err(|_| internal("text is not UTF-8"))?;
+                                let s = std::str::from_utf8(row).map_err(|_| bug("text is not UTF-8"))?;
                                 PyString::new(py, s).into_any()
                             } else {
                                 PyBytes::new(py, row).into_any()
@@ -268,17 +267,17 @@ impl PyEpoch {
                         })
                         .collect()
                 })
-                .ok_or_else(|| internal("no buffer"))??;
+                .ok_or_else(|| bug("no buffer"))??;
             let list = PyList::new(py, items)?;
             let elem = if utf8 { "utf8" } else { "bytes" };
             return (col.name.as_str(), list, lengths, offsets, valid, elem).into_pyobject(py);
         }
         let array = batch
             .with_buffer(c, |b| {
-                let buf = b.as_any().downcast_ref::<PyHostBuffer>().ok_or_else(|| internal("a foreign buffer"))?;
+                let buf = b.as_any().downcast_ref::<PyHostBuffer>().ok_or_else(|| bug("a foreign buffer"))?;
                 buf.view(py, col.byte_len)
             })
-            .ok_or_else(|| internal("no buffer"))??;
+            .ok_or_else(|| bug("no buffer"))??;
         let shape: Vec<usize> = col.shape.iter().map(|&d| d.max(0) as usize).collect();
         let values = array.call_method1("view", (elem_dtype(col.elem),))?.call_method1("reshape", (shape,))?;
         let elem = if col.elem == Elem::Bf16 { "bf16" } else { elem_dtype(col.elem) };
