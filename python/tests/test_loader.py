@@ -333,3 +333,15 @@ def test_ragged_offsets(ds):
     batch = next(iter(ds.numpy(batch_size=5, shuffle=None, columns=["tokens"], ragged_offsets=True)))
     lengths = batch["tokens.lengths"]
     assert batch["tokens.offsets"].tolist() == [0] + np.cumsum(lengths).tolist()
+
+
+def test_a_tensor_outlives_its_loader(ds):
+    import gc
+
+    ref = ds.read([0, 1, 2], columns=["img"])["img"]
+    loader = ds.pytorch(batch_size=3, shuffle=None, columns=["img"])
+    t = next(iter(loader))["img"]
+    del loader
+    gc.collect()
+    # The memory belongs to the tensor's buffer owner, not to the (gone) loader.
+    np.testing.assert_array_equal(t.numpy(), ref)
