@@ -1,4 +1,5 @@
-"""python/README.md's example runs (in a temporary directory instead of /tmp/pets)."""
+"""The Python examples of python/README.md and of the top-level README.md run (in a temporary
+directory instead of /tmp/pets)."""
 
 import re
 from pathlib import Path
@@ -7,11 +8,20 @@ import pytest
 
 pytest.importorskip("torch")
 
+ROOT = Path(__file__).parents[2]
 
-def test_readme_example(tmp_path):
-    text = (Path(__file__).parents[1] / "README.md").read_text()
-    code = re.findall(r"```python\n(.*?)```", text, re.S)[0]
-    scope = {}
-    exec(code.replace("/tmp/pets", str(tmp_path / "pets")), scope)
-    batch = scope["batch"]
-    assert tuple(batch["image"].shape) == (32, 64, 64, 3) and len(batch["caption"]) == 32
+
+def python_blocks(readme):
+    return re.findall(r"```python\n(.*?)```", readme.read_text(), re.S)
+
+
+@pytest.mark.parametrize("readme", ["python/README.md", "README.md"])
+def test_readme_examples(tmp_path, readme):
+    blocks = python_blocks(ROOT / readme)
+    assert blocks, f"{readme} has no python block"
+    for i, code in enumerate(blocks):
+        scope = {}
+        exec(code.replace("/tmp/pets", str(tmp_path / f"pets{i}")), scope)
+        batch = scope["batch"]
+        assert tuple(batch["image"].shape) == (32, 64, 64, 3)
+        assert len(batch["label"]) == 32
