@@ -8,7 +8,7 @@ use serde_json::json;
 use tessera_loader_tch::throughput::{measure, raw_read_limit};
 use tessera_loader_tch::{Loader, LoaderConfig, LoaderError, ShuffleMode};
 
-use super::{AtArgs, Ctx, DatasetFlag, emit, emit_json, open_store};
+use super::{AtArgs, Ctx, DatasetArg, emit, emit_json, open_store};
 use crate::error::{CliError, CliResult, Exit};
 
 /// Shuffle modes `--shuffle` accepts.
@@ -25,11 +25,8 @@ pub(crate) enum Shuffle {
 /// Arguments of `tessera bench`.
 #[derive(clap::Args, Debug)]
 pub(crate) struct Args {
-    /// Dataset path or URL (or --dataset).
-    #[arg(value_name = "DATASET")]
-    location: Option<String>,
     #[command(flatten)]
-    ds: DatasetFlag,
+    ds: DatasetArg,
     #[command(flatten)]
     at: AtArgs,
     /// Columns to load (comma-separated; default: all).
@@ -64,7 +61,7 @@ fn loader_error(e: &LoaderError) -> CliError {
 }
 
 pub(crate) fn run(ctx: Ctx, a: &Args) -> CliResult<Exit> {
-    let location = a.ds.location(a.location.as_deref())?;
+    let location = a.ds.location()?;
     open_store(&location)?; // a missing local path is `not found`, not created
     let shuffle = match a.shuffle {
         Shuffle::Global => ShuffleMode::Global,

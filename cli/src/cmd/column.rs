@@ -6,7 +6,7 @@ use serde_json::json;
 use tessera::{Column, DType, Kind, WriteOptions};
 
 use super::select::scalar_value;
-use super::{CommitArgs, Ctx, DatasetFlag, emit_change, open_store, required};
+use super::{CommitArgs, Ctx, DatasetArg, emit_change, open_store, required};
 use crate::error::{CliError, CliResult, Exit};
 
 /// `tessera column` subcommands.
@@ -23,14 +23,11 @@ pub(crate) enum Command {
 /// Arguments of `tessera column add`.
 #[derive(clap::Args, Debug)]
 pub(crate) struct AddArgs {
-    /// Dataset path or URL (or --dataset).
-    #[arg(value_name = "DATASET")]
-    location: Option<String>,
+    #[command(flatten)]
+    ds: DatasetArg,
     /// The new column's name.
     #[arg(value_name = "NAME")]
     name: Option<String>,
-    #[command(flatten)]
-    ds: DatasetFlag,
     /// Element type: bool, i8..i64, u8..u64, f16, bf16, f32, f64, or utf8 (text).
     #[arg(long, value_name = "DTYPE")]
     dtype: String,
@@ -50,14 +47,11 @@ pub(crate) struct AddArgs {
 /// Arguments of `tessera column drop`.
 #[derive(clap::Args, Debug)]
 pub(crate) struct NameArgs {
-    /// Dataset path or URL (or --dataset).
-    #[arg(value_name = "DATASET")]
-    location: Option<String>,
+    #[command(flatten)]
+    ds: DatasetArg,
     /// The column.
     #[arg(value_name = "NAME")]
     name: Option<String>,
-    #[command(flatten)]
-    ds: DatasetFlag,
     #[command(flatten)]
     commit: CommitArgs,
 }
@@ -65,17 +59,14 @@ pub(crate) struct NameArgs {
 /// Arguments of `tessera column rename`.
 #[derive(clap::Args, Debug)]
 pub(crate) struct RenameArgs {
-    /// Dataset path or URL (or --dataset).
-    #[arg(value_name = "DATASET")]
-    location: Option<String>,
+    #[command(flatten)]
+    ds: DatasetArg,
     /// The column's name.
     #[arg(value_name = "FROM")]
     from: Option<String>,
     /// Its new name.
     #[arg(value_name = "TO")]
     to: Option<String>,
-    #[command(flatten)]
-    ds: DatasetFlag,
     #[command(flatten)]
     commit: CommitArgs,
 }
@@ -87,7 +78,7 @@ pub(crate) struct RenameArgs {
 pub(crate) fn run(ctx: Ctx, cmd: &Command) -> CliResult<Exit> {
     let (summary, new, fields) = match cmd {
         Command::Add(a) => {
-            let (location, [name]) = a.ds.resolve(a.location.clone(), [a.name.clone()])?;
+            let (location, [name]) = a.ds.resolve([a.name.clone()])?;
             let name = required(name, "NAME")?;
             let head = a.commit.head(&open_store(&location)?)?;
             let dtype =
@@ -117,7 +108,7 @@ pub(crate) fn run(ctx: Ctx, cmd: &Command) -> CliResult<Exit> {
             (format!("added column {name} ({dtype})"), new, json!({"added": name, "dtype": dtype.name()}))
         }
         Command::Drop(a) => {
-            let (location, [name]) = a.ds.resolve(a.location.clone(), [a.name.clone()])?;
+            let (location, [name]) = a.ds.resolve([a.name.clone()])?;
             let name = required(name, "NAME")?;
             let head = a.commit.head(&open_store(&location)?)?;
             let message = a.commit.message(|| format!("drop column {name}"));
@@ -125,7 +116,7 @@ pub(crate) fn run(ctx: Ctx, cmd: &Command) -> CliResult<Exit> {
             (format!("dropped column {name}"), new, json!({"dropped": name}))
         }
         Command::Rename(a) => {
-            let (location, [from, to]) = a.ds.resolve(a.location.clone(), [a.from.clone(), a.to.clone()])?;
+            let (location, [from, to]) = a.ds.resolve([a.from.clone(), a.to.clone()])?;
             let (from, to) = (required(from, "FROM")?, required(to, "TO")?);
             let head = a.commit.head(&open_store(&location)?)?;
             let message = a.commit.message(|| format!("rename column {from} to {to}"));

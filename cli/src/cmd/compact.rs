@@ -5,17 +5,14 @@
 use serde_json::json;
 use tessera::WriteOptions;
 
-use super::{CommitArgs, Ctx, DatasetFlag, emit_change, open_store};
+use super::{CommitArgs, Ctx, DatasetArg, emit_change, open_store};
 use crate::error::{CliResult, Exit};
 
 /// Arguments of `tessera compact`.
 #[derive(clap::Args, Debug)]
 pub(crate) struct Args {
-    /// Dataset path or URL (or --dataset).
-    #[arg(value_name = "DATASET")]
-    location: Option<String>,
     #[command(flatten)]
-    ds: DatasetFlag,
+    ds: DatasetArg,
     /// Live rows per compacted fragment (fragments below half of it, or with deletions, are
     /// merged).
     #[arg(long, default_value_t = 1 << 20, value_name = "N")]
@@ -29,7 +26,7 @@ pub(crate) struct Args {
 /// # Errors
 /// Storage and validation errors; conflict if a concurrent commit changed the fragments.
 pub(crate) fn run(ctx: Ctx, args: &Args) -> CliResult<Exit> {
-    let store = open_store(&args.ds.location(args.location.as_deref())?)?;
+    let store = open_store(&args.ds.location()?)?;
     let head = args.commit.head(&store)?;
     let message = args.commit.message(|| format!("compact to {} rows per fragment", args.target_rows));
     let new = head.compact(args.target_rows, &message, &WriteOptions::default())?;

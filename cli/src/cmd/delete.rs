@@ -5,18 +5,15 @@ use serde_json::json;
 use tessera::WriteOptions;
 
 use super::select::{SELECTION_HELP, Selection};
-use super::{CommitArgs, Ctx, DatasetFlag, emit_change, open_store};
+use super::{CommitArgs, Ctx, DatasetArg, emit_change, open_store};
 use crate::error::{CliResult, Exit};
 
 /// Arguments of `tessera delete`.
 #[derive(clap::Args, Debug)]
 #[command(after_long_help = SELECTION_HELP)]
 pub(crate) struct Args {
-    /// Dataset path or URL (or --dataset).
-    #[arg(value_name = "DATASET")]
-    location: Option<String>,
     #[command(flatten)]
-    ds: DatasetFlag,
+    ds: DatasetArg,
     #[command(flatten)]
     select: Selection,
     #[command(flatten)]
@@ -32,7 +29,7 @@ pub(crate) struct Args {
 /// Usage for a bad selection; not found for a row past the end; conflict if a concurrent
 /// commit changed the same fragments.
 pub(crate) fn run(ctx: Ctx, args: &Args) -> CliResult<Exit> {
-    let store = open_store(&args.ds.location(args.location.as_deref())?)?;
+    let store = open_store(&args.ds.location()?)?;
     let head = args.commit.head(&store)?;
     let rows = args.select.rows(&head)?;
     if args.dry_run || rows.is_empty() {

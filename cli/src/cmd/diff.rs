@@ -10,24 +10,21 @@ use serde_json::json;
 use tessera::{At, Column, Dataset, FragmentInfo, Store};
 
 use super::{
-    Ctx, DatasetFlag, emit, emit_json, fmt_compression, fmt_kind, fmt_shape, open_store, open_version, required,
+    Ctx, DatasetArg, emit, emit_json, fmt_compression, fmt_kind, fmt_shape, open_store, open_version, required,
 };
 use crate::error::{CliError, CliResult, Exit};
 
 /// Arguments of `tessera diff`.
 #[derive(clap::Args, Debug)]
 pub(crate) struct Args {
-    /// Dataset path or URL (or --dataset).
-    #[arg(value_name = "DATASET")]
-    location: Option<String>,
+    #[command(flatten)]
+    ds: DatasetArg,
     /// The older version: N, BRANCH@N, or a tag.
     #[arg(value_name = "A")]
     a: Option<String>,
     /// The newer version: N, BRANCH@N, or a tag.
     #[arg(value_name = "B")]
     b: Option<String>,
-    #[command(flatten)]
-    ds: DatasetFlag,
     /// Branch of plain version numbers.
     #[arg(long, default_value = "main")]
     branch: String,
@@ -66,7 +63,7 @@ fn describe(c: &Column) -> String {
 /// # Errors
 /// Not found for unknown versions; validation errors.
 pub(crate) fn run(ctx: Ctx, args: &Args) -> CliResult<Exit> {
-    let (location, [a, b]) = args.ds.resolve(args.location.clone(), [args.a.clone(), args.b.clone()])?;
+    let (location, [a, b]) = args.ds.resolve([args.a.clone(), args.b.clone()])?;
     let (a, b) = (required(a, "A")?, required(b, "B")?);
     let store = open_store(&location)?;
     let a = open_spec(&store, &a, &args.branch)?;

@@ -25,7 +25,7 @@ use image::codecs::png::{CompressionType, FilterType, PngEncoder};
 use serde_json::json;
 use tessera::{Column, ColumnData, DType, Dataset, Dim, ImageLayout, Kind};
 
-use super::{AtArgs, Ctx, DatasetFlag, emit, emit_json, fmt_bytes, open, parse_size};
+use super::{AtArgs, Ctx, DatasetArg, emit, emit_json, fmt_bytes, open, parse_size};
 use crate::error::{CliError, CliResult, Exit};
 use crate::input::{self, npy, wds};
 use crate::progress::{Progress, Total, visible};
@@ -33,11 +33,8 @@ use crate::progress::{Progress, Total, visible};
 /// Arguments of `tessera export`.
 #[derive(clap::Args, Debug)]
 pub(crate) struct Args {
-    /// Dataset path or URL (or --dataset).
-    #[arg(value_name = "DATASET")]
-    location: Option<String>,
     #[command(flatten)]
-    ds: DatasetFlag,
+    ds: DatasetArg,
     #[command(flatten)]
     at: AtArgs,
     /// Output folder (created; must be empty unless --force).
@@ -84,7 +81,7 @@ fn check_name(name: &str) -> CliResult<()> {
 /// # Errors
 /// Not found, usage (bad columns), conflict (non-empty output), I/O and validation errors.
 pub(crate) fn run(ctx: Ctx, args: &Args) -> CliResult<Exit> {
-    let ds = open(&args.ds, args.location.as_deref(), &args.at)?;
+    let ds = open(&args.ds, &args.at)?;
     let names: Vec<&str> = args.columns.iter().map(String::as_str).collect();
     let cols: Vec<Column> = ds.project((!names.is_empty()).then_some(names.as_slice()))?.into_iter().cloned().collect();
     for c in &cols {

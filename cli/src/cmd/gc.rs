@@ -7,17 +7,14 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use super::{Ctx, DatasetFlag, emit, emit_json, fmt_bytes, open_store, open_version};
+use super::{Ctx, DatasetArg, emit, emit_json, fmt_bytes, open_store, open_version};
 use crate::error::{CliError, CliResult, Exit};
 
 /// Arguments of `tessera gc`.
 #[derive(clap::Args, Debug)]
 pub(crate) struct Args {
-    /// Dataset path or URL (or --dataset).
-    #[arg(value_name = "DATASET")]
-    location: Option<String>,
     #[command(flatten)]
-    ds: DatasetFlag,
+    ds: DatasetArg,
     /// Keep unreferenced objects younger than this (e.g. 7d, 12h, 30m, 0s). It must exceed the
     /// longest time a writer takes between uploading an object and committing it [GC-03].
     #[arg(long, default_value = "7d", value_name = "AGE", value_parser = parse_age)]
@@ -49,7 +46,7 @@ fn parse_age(s: &str) -> Result<Duration, String> {
 /// Not found for a missing dataset; any version that cannot be read stops the collection
 /// before anything is deleted (a data fault).
 pub(crate) fn run(ctx: Ctx, args: &Args) -> CliResult<Exit> {
-    let store = open_store(&args.ds.location(args.location.as_deref())?)?;
+    let store = open_store(&args.ds.location()?)?;
     open_version(&store, &tessera::At::Latest)?; // a dataset, not just any folder
     let r = tessera::gc::collect_garbage(&store, args.retention, args.dry_run).map_err(|e| {
         CliError::from(e).note("nothing was deleted: every version must be readable to know what is garbage")

@@ -10,18 +10,15 @@ use std::fmt::Write as _;
 use serde_json::json;
 
 use super::{
-    AtArgs, Ctx, DatasetFlag, emit, emit_json, fmt_bytes, fmt_compression, fmt_kind, fmt_shape, fmt_time, open,
+    AtArgs, Ctx, DatasetArg, emit, emit_json, fmt_bytes, fmt_compression, fmt_kind, fmt_shape, fmt_time, open,
 };
 use crate::error::{CliResult, Exit};
 
 /// Arguments of `tessera info`.
 #[derive(clap::Args, Debug)]
 pub(crate) struct Args {
-    /// Dataset path or URL (or --dataset).
-    #[arg(value_name = "DATASET")]
-    location: Option<String>,
     #[command(flatten)]
-    ds: DatasetFlag,
+    ds: DatasetArg,
     #[command(flatten)]
     at: AtArgs,
     /// Skip reading data file footers (no per-column sizes).
@@ -82,7 +79,7 @@ fn gather(ds: &tessera::Dataset, sizes: bool) -> CliResult<Gathered> {
 /// # Errors
 /// Not found, or validation errors reading the manifest, segments or footers.
 pub(crate) fn run(ctx: Ctx, args: &Args) -> CliResult<Exit> {
-    let ds = open(&args.ds, args.location.as_deref(), &args.at)?;
+    let ds = open(&args.ds, &args.at)?;
     let location = ds.store().url().to_string();
     let m = ds.manifest();
     let Gathered { per_column, files, file_bytes, deleted } = gather(&ds, !args.no_sizes)?;

@@ -19,7 +19,7 @@ use tessera::{
     Store, WriteOptions,
 };
 
-use super::{Ctx, DatasetFlag, emit, emit_json, fmt_bytes, parse_size};
+use super::{Ctx, DatasetArg, emit, emit_json, fmt_bytes, parse_size};
 use crate::error::{CliError, CliResult, Exit};
 use crate::input::imagefolder::{self, FolderColumns, ImageOptions};
 use crate::input::wds::{self, RawSample, WdsOptions};
@@ -30,15 +30,12 @@ use crate::progress::{Progress, Total, visible};
 #[derive(clap::Args, Debug)]
 #[command(after_long_help = INGEST_HELP)]
 pub(crate) struct Args {
-    /// Dataset path or URL (or --dataset); created if missing.
-    #[arg(value_name = "DATASET")]
-    location: Option<String>,
+    #[command(flatten)]
+    ds: DatasetArg,
     /// Inputs: an image-folder root; .tar shards or a folder of them; .npy/.npz files or a
     /// folder of them; .jsonl files.
     #[arg(value_name = "INPUT")]
     inputs: Vec<String>,
-    #[command(flatten)]
-    ds: DatasetFlag,
     /// Input format; `auto` decides by file extensions and folder layout.
     #[arg(long, value_enum, default_value = "auto")]
     format: Format,
@@ -332,14 +329,16 @@ fn dataset_and_inputs(args: &mut Args) -> CliResult<String> {
     // The dataset first; with --dataset every positional is an input.
     let location = match args.ds.dataset.clone() {
         Some(d) => {
-            if let Some(first) = args.location.take() {
+            if let Some(first) = args.ds.location.take() {
                 args.inputs.insert(0, first);
             }
             d
         }
-        None => {
-            args.location.take().ok_or_else(|| CliError::usage("no dataset given: tessera ingest DATASET INPUT..."))?
-        }
+        None => args
+            .ds
+            .location
+            .take()
+            .ok_or_else(|| CliError::usage("no dataset given: tessera ingest DATASET INPUT..."))?,
     };
     if args.inputs.is_empty() {
         return Err(CliError::usage("no inputs given: tessera ingest DATASET INPUT..."));

@@ -5,17 +5,14 @@ use serde_json::json;
 use std::fmt::Write as _;
 use tessera::manifest::{Manifest, VersionRef};
 
-use super::{AtArgs, Ctx, DatasetFlag, emit, emit_json, fmt_time, open};
+use super::{AtArgs, Ctx, DatasetArg, emit, emit_json, fmt_time, open};
 use crate::error::{CliResult, Exit};
 
 /// Arguments of `tessera log`.
 #[derive(clap::Args, Debug)]
 pub(crate) struct Args {
-    /// Dataset path or URL (or --dataset).
-    #[arg(value_name = "DATASET")]
-    location: Option<String>,
     #[command(flatten)]
-    ds: DatasetFlag,
+    ds: DatasetArg,
     #[command(flatten)]
     at: AtArgs,
     /// Show at most N versions.
@@ -40,7 +37,7 @@ fn entry_json(m: &Manifest) -> serde_json::Value {
 /// # Errors
 /// Not found, or validation errors of a manifest in the history.
 pub(crate) fn run(ctx: Ctx, args: &Args) -> CliResult<Exit> {
-    let ds = open(&args.ds, args.location.as_deref(), &args.at)?;
+    let ds = open(&args.ds, &args.at)?;
     let mut history = ds.log()?;
     if let Some(n) = args.limit {
         history.truncate(n);

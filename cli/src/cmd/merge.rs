@@ -6,20 +6,17 @@ use serde_json::json;
 use tessera::WriteOptions;
 
 use super::diff::parse_version;
-use super::{Ctx, DatasetFlag, emit_change, open_store, open_version, required};
+use super::{Ctx, DatasetArg, emit_change, open_store, open_version, required};
 use crate::error::{CliError, CliResult, Exit};
 
 /// Arguments of `tessera merge`.
 #[derive(clap::Args, Debug)]
 pub(crate) struct Args {
-    /// Dataset path or URL (or --dataset).
-    #[arg(value_name = "DATASET")]
-    location: Option<String>,
+    #[command(flatten)]
+    ds: DatasetArg,
     /// What to merge: a branch (its latest version), BRANCH@N, or a tag.
     #[arg(value_name = "SOURCE")]
     source: Option<String>,
-    #[command(flatten)]
-    ds: DatasetFlag,
     /// The branch to merge into.
     #[arg(long, default_value = "main", value_name = "BRANCH")]
     into: String,
@@ -34,7 +31,7 @@ pub(crate) struct Args {
 /// Not found for an unknown source or target; conflict when both sides changed the same
 /// fragments or the schema.
 pub(crate) fn run(ctx: Ctx, args: &Args) -> CliResult<Exit> {
-    let (location, [source]) = args.ds.resolve(args.location.clone(), [args.source.clone()])?;
+    let (location, [source]) = args.ds.resolve([args.source.clone()])?;
     let source = required(source, "SOURCE")?;
     let store = open_store(&location)?;
     // A bare name is a branch (its latest version); N alone would be ambiguous.

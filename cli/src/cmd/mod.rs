@@ -52,20 +52,23 @@ impl Ctx {
 /// (`tessera show DATASET ROW`); with the flag, the command's own positionals move one place left
 /// (`tessera show -d DATASET ROW`).
 #[derive(clap::Args, Debug, Default)]
-pub(crate) struct DatasetFlag {
+pub(crate) struct DatasetArg {
+    /// Dataset path or URL (or --dataset).
+    #[arg(value_name = "DATASET")]
+    pub(crate) location: Option<String>,
     /// Dataset location: a local path or a store URL (file://, s3://, gs://, az://, https://);
     /// the first positional argument when not given here.
     #[arg(short = 'd', long = "dataset", value_name = "DATASET")]
     pub(crate) dataset: Option<String>,
 }
 
-impl DatasetFlag {
+impl DatasetArg {
     /// The dataset location from the flag or the only positional argument.
     ///
     /// # Errors
     /// Usage error when neither or both are given.
-    pub(crate) fn location(&self, positional: Option<&str>) -> CliResult<String> {
-        let (location, []) = self.resolve(positional.map(str::to_string), [])?;
+    pub(crate) fn location(&self) -> CliResult<String> {
+        let (location, []) = self.resolve([])?;
         Ok(location)
     }
 
@@ -78,10 +81,9 @@ impl DatasetFlag {
     /// place is filled as well (one argument too many).
     pub(crate) fn resolve<const N: usize>(
         &self,
-        first: Option<String>,
         rest: [Option<String>; N],
     ) -> CliResult<(String, [Option<String>; N])> {
-        match (&self.dataset, first) {
+        match (&self.dataset, self.location.clone()) {
             (Some(d), None) => Ok((d.clone(), rest)),
             (Some(d), Some(first)) => {
                 if N == 0 || rest[N - 1].is_some() {
@@ -101,7 +103,7 @@ impl DatasetFlag {
     }
 }
 
-/// A required positional argument after [`DatasetFlag::resolve`].
+/// A required positional argument after [`DatasetArg::resolve`].
 ///
 /// # Errors
 /// Usage error naming the missing argument.
@@ -172,8 +174,8 @@ pub(crate) fn open_version(store: &Store, at: &At) -> CliResult<Dataset> {
 ///
 /// # Errors
 /// As [`open_store`] and [`open_version`].
-pub(crate) fn open(flag: &DatasetFlag, positional: Option<&str>, at: &AtArgs) -> CliResult<Dataset> {
-    let location = flag.location(positional)?;
+pub(crate) fn open(ds: &DatasetArg, at: &AtArgs) -> CliResult<Dataset> {
+    let location = ds.location()?;
     let store = open_store(&location)?;
     open_version(&store, &at.at())
 }

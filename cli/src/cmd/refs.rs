@@ -5,20 +5,17 @@ use std::fmt::Write as _;
 use serde_json::json;
 use tessera::{At, Dataset, Limits, WriteOptions};
 
-use super::{Ctx, DatasetFlag, emit, emit_json, open_store, open_version, required};
+use super::{Ctx, DatasetArg, emit, emit_json, open_store, open_version, required};
 use crate::error::{CliError, CliResult, Exit};
 
 /// Arguments of `tessera tag`.
 #[derive(clap::Args, Debug)]
 pub(crate) struct TagArgs {
-    /// Dataset path or URL (or --dataset).
-    #[arg(value_name = "DATASET")]
-    location: Option<String>,
+    #[command(flatten)]
+    ds: DatasetArg,
     /// The new tag's name (1..=64 of [A-Za-z0-9._-]).
     #[arg(value_name = "NAME")]
     name: Option<String>,
-    #[command(flatten)]
-    ds: DatasetFlag,
     /// Version to tag (default: the latest of --branch).
     #[arg(long, value_name = "N")]
     version: Option<u64>,
@@ -36,14 +33,11 @@ pub(crate) struct TagArgs {
 /// Arguments of `tessera branch`.
 #[derive(clap::Args, Debug)]
 pub(crate) struct BranchArgs {
-    /// Dataset path or URL (or --dataset).
-    #[arg(value_name = "DATASET")]
-    location: Option<String>,
+    #[command(flatten)]
+    ds: DatasetArg,
     /// The new branch's name (1..=64 of [A-Za-z0-9._-]).
     #[arg(value_name = "NAME")]
     name: Option<String>,
-    #[command(flatten)]
-    ds: DatasetFlag,
     /// Version to branch from (default: the latest of --from-branch).
     #[arg(long, value_name = "N")]
     from_version: Option<u64>,
@@ -59,13 +53,8 @@ pub(crate) struct BranchArgs {
 }
 
 /// The dataset and the name (required unless `--list`, refused with it).
-fn dataset_and_name(
-    ds: &DatasetFlag,
-    location: Option<&String>,
-    name: Option<&String>,
-    list: bool,
-) -> CliResult<(String, String)> {
-    let (location, [name]) = ds.resolve(location.cloned(), [name.cloned()])?;
+fn dataset_and_name(ds: &DatasetArg, name: Option<&String>, list: bool) -> CliResult<(String, String)> {
+    let (location, [name]) = ds.resolve([name.cloned()])?;
     match (name, list) {
         (Some(_), true) => Err(CliError::usage("--list takes no name")),
         (None, true) => Ok((location, String::new())),
@@ -87,7 +76,7 @@ fn at(branch: Option<&String>, version: Option<u64>) -> At {
 /// # Errors
 /// Not found for the version; conflict if the tag exists; usage for a bad name.
 pub(crate) fn run_tag(ctx: Ctx, args: &TagArgs) -> CliResult<Exit> {
-    let (location, name) = dataset_and_name(&args.ds, args.location.as_ref(), args.name.as_ref(), args.list)?;
+    let (location, name) = dataset_and_name(&args.ds, args.name.as_ref(), args.list)?;
     if args.list {
         let store = open_store(&location)?;
         let ds = open_version(&store, &At::Latest)?;
@@ -123,7 +112,7 @@ pub(crate) fn run_tag(ctx: Ctx, args: &TagArgs) -> CliResult<Exit> {
 /// # Errors
 /// Not found for the source version; conflict if the branch exists; usage for a bad name.
 pub(crate) fn run_branch(ctx: Ctx, args: &BranchArgs) -> CliResult<Exit> {
-    let (location, name) = dataset_and_name(&args.ds, args.location.as_ref(), args.name.as_ref(), args.list)?;
+    let (location, name) = dataset_and_name(&args.ds, args.name.as_ref(), args.list)?;
     if args.list {
         let store = open_store(&location)?;
         let ds = open_version(&store, &At::Latest)?;

@@ -5,20 +5,17 @@ use serde_json::json;
 use tessera::WriteOptions;
 
 use super::diff::parse_version;
-use super::{Ctx, DatasetFlag, emit_change, open_store, open_version, required};
+use super::{Ctx, DatasetArg, emit_change, open_store, open_version, required};
 use crate::error::{CliResult, Exit};
 
 /// Arguments of `tessera restore`.
 #[derive(clap::Args, Debug)]
 pub(crate) struct Args {
-    /// Dataset path or URL (or --dataset).
-    #[arg(value_name = "DATASET")]
-    location: Option<String>,
+    #[command(flatten)]
+    ds: DatasetArg,
     /// The version to restore: N (of --branch), BRANCH@N, or a tag.
     #[arg(value_name = "VERSION")]
     version: Option<String>,
-    #[command(flatten)]
-    ds: DatasetFlag,
     /// Branch of a plain version number.
     #[arg(long, default_value = "main", value_name = "BRANCH")]
     branch: String,
@@ -32,7 +29,7 @@ pub(crate) struct Args {
 /// # Errors
 /// Not found for an unknown version; conflict if another commit takes the version first.
 pub(crate) fn run(ctx: Ctx, args: &Args) -> CliResult<Exit> {
-    let (location, [version]) = args.ds.resolve(args.location.clone(), [args.version.clone()])?;
+    let (location, [version]) = args.ds.resolve([args.version.clone()])?;
     let version = required(version, "VERSION")?;
     let store = open_store(&location)?;
     let old = open_version(&store, &parse_version(&version, &args.branch)?)?;

@@ -5,20 +5,17 @@ use serde_json::{Value as J, json};
 use std::fmt::Write as _;
 use tessera::{ColumnData, DType, Kind};
 
-use super::{AtArgs, Ctx, DatasetFlag, emit, emit_json, fmt_kind, open_store, open_version, required};
+use super::{AtArgs, Ctx, DatasetArg, emit, emit_json, fmt_kind, open_store, open_version, required};
 use crate::error::{CliError, CliResult, Exit};
 
 /// Arguments of `tessera show`.
 #[derive(clap::Args, Debug)]
 pub(crate) struct Args {
-    /// Dataset path or URL (or --dataset).
-    #[arg(value_name = "DATASET")]
-    location: Option<String>,
+    #[command(flatten)]
+    ds: DatasetArg,
     /// Row index (0-based, in the version's row order).
     #[arg(value_name = "ROW")]
     row: Option<String>,
-    #[command(flatten)]
-    ds: DatasetFlag,
     #[command(flatten)]
     at: AtArgs,
     /// Only these columns (comma-separated).
@@ -160,7 +157,7 @@ fn describe(col: &tessera::Column, data: &ColumnData, max_elements: usize, max_c
 /// # Errors
 /// Not found for a row past the end; usage for unknown columns; validation errors.
 pub(crate) fn run(ctx: Ctx, args: &Args) -> CliResult<Exit> {
-    let (location, [row]) = args.ds.resolve(args.location.clone(), [args.row.clone()])?;
+    let (location, [row]) = args.ds.resolve([args.row.clone()])?;
     let row = required(row, "ROW")?;
     let row: u64 = row.parse().map_err(|_| CliError::usage(format!("bad row {row:?} (a row index: 0, 1, ...)")))?;
     let ds = open_version(&open_store(&location)?, &args.at.at())?;

@@ -6,18 +6,15 @@ use serde_json::json;
 use tessera::{Batch, WriteOptions};
 
 use super::select::{SELECTION_HELP, Selection, scalar_value};
-use super::{CommitArgs, Ctx, DatasetFlag, emit_change, open_store};
+use super::{CommitArgs, Ctx, DatasetArg, emit_change, open_store};
 use crate::error::{CliError, CliResult, Exit};
 
 /// Arguments of `tessera update`.
 #[derive(clap::Args, Debug)]
 #[command(after_long_help = SELECTION_HELP)]
 pub(crate) struct Args {
-    /// Dataset path or URL (or --dataset).
-    #[arg(value_name = "DATASET")]
-    location: Option<String>,
     #[command(flatten)]
-    ds: DatasetFlag,
+    ds: DatasetArg,
     #[command(flatten)]
     select: Selection,
     /// The new value of a scalar column, COL=VALUE (a number, true/false, text, a class name
@@ -34,7 +31,7 @@ pub(crate) struct Args {
 /// Usage for a bad selection, column or value; not found for a row past the end; conflict if
 /// a concurrent commit changed the same fragments.
 pub(crate) fn run(ctx: Ctx, args: &Args) -> CliResult<Exit> {
-    let store = open_store(&args.ds.location(args.location.as_deref())?)?;
+    let store = open_store(&args.ds.location()?)?;
     let head = args.commit.head(&store)?;
     let mut values = Vec::new();
     for s in &args.set {

@@ -13,18 +13,15 @@ use std::sync::mpsc;
 use serde_json::json;
 use tessera::{Dataset, ErrorClass, FragmentInfo, VerifyReport};
 
-use super::{AtArgs, Ctx, DatasetFlag, emit, emit_json, fmt_bytes, open_store, open_version};
+use super::{AtArgs, Ctx, DatasetArg, emit, emit_json, fmt_bytes, open_store, open_version};
 use crate::error::{CliResult, Exit};
 use crate::progress::{Progress, Total, visible};
 
 /// Arguments of `tessera verify`.
 #[derive(clap::Args, Debug)]
 pub(crate) struct Args {
-    /// Dataset path or URL (or --dataset).
-    #[arg(value_name = "DATASET")]
-    location: Option<String>,
     #[command(flatten)]
-    ds: DatasetFlag,
+    ds: DatasetArg,
     #[command(flatten)]
     at: AtArgs,
     /// Fragments checked in parallel (default: the number of CPUs).
@@ -78,7 +75,7 @@ fn verify_fragment(ds: &Dataset, info: &FragmentInfo) -> (VerifyReport, Vec<Faul
 /// # Errors
 /// Not found or usage errors; faults are reported and give exit code 1.
 pub(crate) fn run(ctx: Ctx, args: &Args) -> CliResult<Exit> {
-    let store = open_store(&args.ds.location(args.location.as_deref())?)?;
+    let store = open_store(&args.ds.location()?)?;
     let ds = match open_version(&store, &args.at.at()) {
         Ok(ds) => ds,
         Err(e) if e.exit == Exit::DataFault => {
