@@ -160,6 +160,12 @@ pub struct LoaderConfig {
     /// a batch's requests is also cut at this count). With `workers` workers, at most
     /// `workers × max_requests_in_flight` requests are outstanding.
     pub max_requests_in_flight: usize,
+    /// Object stores: two wanted byte ranges of a data file closer than this many bytes are
+    /// read with one range GET (the gap is read and dropped). `None` (the default) measures
+    /// it: request latency × transfer rate, within 64 KiB..4 MiB, 1 MiB until measured, and
+    /// unbounded for a store that answers with local file handles (`object_store`'s file
+    /// system), whose gaps are never read. `Some(0)` coalesces only touching ranges.
+    pub coalesce_gap_bytes: Option<u64>,
     /// Verify every page's CRC-32 (pages are then read whole). `false` lets uncompressed
     /// rows be read alone, which is much cheaper for big samples in a global shuffle.
     pub verify_checksums: bool,
@@ -204,6 +210,7 @@ impl LoaderConfig {
             memory_budget: 1 << 30,
             max_fetch_bytes: 16 << 20,
             max_requests_in_flight: 32,
+            coalesce_gap_bytes: None,
             verify_checksums: true,
             skip_bad_samples: false,
             retry: RetryPolicy::default(),

@@ -11,7 +11,7 @@
 //! Every step of one fill attempt shares a `BatchFill` (the slots, the column plans, the
 //! buffer set, the data errors so far) and takes it plus what is its own: a data file
 //! (`FileRef`), its slots, one need. A `Worker` keeps its scratch buffer, decoded-page cache
-//! (`page_cache`) and in-flight request bytes within its allowance of the `Fetch` share.
+//! (`page_cache`) and object-store staging arena within its allowance of the `Fetch` share.
 //! `storage` reads what the window does not hold; `window_load` fills the block-shuffle
 //! window.
 
@@ -155,21 +155,34 @@ pub(crate) struct Worker {
     sh: Arc<Shared>,
     scratch: Vec<u8>,
     cache: PageCache,
-    /// Bytes of the storage request being processed (object stores).
+    /// Staging memory for object-store bodies that cannot land in a batch slot (whole pages,
+    /// compressed pages), reused from request to request.
+    arena: Vec<u8>,
+    /// The arena's length (counted while the arena is lent to a running wave).
+    arena_bytes: u64,
+    /// Bytes of the storage request being processed (block-shuffle window loads).
     inflight: u64,
     /// Everything above, counted against the `Fetch` share.
     mem: Charge,
 }
 
-/// The worker's memory: scratch buffer, page cache and in-flight bytes within its allowance.
+/// The worker's memory: scratch buffer, page cache and staging arena within its allowance.
 impl Worker {
     pub(crate) fn new(sh: Arc<Shared>) -> Self {
         let mem = sh.acct.charge(MemoryUse::Fetch, 0);
-        Self { sh, scratch: Vec::new(), cache: PageCache::default(), inflight: 0, mem }
+        Self {
+            sh,
+            scratch: Vec::new(),
+            cache: PageCache::default(),
+            arena: Vec::new(),
+            arena_bytes: 0,
+            inflight: 0,
+            mem,
+        }
     }
 
     fn account(&mut self) {
-        let used = self.scratch.capacity() as u64 + self.cache.bytes() + self.inflight;
+        let used = self.scratch.capacity() as u64 + self.cache.bytes() + self.arena_bytes + self.inflight;
         self.mem.resize(used);
     }
 
@@ -184,16 +197,19 @@ impl Worker {
                 needed: n,
             });
         }
-        let fixed = self.inflight + if keep_scratch { self.scratch.capacity() as u64 } else { 0 };
+        let fixed = self.arena_bytes + self.inflight + if keep_scratch { self.scratch.capacity() as u64 } else { 0 };
         self.cache.evict_to(allowance.saturating_sub(n + fixed));
-        if self.cache.bytes() + self.scratch.capacity() as u64 + self.inflight + n > allowance {
+        if self.cache.bytes() + self.scratch.capacity() as u64 + self.arena_bytes + self.inflight + n > allowance {
             self.scratch = Vec::new();
         }
-        if self.cache.bytes() + self.scratch.capacity() as u64 + self.inflight + n > allowance {
+        if self.cache.bytes() + self.scratch.capacity() as u64 + self.arena_bytes + self.inflight + n > allowance {
             return Err(LoaderError::Budget {
                 budget: self.sh.acct.budget(),
-                what: format!("a read of {n} bytes next to {} bytes in flight (allowance {allowance})", self.inflight),
-                needed: n + self.inflight,
+                what: format!(
+                    "a read of {n} bytes next to {} bytes staged or in flight (allowance {allowance})",
+                    self.arena_bytes + self.inflight
+                ),
+                needed: n + self.arena_bytes + self.inflight,
             });
         }
         self.account();
@@ -244,6 +260,20 @@ impl Worker {
     fn end_inflight(&mut self) {
         self.inflight = 0;
         self.account();
+    }
+
+    /// Makes the staging arena at least `n` bytes long (within the allowance; it is kept
+    /// and reused from wave to wave and batch to batch).
+    fn stage(&mut self, n: usize) -> Result<()> {
+        if self.arena.len() < n {
+            self.arena = Vec::new();
+            self.arena_bytes = 0;
+            self.make_room(n as u64, true)?;
+            self.arena = vec![0u8; n];
+            self.arena_bytes = n as u64;
+            self.account();
+        }
+        Ok(())
     }
 }
 

@@ -162,6 +162,7 @@ impl Loader {
             ragged_offsets: self.config.ragged.offsets,
             max_fetch: self.config.max_fetch_bytes,
             max_requests: self.config.max_requests_in_flight,
+            coalesce_gap: self.config.coalesce_gap_bytes,
             block: matches!(self.config.shuffle, ShuffleMode::Block { .. }),
             reuse: self.config.reuse_buffers,
             alloc: self.alloc.clone(),

@@ -44,6 +44,8 @@ pub(crate) struct PipelineSettings {
     pub(crate) ragged_offsets: bool,
     pub(crate) max_fetch: u64,
     pub(crate) max_requests: usize,
+    /// Coalescing gap of object-store range GETs (`None`: measured).
+    pub(crate) coalesce_gap: Option<u64>,
     pub(crate) block: bool,
     pub(crate) reuse: bool,
     pub(crate) alloc: Arc<dyn BufferAllocator>,

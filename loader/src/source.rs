@@ -3,9 +3,11 @@
 //! * [`Source::Local`]: the store is a local directory. Files stay open and bytes are read
 //!   with positioned reads (`pread`, [`FileExt::read_exact_at`]) straight into the caller's
 //!   buffer, which is usually the batch tensor's slot itself.
-//! * [`Source::Object`]: any `object_store` backend through the reference [`tessera::Store`];
-//!   all the ranges one data file contributes to a batch go out as one `get_ranges` call, which
-//!   coalesces nearby ranges into few requests and runs them in parallel.
+//! * [`Source::Object`]: any `object_store` backend through the reference [`tessera::Store`].
+//!   A batch's range GETs ([`RangeRequest`]) are futures the worker drives together on the
+//!   store runtime ([`Fetcher::run_requests`]); each body lands where its caller said (batch
+//!   slots, a reused staging arena), and [`LinkModel`] measures latency and bandwidth to size
+//!   the gaps worth coalescing. Data-file indexes still go through one `get_ranges` call.
 //!
 //! Both retry transient failures with exponential backoff and full jitter ([`RetryPolicy`]).
 
@@ -16,9 +18,11 @@ use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use futures::StreamExt;
+use object_store::{GetOptions, GetRange, GetResultPayload};
 
 use crate::config::RetryPolicy;
 use crate::error::{LoaderError, Result};
@@ -46,9 +50,10 @@ pub(crate) struct IoCounters {
 /// A snapshot of storage traffic since the loader opened.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct IoStats {
-    /// Read calls issued (one `get_ranges` or one positioned read each).
+    /// Storage requests issued: one positioned read each on local files, one range GET
+    /// (attempt) each on object stores; opening a data file's footer is not counted.
     pub requests: u64,
-    /// Bytes read.
+    /// Bytes read from storage, including the gaps a coalesced range GET streams past.
     pub bytes: u64,
     /// Attempts repeated after a transient failure.
     pub retries: u64,
@@ -91,6 +96,26 @@ pub(crate) fn with_retry<T>(
                 counters.retries.fetch_add(1, Ordering::Relaxed);
             }
         }
+    }
+}
+
+/// Copies the part of `chunk` (at offset `pos` of its body) that each destination wants.
+fn scatter(dests: &mut [(u64, &mut [u8])], pos: u64, chunk: &[u8]) {
+    let end = pos + chunk.len() as u64;
+    for (off, dst) in dests {
+        if *off >= end {
+            break;
+        }
+        let d_end = *off + dst.len() as u64;
+        if d_end <= pos {
+            continue;
+        }
+        let from = pos.max(*off);
+        let to = end.min(d_end);
+        let n = (to - from) as usize;
+        let src_at = (from - pos) as usize;
+        let dst_at = (from - *off) as usize;
+        dst[dst_at..dst_at + n].copy_from_slice(&chunk[src_at..src_at + n]);
     }
 }
 
@@ -191,17 +216,88 @@ fn url_path(location: &str) -> Option<PathBuf> {
     path.starts_with('/').then(|| PathBuf::from(path))
 }
 
+/// Coalescing gap used until a request has been measured.
+pub(crate) const DEFAULT_GAP: u64 = 1 << 20;
+/// Bounds of the measured coalescing gap.
+const MIN_GAP: u64 = 64 << 10;
+const MAX_GAP: u64 = 4 << 20;
+/// Bodies at least this long update the measured transfer rate.
+const RATE_SAMPLE_MIN: u64 = 64 << 10;
+
+/// The measured cost of an object-store request: time to the first byte (latency) and the
+/// body's transfer rate, as moving averages. Reading a gap between two wanted ranges is cheaper
+/// than another round trip while the gap is shorter than latency × bandwidth.
+#[derive(Debug, Default)]
+pub(crate) struct LinkModel {
+    state: Mutex<LinkState>,
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+struct LinkState {
+    latency_s: f64,
+    rate: f64,
+    latencies: u32,
+    rates: u32,
+    /// The last body was a local file handle (`object_store`'s file system): the loader
+    /// reads only the wanted pieces, so a gap costs nothing.
+    file_bodies: bool,
+}
+
+impl LinkModel {
+    fn observe(&self, first_byte: Duration, body: u64, body_time: Duration, file_body: bool) {
+        const ALPHA: f64 = 0.2;
+        let mut s = self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        s.file_bodies = file_body;
+        let l = first_byte.as_secs_f64();
+        s.latency_s = if s.latencies == 0 { l } else { s.latency_s + ALPHA * (l - s.latency_s) };
+        s.latencies = s.latencies.saturating_add(1);
+        if body >= RATE_SAMPLE_MIN && !body_time.is_zero() {
+            let r = body as f64 / body_time.as_secs_f64();
+            s.rate = if s.rates == 0 { r } else { s.rate + ALPHA * (r - s.rate) };
+            s.rates = s.rates.saturating_add(1);
+        }
+    }
+
+    /// Whether gaps cost nothing: the store answers with local file handles, and the loader
+    /// reads only the wanted pieces of a coalesced range (one request per file and wave).
+    pub(crate) fn gaps_free(&self) -> bool {
+        self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner).file_bodies
+    }
+
+    /// Latency × bandwidth in bytes, within `[MIN_GAP, MAX_GAP]`; [`DEFAULT_GAP`] before
+    /// anything was measured.
+    pub(crate) fn gap_bytes(&self) -> u64 {
+        let s = *self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if s.latencies == 0 || s.rates == 0 {
+            return DEFAULT_GAP;
+        }
+        let product = s.latency_s * s.rate;
+        if product.is_finite() { (product as u64).clamp(MIN_GAP, MAX_GAP) } else { MAX_GAP }
+    }
+}
+
+/// One range GET of an object whose body lands in place: `dests` are (offset in the range,
+/// destination), ascending by offset; bytes no destination wants are skipped (streamed past,
+/// or never read from a local file).
+pub(crate) struct RangeRequest<'a> {
+    pub(crate) key: &'a str,
+    pub(crate) range: Range<u64>,
+    pub(crate) dests: Vec<(u64, &'a mut [u8])>,
+}
+
 /// A source with its retry policy and counters.
 #[derive(Debug)]
 pub(crate) struct Fetcher {
     pub(crate) source: Source,
     pub(crate) retry: RetryPolicy,
     pub(crate) counters: IoCounters,
+    /// Measured request latency and bandwidth (object stores).
+    pub(crate) link: LinkModel,
 }
 
 impl Fetcher {
     pub(crate) fn new(source: Source, retry: RetryPolicy) -> Self {
-        Self { source, retry, counters: IoCounters::default() }
+        Self { source, retry, counters: IoCounters::default(), link: LinkModel::default() }
     }
 
     pub(crate) fn is_local(&self) -> bool {
@@ -245,31 +341,119 @@ impl Fetcher {
         }
     }
 
-    /// Runs several [`Fetcher::fetch`] calls (object, ranges) at once, each with its own
-    /// retries, and returns their bodies in order. The calls block on storage, not on the CPU,
-    /// so each runs on a scoped thread of its own: a batch that touches many files waits
-    /// about one round trip instead of one per file.
+    /// Runs range GETs on an object store, at most `concurrency` at a time, landing every
+    /// body in its destinations. The requests are futures driven together by the calling
+    /// worker on the store runtime (no thread or blocking-pool hop per request beyond what
+    /// the backend itself does); a request that fails transiently is repeated, alone, after
+    /// a backoff, until the retry policy is spent.
     ///
     /// # Errors
-    /// The first failed call's error (in request order).
-    pub(crate) fn fetch_many(
+    /// The first fatal error; [`LoaderError::Storage`] when a request's retries are spent;
+    /// [`LoaderError::Stopped`] when `stopped` is set during a backoff.
+    pub(crate) fn run_requests(
         &self,
-        requests: &[(&str, &[Range<u64>])],
+        requests: &mut [RangeRequest<'_>],
+        concurrency: usize,
         stopped: &AtomicBool,
-    ) -> Result<Vec<Vec<Bytes>>> {
-        if let [(key, ranges)] = requests {
-            return Ok(vec![self.fetch(key, ranges, stopped)?]);
+    ) -> Result<()> {
+        let Source::Object(store) = &self.source else {
+            return Err(LoaderError::WorkerPanicked("range requests need an object store".into()));
+        };
+        let mut done = vec![false; requests.len()];
+        let mut tries = vec![0u32; requests.len()];
+        loop {
+            if stopped.load(Ordering::Acquire) {
+                return Err(LoaderError::Stopped);
+            }
+            let pending = requests.iter_mut().zip(&done).enumerate().filter(|(_, (_, d))| !**d);
+            let futs = pending.map(|(i, (req, _))| async move { (i, self.get_into(store, req).await) });
+            let results: Vec<(usize, std::result::Result<(), Attempt>)> = tessera::store::runtime()
+                .block_on(futures::stream::iter(futs).buffer_unordered(concurrency.max(1)).collect());
+            let mut worst = None;
+            for (i, r) in results {
+                match r {
+                    Ok(()) => done[i] = true,
+                    Err(Attempt::Fatal(e)) => return Err(e),
+                    Err(Attempt::Transient(e)) => {
+                        if tries[i] >= self.retry.max_retries {
+                            let path = requests[i].key.to_string();
+                            return Err(LoaderError::Storage { path, attempts: tries[i] + 1, source: e });
+                        }
+                        tries[i] += 1;
+                        self.counters.retries.fetch_add(1, Ordering::Relaxed);
+                        worst = worst.max(Some(tries[i] - 1));
+                    }
+                }
+            }
+            let Some(retry) = worst else { return Ok(()) };
+            let sleep = self.retry.backoff_bound(retry).mul_f64(jitter());
+            let step = Duration::from_millis(10);
+            let mut slept = Duration::ZERO;
+            while slept < sleep {
+                if stopped.load(Ordering::Acquire) {
+                    return Err(LoaderError::Stopped);
+                }
+                let d = step.min(sleep.saturating_sub(slept));
+                std::thread::sleep(d);
+                slept += d;
+            }
         }
-        std::thread::scope(|scope| {
-            let handles: Vec<_> =
-                requests.iter().map(|(key, ranges)| scope.spawn(move || self.fetch(key, ranges, stopped))).collect();
-            handles
-                .into_iter()
-                .map(|h| {
-                    h.join().unwrap_or_else(|_| Err(LoaderError::WorkerPanicked("a storage request panicked".into())))
-                })
-                .collect()
-        })
+    }
+
+    /// One attempt of a range GET: the body lands in the request's destinations. A local
+    /// file (`object_store`'s file system) is read with positioned reads of the wanted pieces
+    /// only; a stream is scattered chunk by chunk. A short body is transient, a long one fatal.
+    async fn get_into(&self, store: &tessera::Store, req: &mut RangeRequest<'_>) -> std::result::Result<(), Attempt> {
+        let key = req.key;
+        let io = |e: object_store::Error| classify(key, tessera::Error::Io { path: key.to_string(), source: e });
+        self.counters.requests.fetch_add(1, Ordering::Relaxed);
+        let t0 = Instant::now();
+        let opts = GetOptions { range: Some(GetRange::Bounded(req.range.clone())), ..GetOptions::default() };
+        let got = store.object_store().get_opts(&store.path(key), opts).await.map_err(io)?;
+        let first_byte = t0.elapsed();
+        let want = req.range.end - req.range.start;
+        let t1 = Instant::now();
+        let file_body = matches!(got.payload, GetResultPayload::File(..));
+        let read = match got.payload {
+            GetResultPayload::File(file, _) => {
+                if got.range != req.range {
+                    return Err(Attempt::Fatal(LoaderError::corrupt(key, "file is shorter than its footer says")));
+                }
+                let mut n = 0u64;
+                for (off, dst) in &mut req.dests {
+                    file.read_exact_at(dst, req.range.start + *off).map_err(|e| classify_io(key, e))?;
+                    n += dst.len() as u64;
+                }
+                n
+            }
+            GetResultPayload::Stream(mut body) => {
+                let (mut pos, mut first) = (0u64, 0usize);
+                while let Some(chunk) = body.next().await {
+                    let chunk = chunk.map_err(io)?;
+                    let end = pos + chunk.len() as u64;
+                    if end > want {
+                        return Err(Attempt::Fatal(LoaderError::corrupt(
+                            key,
+                            format!("asked for bytes {:?}, the body goes on past {want}", req.range),
+                        )));
+                    }
+                    scatter(&mut req.dests[first..], pos, &chunk);
+                    while first < req.dests.len() && req.dests[first].0 + req.dests[first].1.len() as u64 <= end {
+                        first += 1;
+                    }
+                    pos = end;
+                }
+                if pos != want {
+                    return Err(Attempt::Transient(
+                        format!("{key}: asked for bytes {:?}, the body ended after {pos}", req.range).into(),
+                    ));
+                }
+                pos
+            }
+        };
+        self.link.observe(first_byte, read, t1.elapsed(), file_body);
+        self.counters.bytes.fetch_add(read, Ordering::Relaxed);
+        Ok(())
     }
 
     /// Reads byte ranges of object `key` in one call (the object store coalesces them).
@@ -333,6 +517,37 @@ mod tests {
         });
         assert!(matches!(r, Err(LoaderError::Config(_))));
         assert_eq!(calls, 1);
+    }
+
+    #[test]
+    fn chunks_scatter_into_their_destinations_and_gaps_are_dropped() {
+        let body: Vec<u8> = (0u8..40).collect();
+        let (mut a, mut b, mut c) = ([0u8; 5], [0u8; 10], [0u8; 3]);
+        // a = 2..7, b = 5..15 (overlaps a), c = 30..33; everything else is gap.
+        let mut dests: Vec<(u64, &mut [u8])> = vec![(2, &mut a), (5, &mut b), (30, &mut c)];
+        for (i, chunk) in body.chunks(7).enumerate() {
+            scatter(&mut dests, 7 * i as u64, chunk);
+        }
+        assert_eq!(a, [2, 3, 4, 5, 6]);
+        assert_eq!(b, [5, 6, 7, 8, 9, 10, 11, 12, 13, 14]);
+        assert_eq!(c, [30, 31, 32]);
+    }
+
+    #[test]
+    fn the_coalescing_gap_is_latency_times_bandwidth_within_bounds() {
+        let link = LinkModel::default();
+        assert_eq!(link.gap_bytes(), DEFAULT_GAP);
+        // 1 ms to the first byte, 1 MB in 1 ms: 1 GB/s × 1 ms = 1 MB.
+        link.observe(Duration::from_millis(1), 1_000_000, Duration::from_millis(1), false);
+        assert!(!link.gaps_free());
+        assert_eq!(link.gap_bytes(), 1_000_000);
+        let slow = LinkModel::default();
+        slow.observe(Duration::from_millis(100), 1_000_000, Duration::from_millis(1), false);
+        assert_eq!(slow.gap_bytes(), MAX_GAP);
+        let near = LinkModel::default();
+        near.observe(Duration::from_micros(1), 1_000_000, Duration::from_millis(10), true);
+        assert!(near.gaps_free());
+        assert_eq!(near.gap_bytes(), MIN_GAP);
     }
 
     #[test]

@@ -3,9 +3,9 @@
 //! off), a page that is exactly one row, a whole page (verified, decoded, rows copied out,
 //! cached for later batches), or a page already cached. A local file serves them with
 //! positioned reads (straight into the slot where the layout allows); object-store files
-//! fetch theirs as range reads packed into waves, about one round trip per batch.
+//! fetch theirs with coalesced range GETs in waves, about one round trip per batch, their
+//! bodies landing in the slots (rows, single-row pages) or in the worker's staging arena.
 
-use std::collections::VecDeque;
 use std::ops::Range;
 
 use bytes::Bytes;
@@ -18,6 +18,7 @@ use super::{
 use crate::assemble::ColumnPlan;
 use crate::catalog::FileMeta;
 use crate::error::{LoaderError, Result, from_format};
+use crate::source::RangeRequest;
 
 /// Column `col` of slot `j`, read on its own from `range` of the data file.
 #[derive(Debug)]
@@ -75,21 +76,53 @@ impl Need {
     }
 }
 
-/// An object-store data file a batch reads from: what to serve, the ranges to fetch for it
-/// (one per need with a range, in order) and the bodies fetched so far.
+/// An object-store data file a batch reads from, and what to serve from it (in order).
 pub(super) struct RemoteFile<'a> {
     file: FileRef<'a>,
-    needs: VecDeque<Need>,
-    ranges: Vec<Range<u64>>,
-    fetched: VecDeque<Bytes>,
+    needs: Vec<Option<Need>>,
+}
+
+/// Where the stored bytes of one need land.
+#[derive(Clone, Debug)]
+enum Land {
+    /// Straight in the row's slot of column `col`'s buffer (`Slot(col, bytes of the buffer)`).
+    Slot(usize, Range<usize>),
+    /// In the worker's staging arena (these bytes of it, once the wave is laid out).
+    Arena(Range<usize>),
+}
+
+/// A need of a remote file with a stored range: file, need, range, landing place.
+#[derive(Clone, Debug)]
+struct Planned {
+    file: usize,
+    need: usize,
+    range: Range<u64>,
+    land: Land,
+}
+
+/// Splits `buf` into the disjoint pieces `wants` name (ascending, non-overlapping once sorted)
+/// and puts each into `out` at the want's id.
+fn carve<'b>(buf: &'b mut [u8], mut wants: Vec<(usize, Range<usize>)>, out: &mut [Option<&'b mut [u8]>]) -> Result<()> {
+    wants.sort_by_key(|w| (w.1.start, w.1.end));
+    let mut rest = buf;
+    let mut base = 0usize;
+    for (id, r) in wants {
+        if r.start < base || r.end - base > rest.len() {
+            return Err(LoaderError::WorkerPanicked(format!("landing range {r:?} overlaps or leaves its buffer")));
+        }
+        let (_, tail) = std::mem::take(&mut rest).split_at_mut(r.start - base);
+        let (mine, tail) = tail.split_at_mut(r.end - r.start);
+        out[id] = Some(mine);
+        rest = tail;
+        base = r.end;
+    }
+    Ok(())
 }
 
 impl Worker {
-    /// An object-store data file to serve slots `js` of `file` from, with the ranges to fetch.
+    /// An object-store data file to serve slots `js` of `file` from.
     pub(super) fn remote_file<'a>(&mut self, fill: &BatchFill<'_>, file: FileRef<'a>, js: &[usize]) -> RemoteFile<'a> {
-        let needs: VecDeque<Need> = self.direct_needs(fill, file, js).into();
-        let ranges = needs.iter().filter_map(Need::range).collect();
-        RemoteFile { file, needs, ranges, fetched: VecDeque::new() }
+        RemoteFile { file, needs: self.direct_needs(fill, file, js).into_iter().map(Some).collect() }
     }
 
     /// What serving slots `js` from `file` takes: rows, pages and cached pages, in the order
@@ -97,7 +130,6 @@ impl Worker {
     fn direct_needs(&mut self, fill: &BatchFill<'_>, file: FileRef<'_>, js: &[usize]) -> Vec<Need> {
         let sh = self.sh.clone();
         let cat = &sh.catalog;
-        let local = sh.fetcher.is_local();
         let verify = sh.set.verify;
         let mut needs = Vec::new();
         for (pos, &col) in file.entry.columns.iter().enumerate() {
@@ -123,8 +155,7 @@ impl Worker {
                     }
                 } else if let Some(raw) = self.cache.get((file.frag, file.fi, pos, page)) {
                     needs.push(Need::Cached(PageRows { pos, col, items: group }, raw));
-                } else if local
-                    && group.len() == 1
+                } else if group.len() == 1
                     && chunk.pages()[page].row_count == 1
                     && fill.plans[col].direct_range(layout, group[0].0).is_some_and(|d| d.len() as u64 == block.raw_len)
                 {
@@ -146,69 +177,226 @@ impl Worker {
         Ok(())
     }
 
-    /// Serves the object-store files of a batch. Every file's ranges are split into requests
-    /// of at most the request limit, and requests are packed into waves of at most that many
-    /// bytes and `max_requests_in_flight` requests; the requests of a wave (usually every
-    /// file the batch touches) go out at once, so a batch costs about one round trip, not one
-    /// per file. Each wave is counted while in flight, and what it brought is served before
-    /// the next wave starts.
+    /// Serves the object-store files of a batch. Every need with a stored range gets a
+    /// landing place: a row (or a single-row uncompressed page) straight in its slot of the
+    /// batch buffer, anything else (whole pages, compressed pages) in the worker's reused
+    /// staging arena. Needs are taken in waves whose staged bytes fit the request limit
+    /// (usually one wave per batch); within a wave, each file's ranges are sorted by offset
+    /// and neighbours closer than the coalescing gap (measured latency × bandwidth, or
+    /// `coalesce_gap_bytes`; unbounded while the store answers with local file handles,
+    /// whose gaps are never read) share one range GET, and all the wave's GETs go out together, at
+    /// most `max_requests_in_flight` at a time: a batch costs about one round trip.
     pub(super) fn fill_remote(&mut self, fill: &mut BatchFill<'_>, mut files: Vec<RemoteFile<'_>>) -> FillResult<()> {
         let sh = self.sh.clone();
-        let limit = self.sh.set.max_fetch.min(self.sh.allowance / 2).max(1);
-        // (file, its range group, bytes) in order, then waves of consecutive units.
-        let mut units: Vec<(usize, Range<usize>, u64)> = Vec::new();
-        for (f, file) in files.iter().enumerate() {
-            for g in self.chunked(&file.ranges) {
-                let n = file.ranges[g.clone()].iter().map(|r| r.end - r.start).sum();
-                units.push((f, g, n));
+        let limit = sh.set.max_fetch.min(sh.allowance / 2).max(1);
+        // (gap, span): ranges closer than `gap` share a GET of at most `span` bytes; with
+        // free gaps (local file bodies) a file's ranges of a wave are one GET.
+        let (gap, span) = match sh.set.coalesce_gap {
+            Some(gap) => (gap.min(limit), limit),
+            None if sh.fetcher.link.gaps_free() => (u64::MAX, u64::MAX),
+            None => (sh.fetcher.link.gap_bytes().min(limit), limit),
+        };
+        let mut planned: Vec<Planned> = Vec::new();
+        for (f, rf) in files.iter().enumerate() {
+            for (n, need) in rf.needs.iter().enumerate() {
+                if let Some(need) = need
+                    && let Some(range) = need.range()
+                {
+                    let land = self.landing(fill, need, &range);
+                    planned.push(Planned { file: f, need: n, range, land });
+                }
             }
         }
-        let mut waves: Vec<Range<usize>> = Vec::new();
-        let (mut start, mut sum) = (0, 0u64);
-        for (i, u) in units.iter().enumerate() {
-            if i > start && (sum + u.2 > limit || i - start >= sh.set.max_requests) {
-                waves.push(start..i);
-                start = i;
-                sum = 0;
+        planned.sort_by_key(|p| (p.file, p.range.start, p.range.end));
+        // Waves: consecutive needs whose staged bytes fit the limit (a larger one alone).
+        let mut start = 0;
+        while start < planned.len() {
+            let mut staged = 0usize;
+            let mut end = start;
+            while end < planned.len() {
+                if let Land::Arena(r) = &planned[end].land {
+                    let n = r.end - r.start;
+                    if end > start && (staged + n) as u64 > limit {
+                        break;
+                    }
+                    planned[end].land = Land::Arena(staged..staged + n);
+                    staged += n;
+                }
+                end += 1;
             }
-            sum += u.2;
-        }
-        if start < units.len() {
-            waves.push(start..units.len());
-        }
-        for wave in waves {
-            let wave = &units[wave];
-            self.begin_inflight(wave.iter().map(|u| u.2).sum())?; // the previous wave is served
-            let requests: Vec<(&str, &[Range<u64>])> =
-                wave.iter().map(|(f, g, _)| (files[*f].file.key(), &files[*f].ranges[g.clone()])).collect();
-            let got = sh.fetcher.fetch_many(&requests, &sh.stopped)?;
-            for ((f, _, _), bodies) in wave.iter().zip(got) {
-                files[*f].fetched.extend(bodies);
-            }
-            for file in &mut files {
-                self.serve_ready(fill, file)?;
+            let wave = &planned[start..end];
+            start = end;
+            self.run_wave(fill, &files, wave, staged, gap, span)?;
+            let mut order: Vec<&Planned> = wave.iter().collect();
+            order.sort_by_key(|p| (p.file, p.need));
+            for p in order {
+                let rf = &mut files[p.file];
+                let Some(need) = rf.needs[p.need].take() else { continue };
+                self.serve_landed(fill, rf.file, need, &p.land)?;
             }
         }
-        for file in &mut files {
-            self.serve_ready(fill, file)?; // files with cached pages only
+        for rf in &mut files {
+            for need in rf.needs.iter_mut().filter_map(Option::take) {
+                self.serve(fill, rf.file, need, None)?; // cached pages
+            }
         }
-        self.end_inflight();
+        self.account();
         Ok(())
     }
 
-    /// Serves a remote file's needs in order while their bytes are here.
-    fn serve_ready(&mut self, fill: &mut BatchFill<'_>, file: &mut RemoteFile<'_>) -> FillResult<()> {
-        while let Some(need) = file.needs.front() {
-            let stored = if need.range().is_some() {
-                match file.fetched.pop_front() {
-                    Some(b) => Some(b),
-                    None => break,
+    /// Where a need's stored bytes land (an arena need's range is its length until the wave
+    /// is laid out).
+    fn landing(&self, fill: &BatchFill<'_>, need: &Need, range: &Range<u64>) -> Land {
+        let len = (range.end - range.start) as usize;
+        let slot = |col: usize, j: usize| {
+            let layout = &self.sh.catalog.columns[col];
+            fill.plans[col].direct_range(layout, j).filter(|d| d.len() == len).map(|d| Land::Slot(col, d))
+        };
+        let direct = match need {
+            Need::Row(row) => slot(row.col, row.j),
+            Need::Single(single) if single.block.codec == Codec::None => slot(single.col, single.j),
+            _ => None,
+        };
+        direct.unwrap_or(Land::Arena(0..len))
+    }
+
+    /// Fetches one wave: carves the landing places out of the batch buffers and the arena,
+    /// coalesces each file's ranges into range GETs and runs them.
+    fn run_wave(
+        &mut self,
+        fill: &mut BatchFill<'_>,
+        files: &[RemoteFile<'_>],
+        wave: &[Planned],
+        staged: usize,
+        gap: u64,
+        span: u64,
+    ) -> FillResult<()> {
+        let sh = self.sh.clone();
+        self.stage(staged)?;
+        let mut arena = std::mem::take(&mut self.arena);
+        let r = (|| -> Result<()> {
+            let mut dests: Vec<Option<&mut [u8]>> = (0..wave.len()).map(|_| None).collect();
+            let mut by_col: Vec<Vec<(usize, Range<usize>)>> = vec![Vec::new(); fill.set.bufs.len()];
+            let mut in_arena = Vec::new();
+            for (i, p) in wave.iter().enumerate() {
+                match &p.land {
+                    Land::Slot(c, d) => by_col[*c].push((i, d.clone())),
+                    Land::Arena(r) => in_arena.push((i, r.clone())),
                 }
-            } else {
-                None
-            };
-            let Some(need) = file.needs.pop_front() else { break };
-            self.serve(fill, file.file, need, stored)?;
+            }
+            for (c, (slot, wants)) in fill.set.bufs.iter_mut().zip(by_col).enumerate() {
+                if wants.is_empty() {
+                    continue;
+                }
+                let buf = slot
+                    .as_mut()
+                    .and_then(|(b, _)| b.bytes_mut())
+                    .ok_or_else(|| LoaderError::WorkerPanicked(format!("column {c}'s buffer is missing or shared")))?;
+                carve(buf, wants, &mut dests)?;
+            }
+            carve(&mut arena[..staged], in_arena, &mut dests)?;
+            let mut requests: Vec<RangeRequest<'_>> = Vec::new();
+            let mut last_file = usize::MAX;
+            for (p, dest) in wave.iter().zip(dests) {
+                let dest = dest.ok_or_else(|| LoaderError::WorkerPanicked("a need has no landing place".into()))?;
+                if p.range.is_empty() {
+                    continue; // an empty block needs no request
+                }
+                let key = files[p.file].file.key();
+                let joins = last_file == p.file
+                    && requests.last().is_some_and(|q| {
+                        p.range.start <= q.range.end.saturating_add(gap)
+                            && p.range.end.max(q.range.end) - q.range.start <= span
+                    });
+                if !joins {
+                    requests.push(RangeRequest { key, range: p.range.clone(), dests: Vec::new() });
+                    last_file = p.file;
+                }
+                let q = requests.last_mut().ok_or_else(|| LoaderError::WorkerPanicked("no request".into()))?;
+                q.range.end = q.range.end.max(p.range.end);
+                q.dests.push((p.range.start - q.range.start, dest));
+            }
+            sh.fetcher.run_requests(&mut requests, sh.set.max_requests, &sh.stopped)
+        })();
+        self.arena = arena;
+        r.map_err(FillError::Fatal)
+    }
+
+    /// Serves a need whose stored bytes have landed (in its slot or in the arena).
+    fn serve_landed(&mut self, fill: &mut BatchFill<'_>, file: FileRef<'_>, need: Need, land: &Land) -> FillResult<()> {
+        let sh = self.sh.clone();
+        let check = sh.set.verify;
+        match (need, land) {
+            (Need::Row(row), Land::Slot(_, dst)) => {
+                let layout = &sh.catalog.columns[row.col];
+                let buf = column_buf(fill.set, row.col)?;
+                fill.plans[row.col].pad(buf, row.j, dst.len());
+                if let Err(e) = ColumnPlan::check_direct(layout, buf, dst.clone()) {
+                    slot_error(&mut fill.fails, row.j, e)?;
+                }
+            }
+            (Need::Row(row), Land::Arena(r)) => {
+                let layout = &sh.catalog.columns[row.col];
+                let buf = column_buf(fill.set, row.col)?;
+                if let Err(e) = fill.plans[row.col].write_row(layout, buf, row.j, &self.arena[r.clone()]) {
+                    slot_error(&mut fill.fails, row.j, e)?;
+                }
+            }
+            (Need::Single(single), land) => {
+                let (col, j, block) = (single.col, single.j, &single.block);
+                let layout = &sh.catalog.columns[col];
+                let plan = &fill.plans[col];
+                let what = || format!("{}: column {:?} page at {}", file.key(), layout.name, block.offset);
+                let dst = plan
+                    .direct_range(layout, j)
+                    .ok_or_else(|| LoaderError::WorkerPanicked("single-row page without a direct slot".into()))?;
+                let buf = column_buf(fill.set, col)?;
+                let r = match land {
+                    Land::Slot(..) => verify(block, &buf[dst.clone()], check, &what),
+                    Land::Arena(r) => {
+                        datafile::decode_block_into(block, &self.arena[r.clone()], &mut buf[dst.clone()], check, &what)
+                            .map_err(|e| from_format(&what(), e))
+                    }
+                };
+                plan.pad(buf, j, dst.len());
+                if let Err(e) = r.and_then(|()| ColumnPlan::check_direct(layout, buf, dst)) {
+                    slot_error(&mut fill.fails, j, e)?;
+                }
+            }
+            (Need::Page(read), Land::Arena(r)) => {
+                let PageRead { rows, page, block } = &read;
+                let what = || format!("{}: column {:?} page {page}", file.key(), sh.catalog.columns[rows.col].name);
+                let stored = &self.arena[r.clone()];
+                let decoded = if block.codec == Codec::None {
+                    verify(block, stored, check, &what).map(|()| None)
+                } else {
+                    decode_page(block, stored, check, &what).map(Some)
+                };
+                match decoded {
+                    Ok(owned) => {
+                        let raw: &[u8] = owned.as_deref().unwrap_or(stored);
+                        self.write_rows(fill, file.meta, rows, raw)?;
+                        // Cache the page only if it holds rows this batch did not take (a later
+                        // batch may want them), as a copy: the arena is reused.
+                        let rows_left = (rows.items.len() as u64) < file.meta.chunks[rows.pos].pages()[*page].row_count;
+                        if rows_left && raw.len() as u64 <= sh.allowance / 2 {
+                            let raw = owned.unwrap_or_else(|| Bytes::copy_from_slice(stored));
+                            self.make_room(raw.len() as u64, true)?;
+                            self.cache.insert((file.frag, file.fi, rows.pos, *page), raw);
+                        }
+                    }
+                    Err(e) if e.is_data_error() => {
+                        for &(j, _) in &rows.items {
+                            fill.fails.push((j, clone_fault(&e)));
+                        }
+                    }
+                    Err(e) => return Err(FillError::Fatal(e)),
+                }
+            }
+            (Need::Cached(rows, raw), _) => self.write_rows(fill, file.meta, &rows, &raw)?,
+            (Need::Page(_), Land::Slot(..)) => {
+                return Err(FillError::Fatal(LoaderError::WorkerPanicked("a whole page landed in a slot".into())));
+            }
         }
         Ok(())
     }

@@ -1,0 +1,181 @@
+//! The object-store read path with coalesced range GETs: the same epoch is byte-identical
+//! from local files and from object stores (the file system through `object_store`, the
+//! in-memory store, a store that cuts bodies short and streams them slowly), for every
+//! coalescing gap; and the accounted memory high-water stays within the budget with
+//! coalescing on, on a dataset several times larger than the budget.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tessera::{Column, ColumnData, DType, Dataset, Dim, WriteOptions};
+use tessera_loader_tch::{Batch, Loader, LoaderConfig, RetryPolicy, ShuffleMode};
+use tessera_testkit::{FaultConfig, FaultyStore};
+
+/// Every tensor of a batch (values, lengths, offsets, validity) as raw bytes, by column.
+fn raw(b: &Batch) -> Vec<(String, Vec<Vec<u8>>)> {
+    let bytes = |t: &tch::Tensor| {
+        let t = t.contiguous();
+        let n = t.numel();
+        let mut out = vec![0u8; n * t.kind().elt_size_in_bytes()];
+        t.copy_data_u8(&mut out, n);
+        out
+    };
+    b.names()
+        .map(|name| {
+            let c = b.column(name).unwrap();
+            let mut parts = vec![bytes(&c.values)];
+            for t in [&c.lengths, &c.offsets, &c.valid].into_iter().flatten() {
+                parts.push(bytes(t));
+            }
+            (name.to_string(), parts)
+        })
+        .collect()
+}
+
+type Epoch = Vec<(Vec<u64>, Vec<(String, Vec<Vec<u8>>)>)>;
+
+fn epoch(loader: &Loader) -> Epoch {
+    loader
+        .epoch(1)
+        .unwrap()
+        .map(|b| {
+            let b = b.unwrap();
+            (b.rows().to_vec(), raw(&b))
+        })
+        .collect()
+}
+
+fn fast_retries() -> RetryPolicy {
+    RetryPolicy {
+        max_retries: 12,
+        initial_backoff: Duration::from_millis(1),
+        max_backoff: Duration::from_millis(4),
+        ..RetryPolicy::default()
+    }
+}
+
+/// Copies every file under `dir` into `store` under the same keys.
+fn upload(dir: &std::path::Path, base: &std::path::Path, store: &tessera::Store) {
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            upload(&p, base, store);
+        } else {
+            let key = p.strip_prefix(base).unwrap().to_string_lossy().replace('\\', "/");
+            store.put_if_absent(&key, std::fs::read(&p).unwrap().into()).unwrap();
+        }
+    }
+}
+
+#[test]
+fn object_stores_give_the_local_epoch_byte_for_byte_with_coalescing() {
+    let dir = tempfile::tempdir().unwrap();
+    // Larger files than the small-file default, so one file holds many pages a batch wants.
+    let opts = WriteOptions { target_file_bytes: 24 << 10, page_bytes: 300, ..WriteOptions::default() };
+    let memory = tessera::Store::open(&format!("memory://coalesce-{}", std::process::id())).unwrap();
+    for compressed in [false, true] {
+        let sub = dir.path().join(if compressed { "z" } else { "raw" });
+        let sub_root = sub.to_str().unwrap();
+        common::dataset(sub_root, 300, compressed, &opts);
+        let prefix = if compressed { "z" } else { "raw" };
+        upload(&sub, &sub, &tessera::Store::from_object_store(memory.object_store().clone(), prefix, true));
+        for verify in [true, false] {
+            let cfg = LoaderConfig { verify_checksums: verify, retry: fast_retries(), ..common::config(sub_root) }
+                .with_batch_size(16)
+                .with_seed(5)
+                .with_workers(2);
+            let local = epoch(&Loader::open(cfg.clone()).unwrap());
+            assert_eq!(local.iter().map(|b| b.0.len()).sum::<usize>(), 304);
+            let fs: Arc<dyn object_store::ObjectStore> =
+                Arc::new(object_store::local::LocalFileSystem::new_with_prefix(&sub).unwrap());
+            let hostile = FaultConfig {
+                truncate_rate: 0.2,
+                slow_stream_chunk: Some(509),
+                slow_stream_pause: Duration::ZERO,
+                ..FaultConfig::seeded(3)
+            };
+            let stores = [
+                ("file system", tessera::Store::from_object_store(fs.clone(), "", true)),
+                ("memory", tessera::Store::from_object_store(memory.object_store().clone(), prefix, true)),
+                (
+                    "short bodies, slow streams",
+                    tessera::Store::from_object_store(Arc::new(FaultyStore::new(fs.clone(), hostile)), "", true),
+                ),
+            ];
+            for (name, store) in &stores {
+                for gap in [None, Some(0), Some(1 << 20), Some(u64::MAX)] {
+                    let cfg = LoaderConfig { coalesce_gap_bytes: gap, ..cfg.clone() };
+                    let loader = Loader::open_store(store, cfg).unwrap();
+                    let got = epoch(&loader);
+                    assert!(
+                        got == local,
+                        "{name}, gap {gap:?}, compressed {compressed}, verify {verify}: batches differ from local files"
+                    );
+                    if gap == Some(u64::MAX) && *name == "file system" {
+                        // Everything a batch wants of a file is one request: far fewer than needs.
+                        let io = loader.io_stats();
+                        assert!(io.requests > 0 && io.bytes > 0);
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn coalescing_keeps_the_accounted_high_water_within_the_budget() {
+    const ROW_BYTES: usize = 4096;
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().to_str().unwrap();
+    let opts = WriteOptions { target_file_bytes: 512 << 10, page_bytes: 64 << 10, ..WriteOptions::default() };
+    let schema = tessera::Schema::new([
+        Column::new("id", DType::I64, &[]),
+        Column::new("img", DType::U8, &[Dim::Fixed(32), Dim::Fixed(32), Dim::Fixed(4)]),
+    ])
+    .unwrap();
+    let ds = Dataset::create(root, schema, &opts).unwrap();
+    let mut w = ds.writer(opts);
+    let rows = 4000;
+    for start in (0..rows).step_by(1000) {
+        let n = 1000.min(rows - start);
+        let ids: Vec<i64> = (start..start + n).map(|i| i as i64).collect();
+        let img: Vec<u8> = (0..n * ROW_BYTES).map(|k| (k * 31 + start) as u8).collect();
+        let b = tessera::Batch::new()
+            .with("id", ColumnData::from_scalars(&ids))
+            .unwrap()
+            .with("img", ColumnData::from_fixed(&[32, 32, 4], &img).unwrap())
+            .unwrap();
+        w.append(&b).unwrap();
+    }
+    let ds = w.commit("big").unwrap();
+    let data: u64 = ds.fragments().iter().flat_map(|f| f.fragment.files.iter().map(|x| x.size)).sum();
+    let budget = 4 << 20;
+    assert!(data > 3 * budget, "dataset ({data}) must be several times the budget ({budget})");
+    let fs: Arc<dyn object_store::ObjectStore> =
+        Arc::new(object_store::local::LocalFileSystem::new_with_prefix(dir.path()).unwrap());
+    let store = tessera::Store::from_object_store(fs, "", true);
+    for (shuffle, verify, workers, gap) in [
+        (ShuffleMode::Global, true, 2, None),
+        (ShuffleMode::Global, true, 3, Some(u64::MAX)),
+        (ShuffleMode::Global, false, 2, Some(u64::MAX)),
+        (ShuffleMode::Block { window_fragments: 2 }, true, 2, Some(u64::MAX)),
+    ] {
+        let cfg = LoaderConfig { verify_checksums: verify, coalesce_gap_bytes: gap, ..common::config(root) }
+            .with_batch_size(16)
+            .with_memory_budget(budget)
+            .with_shuffle(shuffle)
+            .with_workers(workers);
+        let loader = Loader::open_store(&store, cfg).unwrap();
+        for e in 0..2 {
+            let n: usize = loader.epoch(e).unwrap().map(|b| b.unwrap().len()).sum();
+            assert_eq!(n, rows.div_ceil(16) * 16, "every row, the last batch padded");
+        }
+        let m = loader.memory_stats();
+        println!("{shuffle:?} verify={verify} workers={workers} gap={gap:?}: {m:?}");
+        assert!(m.high_water <= budget, "{shuffle:?}: high water {} > budget {budget}", m.high_water);
+        assert_eq!(m.overcommits, 0);
+        assert_eq!(m.current, 0, "everything is released after the epoch");
+    }
+}
