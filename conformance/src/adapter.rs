@@ -44,13 +44,32 @@ pub struct AdapterInfo {
     pub name: String,
     /// Its version.
     pub version: String,
-    /// The spec versions it implements, e.g. `["1.0-draft"]`.
+    /// The spec versions it implements: a JSON array of strings, e.g. `["1.0-draft"]`. A lone
+    /// string (`"1.0-draft"`) is accepted as a one-element list.
+    #[serde(deserialize_with = "string_or_list")]
     pub spec: Vec<String>,
     /// The operations it offers: `read`, `write`.
     pub operations: Vec<String>,
     /// Free-form feature names, recorded in reports (e.g. `codec:zstd`).
     #[serde(default)]
     pub features: Vec<String>,
+}
+
+/// `spec` as an array of strings, or one string taken as a one-element array.
+fn string_or_list<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum OneOrMany {
+        One(String),
+        Many(Vec<String>),
+    }
+    match OneOrMany::deserialize(d) {
+        Ok(OneOrMany::One(s)) => Ok(vec![s]),
+        Ok(OneOrMany::Many(v)) => Ok(v),
+        Err(_) => Err(serde::de::Error::custom(
+            "`spec` must be an array of strings (the spec versions implemented), e.g. [\"1.0-draft\"]",
+        )),
+    }
 }
 
 impl AdapterInfo {
@@ -357,8 +376,12 @@ impl Adapter {
                 head(&String::from_utf8_lossy(&r.stderr))
             ));
         }
-        let info: AdapterInfo =
-            serde_json::from_slice(&r.stdout).map_err(|e| format!("`info` printed no info object: {e}"))?;
+        let info: AdapterInfo = serde_json::from_slice(&r.stdout).map_err(|e| {
+            format!(
+                "`info` printed no info object: {e}; expected {{\"name\": string, \"version\": string, \"spec\": \
+                 [\"{SPEC_VERSION}\", ...], \"operations\": [\"read\", \"write\"], \"features\": [string, ...]}}"
+            )
+        })?;
         if !info.spec.iter().any(|s| s == SPEC_VERSION) {
             return Err(format!("`info` lists spec versions {:?}, not {SPEC_VERSION:?}", info.spec));
         }
@@ -511,6 +534,19 @@ fn interpret(r: RawRun, read: bool) -> Observation {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn info_spec_is_a_list_or_one_string() {
+        let list: AdapterInfo =
+            serde_json::from_str(r#"{"name":"n","version":"1","spec":["1.0-draft"],"operations":["read"]}"#).unwrap();
+        let one: AdapterInfo =
+            serde_json::from_str(r#"{"name":"n","version":"1","spec":"1.0-draft","operations":["read"]}"#).unwrap();
+        assert_eq!(list, one);
+        let e = serde_json::from_str::<AdapterInfo>(r#"{"name":"n","version":"1","spec":1,"operations":[]}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("array of strings"), "{e}");
+    }
 
     #[test]
     fn splits_like_a_shell() {
