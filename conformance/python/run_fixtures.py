@@ -36,17 +36,20 @@ def find_cases(root: str) -> list:
     return sorted(out)
 
 
-def compare(a, b, path="$"):
+def compare(a, b, path="$", user_keys=False):
     """Structural equality of DUMP-10: returns None when equal, else where they differ.
-    Member order is irrelevant, array order matters, `x-` members are ignored, and JSON types
-    are compared strictly (true is not 1)."""
+    Member order is irrelevant, array order matters, integers compare exactly (Python ints),
+    `x-` members are ignored except among stored strings (the top-level `columns` object's
+    column names and every `metadata` object's keys), and JSON types are compared strictly
+    (true is not 1)."""
     if isinstance(a, dict) and isinstance(b, dict):
-        ka = {k for k in a if not k.startswith("x-")}
-        kb = {k for k in b if not k.startswith("x-")}
+        ka = {k for k in a if user_keys or not k.startswith("x-")}
+        kb = {k for k in b if user_keys or not k.startswith("x-")}
         if ka != kb:
             return f"{path}: members differ: only got {sorted(ka - kb)}, only expected {sorted(kb - ka)}"
         for k in sorted(ka):
-            d = compare(a[k], b[k], f"{path}.{k}")
+            user = not user_keys and (k == "metadata" or (path == "$" and k == "columns"))
+            d = compare(a[k], b[k], f"{path}.{k}", user)
             if d:
                 return d
         return None

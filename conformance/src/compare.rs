@@ -1,7 +1,9 @@
 //! Structural comparison of JSON documents (canonical dumps), reporting differences by path.
 //!
-//! Object key order is irrelevant, array order is significant, and keys starting with `x-`
-//! are ignored on both sides so implementations may add diagnostics to their dumps.
+//! Object key order is irrelevant, array order is significant, integers compare exactly, and
+//! keys starting with `x-` are ignored on both sides so implementations may add diagnostics to
+//! their dumps, except in the objects whose keys are stored strings: the top-level `columns`
+//! object (column names) and every `metadata` object (metadata keys) `[DUMP-10]`.
 
 use std::fmt;
 
@@ -35,7 +37,7 @@ fn brief(v: &Value) -> String {
 #[must_use]
 pub fn diff(expected: &Value, actual: &Value) -> Vec<Difference> {
     let mut out = Vec::new();
-    walk("$".to_string(), expected, actual, &mut out);
+    walk("$".to_string(), expected, actual, false, &mut out);
     out
 }
 
@@ -66,16 +68,25 @@ fn key_path(base: &str, key: &str) -> String {
     if simple { format!("{base}.{key}") } else { format!("{base}[{}]", Value::String(key.to_string())) }
 }
 
-fn walk(path: String, e: &Value, a: &Value, out: &mut Vec<Difference>) {
+/// True for the members whose value is an object keyed by stored strings (column names or
+/// metadata keys), where `x-` keys are data, not diagnostics `[DUMP-10]`.
+fn user_keyed(parent: &str, key: &str) -> bool {
+    key == "metadata" || (parent == "$" && key == "columns")
+}
+
+fn walk(path: String, e: &Value, a: &Value, user_keys: bool, out: &mut Vec<Difference>) {
     match (e, a) {
         (Value::Object(em), Value::Object(am)) => {
-            let mut keys: Vec<&String> = em.keys().chain(am.keys()).filter(|k| !ignored(k)).collect();
+            let mut keys: Vec<&String> = em.keys().chain(am.keys()).filter(|k| user_keys || !ignored(k)).collect();
             keys.sort();
             keys.dedup();
             for k in keys {
                 let p = key_path(&path, k);
                 match (em.get(k), am.get(k)) {
-                    (Some(ev), Some(av)) => walk(p, ev, av, out),
+                    (Some(ev), Some(av)) => {
+                        let user = !user_keys && user_keyed(&path, k);
+                        walk(p, ev, av, user, out);
+                    }
                     (ev, av) => out.push(Difference { path: p, expected: ev.cloned(), actual: av.cloned() }),
                 }
             }
@@ -84,7 +95,7 @@ fn walk(path: String, e: &Value, a: &Value, out: &mut Vec<Difference>) {
             for i in 0..ea.len().max(aa.len()) {
                 let p = format!("{path}[{i}]");
                 match (ea.get(i), aa.get(i)) {
-                    (Some(ev), Some(av)) => walk(p, ev, av, out),
+                    (Some(ev), Some(av)) => walk(p, ev, av, false, out),
                     (ev, av) => out.push(Difference { path: p, expected: ev.cloned(), actual: av.cloned() }),
                 }
             }
@@ -110,5 +121,19 @@ mod tests {
         assert!(equal(&json!({"a": 1, "b": 2}), &json!({"b": 2, "a": 1})));
         assert!(!equal(&json!([1, 2]), &json!([2, 1])));
         assert!(render(&d, 1).ends_with("… and 1 more difference(s)"));
+    }
+
+    #[test]
+    fn x_keys_are_data_among_column_names_and_metadata() {
+        // [DUMP-10]: ignored where the dump names members, compared where keys are stored strings.
+        let e = json!({"columns": {"x-score": {"sha256": "a"}}, "schema": {"metadata": {"x-k": "v"}}});
+        assert!(!equal(&e, &json!({"columns": {}, "schema": {"metadata": {"x-k": "v"}}})));
+        assert!(!equal(&e, &json!({"columns": {"x-score": {"sha256": "a"}}, "schema": {"metadata": {}}})));
+        assert!(equal(
+            &e,
+            &json!({"columns": {"x-score": {"sha256": "a", "x-ms": 3}}, "schema": {"metadata": {"x-k": "v"}}, "x-t": 1})
+        ));
+        // Integers compare exactly, above 2^53 too.
+        assert!(!equal(&json!({"v": 9_007_199_254_740_993_u64}), &json!({"v": 9_007_199_254_740_992_u64})));
     }
 }

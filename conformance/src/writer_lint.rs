@@ -96,8 +96,8 @@ impl Lint<'_> {
         if found != want {
             self.fail("VER-01", format!("branches/main holds versions {found:?}, the description makes {want:?}"));
         }
+        self.stray_files();
         let mut manifests: BTreeMap<u64, (Manifest, u32)> = BTreeMap::new();
-        let mut writer_ids: BTreeMap<[u8; 16], u64> = BTreeMap::new();
         for v in 1..=n {
             let key = tessera::paths::manifest_key("main", v);
             let Some(bytes) = self.read(&key) else {
@@ -111,9 +111,7 @@ impl Lint<'_> {
                     format!("{key}: reader_flags {:#x}, writer_flags {:#x}", m.reader_flags, m.writer_flags),
                 );
             }
-            if let Some(other) = writer_ids.insert(m.writer_id, v) {
-                self.fail("MAN-03", format!("main@{v} and main@{other} have the same writer_id"));
-            }
+            // Manifests sharing a writer_id are no fault: a caller may fix it [MAN-03].
             if m.schema != logical.schema {
                 self.fail(
                     if v == 1 { "VER-12" } else { "VER-06" },
@@ -173,6 +171,51 @@ impl Lint<'_> {
                      next_fragment_id 0, no rows, segments, statistics or metadata"
                 ),
             );
+        }
+    }
+
+    /// Every file of the dataset has a name of §4 (a data file, segment, deletion vector,
+    /// version or tag key): a successful write leaves no temporary file behind `[VER-11]`, and
+    /// creates nothing but regular files and directories `[LAY-11]`.
+    fn stray_files(&mut self) {
+        fn walk(dir: &Path, rel: &str, out: &mut Vec<(String, bool)>) {
+            let Ok(rd) = std::fs::read_dir(dir) else { return };
+            for e in rd.flatten() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                let key = if rel.is_empty() { name } else { format!("{rel}/{name}") };
+                match e.file_type() {
+                    Ok(t) if t.is_dir() => walk(&e.path(), &key, out),
+                    Ok(t) => out.push((key, t.is_file())),
+                    Err(_) => out.push((key, false)),
+                }
+            }
+        }
+        let mut files = Vec::new();
+        walk(self.root, "", &mut files);
+        files.sort();
+        for (key, regular) in files {
+            if !regular {
+                self.fail("LAY-11", format!("{key} is not a regular file"));
+                continue;
+            }
+            // Keys are case-sensitive [LAY-01]: `.TSD` is not a data file name.
+            let parts: Vec<&str> = key.split('/').collect();
+            let known = match parts.as_slice() {
+                ["data", n] => n.strip_suffix(".tsd").is_some(),
+                ["index", n] => n.strip_suffix(".tsi").is_some(),
+                ["deletions", n] => n.strip_suffix(".tsx").is_some(),
+                ["branches", b, n] => {
+                    tessera::paths::validate_ref_name(b).is_ok() && tessera::paths::parse_manifest_name(n).is_some()
+                }
+                ["tags", n] => n.strip_suffix(".tst").is_some_and(|t| tessera::paths::validate_ref_name(t).is_ok()),
+                _ => false,
+            };
+            if !known {
+                self.fail(
+                    "VER-11",
+                    format!("{key} is no object of the dataset layout: a temporary or stray file remains"),
+                );
+            }
         }
     }
 

@@ -49,7 +49,10 @@ fn decode_manifest(bytes: &[u8], branch: &str, version: u64, limits: &Limits) ->
 /// What `Dataset::open` does with a segment's bytes.
 fn decode_segment(bytes: &[u8], sref: &SegmentRef, manifest: &Manifest, limits: &Limits) -> tessera::Result<Segment> {
     let s: Segment = envelope::open(ObjectKind::Segment, bytes, limits.max_segment_body(), &sref.path)?;
-    s.validate(sref, &manifest.schema, manifest.next_fragment_id, &sref.path)?;
+    s.validate(sref, manifest.next_fragment_id, &sref.path)?;
+    for f in &s.fragments {
+        f.check_columns(&manifest.schema)?;
+    }
     Ok(s)
 }
 

@@ -131,7 +131,7 @@ impl Dataset {
                 ));
             }
             let seg: Segment = envelope::open(ObjectKind::Segment, &bytes, limits.max_segment_body(), &sref.path)?;
-            seg.validate(sref, &manifest.schema, manifest.next_fragment_id, &sref.path)?;
+            seg.validate(sref, manifest.next_fragment_id, &sref.path)?;
             apply_segment(&mut log, seg);
         }
         Self::from_log(store, manifest, manifest_crc32, log.into_values(), limits)
@@ -149,6 +149,7 @@ impl Dataset {
         let mut fragments = Vec::with_capacity(log.size_hint().0);
         let mut first_row = 0u64;
         for fragment in log {
+            fragment.check_columns(&manifest.schema)?;
             let live = fragment.live_rows();
             fragments.push(FragmentInfo { fragment, first_row });
             first_row = first_row.checked_add(live).ok_or_else(|| Error::invalid("manifest", "row counts overflow"))?;
@@ -284,8 +285,16 @@ impl Dataset {
             if live.is_empty() {
                 continue;
             }
+            // Reading all of a fragment's live rows checks every page of it, deleted rows
+            // included, so that what a version read checks does not depend on where the deleted
+            // rows lie `[VAL-16]`; a partial read checks the span it returns.
+            let whole = live.start == 0 && live.end == info.fragment.live_rows();
             let physical = self.physical_rows(info, live)?;
-            let local = physical.first().copied().unwrap_or(0)..physical.last().map_or(0, |l| l + 1);
+            let local = if whole {
+                0..info.fragment.row_count
+            } else {
+                physical.first().copied().unwrap_or(0)..physical.last().map_or(0, |l| l + 1)
+            };
             let dense = physical.len() as u64 == local.end - local.start;
             for file in &info.fragment.files {
                 let wanted: Vec<usize> = (0..cols.len()).filter(|&i| file.column_ids.contains(&cols[i].id)).collect();
@@ -517,6 +526,9 @@ pub(crate) fn open_file(
 /// Finds (branch, version) for a request: one LIST for "latest" `[VER-02]`; a tag is read and
 /// checked `[REF-02]`.
 fn resolve(store: &Store, at: &At, limits: &Limits) -> Result<(String, u64)> {
+    if let At::Version(0) | At::BranchVersion(_, 0) = at {
+        return Err(Error::usage("version 0 does not exist: versions start at 1 [VER-03] [LAY-08]"));
+    }
     match at {
         At::Latest => Ok((MAIN.to_string(), latest_version(store, MAIN)?)),
         At::Version(v) => Ok((MAIN.to_string(), *v)),

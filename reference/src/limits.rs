@@ -26,7 +26,7 @@ pub mod hard {
     /// Ratio of decompressed to stored bytes of a compressed block `[LIM-08]`.
     pub const MAX_COMPRESSION_RATIO: u64 = 65536;
     /// Bytes of one row of one column `[LIM-09]`.
-    pub const MAX_ROW_BYTES: u64 = 1 << 30;
+    pub const MAX_ROW_BYTES: u64 = 1 << 28;
     /// Rows in one data file `[LIM-10]`.
     /// (2^24: rows can be zero bytes wide, so the row count, not the file size, bounds the
     /// per-row bookkeeping a reader allocates.)

@@ -282,11 +282,12 @@ impl Manifest {
 }
 
 impl Segment {
-    /// Checks a decoded segment against its reference and the schema `[VAL-07]`.
+    /// Checks a decoded segment against its reference `[VAL-07]`. The schema's columns are
+    /// checked on the final fragment map instead ([`Fragment::check_columns`], `[SEG-06]`).
     ///
     /// # Errors
     /// `invalid` for the first broken rule.
-    pub fn validate(&self, sref: &SegmentRef, schema: &Schema, next_fragment_id: u64, what: &str) -> Result<()> {
+    pub fn validate(&self, sref: &SegmentRef, next_fragment_id: u64, what: &str) -> Result<()> {
         if self.fragments.len() as u64 != sref.fragment_count {
             return Err(Error::invalid(what, "fragment count differs from the manifest's reference [SEG-02]"));
         }
@@ -305,26 +306,11 @@ impl Segment {
             let fw = format!("{what}: fragment {}", f.id);
             Error::check_limit(|| format!("{fw}: rows"), hard::MAX_FILE_ROWS, f.row_count)?;
             rows = rows.checked_add(f.row_count).ok_or_else(|| Error::invalid(&fw, "row counts overflow"))?;
-            let mut covered = vec![0u32; schema.columns.len()];
             for file in &f.files {
                 paths::validate_relative(&file.path, &fw)?;
                 if file.column_ids.windows(2).any(|w| w[0] >= w[1]) {
                     return Err(Error::invalid(&fw, "a file's column ids must ascend [SEG-05]"));
                 }
-                for id in &file.column_ids {
-                    if let Some(i) = schema.columns.iter().position(|c| c.id == *id) {
-                        covered[i] += 1;
-                    }
-                }
-            }
-            if let Some(i) = covered.iter().position(|&n| n != 1) {
-                return Err(Error::invalid(
-                    &fw,
-                    format!(
-                        "column {} is in {} of the fragment's files, must be in one [SEG-06]",
-                        schema.columns[i].id, covered[i]
-                    ),
-                ));
             }
             if let Some(d) = &f.deletion {
                 paths::validate_relative(&d.path, &fw)?;
@@ -341,6 +327,25 @@ impl Segment {
 }
 
 impl Fragment {
+    /// Checks that every schema column is read from exactly one of the fragment's files
+    /// `[SEG-06]`. Run on the fragments of the version (the map after the last segment), not
+    /// on entries that a later segment replaced or removed.
+    ///
+    /// # Errors
+    /// `invalid` naming the first column read from zero or several files.
+    pub fn check_columns(&self, schema: &Schema) -> Result<()> {
+        for c in &schema.columns {
+            let n = self.files.iter().filter(|f| f.column_ids.contains(&c.id)).count();
+            if n != 1 {
+                return Err(Error::invalid(
+                    format!("fragment {}", self.id),
+                    format!("column {} is in {n} of the fragment's files, must be in one [SEG-06]", c.id),
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// Rows not deleted.
     #[must_use]
     pub fn live_rows(&self) -> u64 {

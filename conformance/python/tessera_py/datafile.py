@@ -191,8 +191,9 @@ class ColumnRows:
 
 
 def read_column(df: DataFile, col: M.Column, live) -> ColumnRows:
-    """VAL-12 for one schema column read from `df`. `live[i]` says whether physical row i
-    is returned (not deleted); bool and utf8 checks apply to returned rows only."""
+    """VAL-12 for one schema column read from `df`, over every page and every physical row
+    (VAL-16): bool and utf8 checks apply to deleted and null rows too. `live` is unused and
+    kept for callers."""
     w0 = f"data file {df.path}: column {col.id}"
     ch = df.chunks[col.id]
     rows = df.footer.row_count
@@ -261,14 +262,14 @@ def read_column(df: DataFile, col: M.Column, live) -> ColumnRows:
             rb = dec[off:off + nb]
             off += nb
             ok = True if valid is None else valid[i]
-            if ok and live[i]:
-                if col.dtype == M.DT_BOOL and nb and bytes(rb).translate(None, b"\x00\x01"):
-                    raise invalid(f"{w}: row {i} has a bool element other than 00/01")
-                if col.dtype == M.DT_UTF8:
-                    try:
-                        str(rb, "utf-8")
-                    except UnicodeDecodeError:
-                        raise invalid(f"{w}: row {i} is not valid UTF-8") from None
+            # VAL-16: every row of every page, deleted and null rows included
+            if col.dtype == M.DT_BOOL and nb and bytes(rb).translate(None, b"\x00\x01"):
+                raise invalid(f"{w}: row {i} has a bool element other than 00/01")
+            if col.dtype == M.DT_UTF8:
+                try:
+                    str(rb, "utf-8")
+                except UnicodeDecodeError:
+                    raise invalid(f"{w}: row {i} is not valid UTF-8") from None
             out.valid.append(ok)
             out.shapes.append(shapes[k])
             out.raw.append(rb)

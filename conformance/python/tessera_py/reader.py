@@ -14,6 +14,11 @@ from .errors import TesseraError, invalid, limit
 from .store import U64_MAX, Store
 from .validate import LIM_ROWS, check_manifest, check_path, valid_ref_name
 
+# ENV-10: a whole-object GET of an enveloped object reads at most 28 + its type's body limit.
+_BOUND_MANIFEST = 28 + BODY_LIMIT_MANIFEST
+_BOUND_SEGMENT = 28 + BODY_LIMIT_SEGMENT  # deletion vectors too (DEL-01)
+_BOUND_TAG = 28 + BODY_LIMIT_TAG
+
 
 def manifest_key(branch: str, version: int) -> str:
     return f"branches/{branch}/{version:020d}.tsm"
@@ -49,14 +54,14 @@ def resolve(store: Store, branch: str, version: int, visited=None) -> M.Manifest
     if branch in visited:
         raise invalid(f"base resolution visits branch {branch!r} twice")
     visited.add(branch)
-    obj = store.get(manifest_key(branch, version))
+    obj = store.get(manifest_key(branch, version), _BOUND_MANIFEST)
     if obj is not None:
         return load_manifest(obj, branch, version)
     versions = store.list_versions(branch)
     if not versions:
         raise TesseraError("not_found", f"branch {branch!r} has no version {version}")
     v0 = min(versions)
-    obj0 = store.get(manifest_key(branch, v0))
+    obj0 = store.get(manifest_key(branch, v0), _BOUND_MANIFEST)
     if obj0 is None:
         raise TesseraError("io", f"{manifest_key(branch, v0)} disappeared while reading")
     m0 = load_manifest(obj0, branch, v0)
@@ -91,7 +96,7 @@ def open_tag(store: Store, name: str) -> M.Manifest:
     """VAL-13."""
     _caller_name(name, "tag")
     key = f"tags/{name}.tst"
-    obj = store.get(key)
+    obj = store.get(key, _BOUND_TAG)
     if obj is None:
         raise TesseraError("not_found", f"tag {name!r} does not exist")
     body = check_envelope(obj, MAGIC_TAG, BODY_LIMIT_TAG, f"tag record {key}")
@@ -103,7 +108,7 @@ def open_tag(store: Store, name: str) -> M.Manifest:
     if t.target.version < 1:
         raise invalid(f"tag {name!r}: target version 0")
     mkey = manifest_key(t.target.branch, t.target.version)
-    mobj = store.get(mkey)
+    mobj = store.get(mkey, _BOUND_MANIFEST)
     if mobj is None:
         raise invalid(f"tag {name!r}: target {mkey} does not exist")
     m = load_manifest(mobj, t.target.branch, t.target.version)
@@ -119,7 +124,7 @@ def open_fragments(store: Store, m: M.Manifest) -> list:
     frags = {}
     for si, sref in enumerate(m.segments):
         what = f"segment {sref.path}"
-        obj = store.get(sref.path)
+        obj = store.get(sref.path, _BOUND_SEGMENT)
         if obj is None:  # 1.
             raise invalid(f"{what} does not exist")
         if len(obj) != sref.size or envelope_crc(obj) != sref.crc32:  # 2. SEG-01
@@ -153,15 +158,6 @@ def open_fragments(store: Store, m: M.Manifest) -> list:
                     if not a < b:
                         raise invalid(f"{fw} file {fi}: column ids are not strictly "
                                       f"ascending")
-            count = dict.fromkeys(schema_ids, 0)
-            for ref in f.files:
-                for c in ref.column_ids:
-                    if c in count:
-                        count[c] += 1
-            for c in m.schema.columns:
-                if count[c.id] != 1:
-                    raise invalid(f"{fw}: column {c.id} appears in {count[c.id]} data file "
-                                  f"references, not exactly one")
             if f.deletion is not None:
                 check_path(f.deletion.path, f"{fw} deletion vector")
                 if not 1 <= f.deletion.deleted_count <= f.row_count:
@@ -178,6 +174,17 @@ def open_fragments(store: Store, m: M.Manifest) -> list:
         for f in seg.fragments:
             frags[f.id] = f
     out = [frags[k] for k in sorted(frags)]
+    # SEG-06, on the final fragment map only: entries a later segment replaced are not checked.
+    for f in out:
+        count = dict.fromkeys(schema_ids, 0)
+        for ref in f.files:
+            for c in ref.column_ids:
+                if c in count:
+                    count[c] += 1
+        for c in m.schema.columns:
+            if count[c.id] != 1:
+                raise invalid(f"fragment {f.id}: column {c.id} appears in {count[c.id]} data "
+                              f"file references, not exactly one")
     live = sum(live_rows(f) for f in out)
     if live != m.row_count:  # MAN-06
         raise invalid(f"manifest row_count {m.row_count}; the fragments hold {live} live rows")
@@ -194,7 +201,7 @@ def load_deletions(store: Store, f: M.Fragment) -> set:
     if d is None:
         return set()
     what = f"deletion vector {d.path}"
-    obj = store.get(d.path)
+    obj = store.get(d.path, _BOUND_SEGMENT)
     if obj is None:
         raise invalid(f"{what} does not exist")
     if len(obj) != d.size or envelope_crc(obj) != d.crc32:

@@ -23,14 +23,23 @@ class Store:
     def _path(self, key: str) -> str:
         return os.path.join(self.root, *key.split("/"))
 
-    def get(self, key: str):
-        """The object's bytes, or None if no object has this key."""
+    def get(self, key: str, bound=None):
+        """The object's bytes, or None if no object has this key. With `bound` (ENV-10: 28 +
+        the body limit of the enveloped type expected), an object larger than `bound` is
+        `limit`, found from its size before its bytes are read, and never read past `bound`."""
         path = self._path(key)
         try:
             if os.path.isdir(path):
                 return None
             with open(path, "rb") as f:
-                return f.read()
+                if bound is None:
+                    return f.read()
+                size = os.fstat(f.fileno()).st_size
+                data = f.read(bound + 1)
+                if size > bound or len(data) > bound:
+                    raise TesseraError("limit", f"object {key}: size {max(size, len(data))} is over "
+                                                f"{bound}, 28 + its type's body limit (ENV-10)")
+                return data
         except OSError as e:
             if e.errno in _ABSENT:
                 return None

@@ -10,7 +10,7 @@ LIM_RANK = 8                # LIM-02
 LIM_NAME = 256              # LIM-03
 LIM_META_ENTRIES = 1024     # LIM-04
 LIM_META_BYTES = 65536      # LIM-04 (key, value, message)
-LIM_ROW_BYTES = 1 << 30     # LIM-09
+LIM_ROW_BYTES = 1 << 28     # LIM-09 (256 MiB, = LIM-07)
 LIM_ROWS = 1 << 24          # LIM-10
 LIM_PAGES = 1 << 24         # LIM-11
 LIM_PATH_BYTES = 1024       # LIM-12

@@ -112,6 +112,27 @@ impl Emitter {
         write_meta(&dir, spec, case_class, vec![class.to_string()], Some(hint.to_string()))
     }
 
+    /// Builds a must-reject case with several faults whose order SPEC.md §16 leaves open
+    /// `[VAL-17]`: every class in `classes` counts as a pass. The reference must report one of
+    /// them, with `hint` in its message.
+    pub(crate) fn reject_multi(
+        &mut self,
+        spec: Spec<'_>,
+        classes: &[&str],
+        hint: &str,
+        build: impl FnOnce(&Path) -> Result<()>,
+    ) -> Result<()> {
+        let (dir, input) = self.start(&spec, CaseClass::Reject, build)?;
+        match reference_impl::read(&input, spec.args.as_ref()) {
+            Outcome::Rejected { class: got, message } if classes.contains(&got.as_str()) && message.contains(hint) => {}
+            other => {
+                bail!("reject case {}: expected one of {classes:?} with {hint:?}, got {}", spec.id, other.summary())
+            }
+        }
+        let classes = classes.iter().map(ToString::to_string).collect();
+        write_meta(&dir, spec, CaseClass::Reject, classes, Some(hint.to_string()))
+    }
+
     /// Builds a writer case: `logical.json` and the `expected.json` computed from it alone.
     /// The reference writes the description (small pages and files, fixed clock), and must
     /// read every version and tag back to exactly the expected dumps, verify, and pass the

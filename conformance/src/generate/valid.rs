@@ -30,6 +30,7 @@ pub(crate) fn all(em: &mut Emitter) -> Result<()> {
     kinds(em)?;
     schemas(em)?;
     multimodal(em)?;
+    reading(em)?;
     Ok(())
 }
 
@@ -947,4 +948,167 @@ fn multimodal(em: &mut Emitter) -> Result<()> {
             Ok(())
         },
     )
+}
+
+/// Edges of reading a version (SPEC.md issue 15): the final fragment map `[SEG-06]`, what a
+/// read does not open `[VAL-16]`, kind edge values `[KND-03]` `[KND-06]` `[KND-08]`, exact
+/// integers and user `x-` keys in dumps `[DUMP-10]`, and directories on a local file system
+/// `[LAY-11]`.
+fn reading(em: &mut Emitter) -> Result<()> {
+    em.valid(
+        Spec::new(
+            "v-layout-0012-column-added-segments-unmerged",
+            &["SEG-06", "SEG-08", "EVO-01"],
+            "main@3 after column `b` was added to a fragment written without it, with the segments left unmerged: \
+             the append's segment, whose entry for fragment 0 lacks `b`, then the segment that replaces fragment 0 \
+             with `b`; SEG-06 holds on the final fragment map",
+        ),
+        |input| {
+            let mut clock = Clock::new();
+            let v1 = create(input, Schema::new([Column::new("a", DType::I32, &[])])?, &mut clock)?;
+            let v2 =
+                v1.append(&batch(vec![("a", ColumnData::from_scalars(&[1i32, 2, 3]))])?, "three rows", clock.tick())?;
+            let b = ColumnData::from_scalars(&[10i64, 20, 30]);
+            v2.add_column(Column::new("b", DType::I64, &[]), Some(&b), "add b", &clock.tick())?;
+            let d = Ds::new(input);
+            let m2 = d.manifest(&tessera::paths::manifest_key("main", 2))?;
+            let key = d.main()?;
+            let m3 = d.manifest(&key)?;
+            if m2.segments.len() != 1 || m3.segments.len() != 1 || m3.segments == m2.segments {
+                bail!("expected one segment in each of main@2 and main@3");
+            }
+            d.edit_manifest(&key, |m| m.segments.insert(0, m2.segments[0].clone()))
+        },
+    )?;
+    em.valid(
+        Spec::new(
+            "v-kind-0011-edge-values",
+            &["KND-03", "KND-06", "KND-08", "DUMP-01", "DUMP-10"],
+            "kind edge values: video with fps_milli 0, tokens with vocab_size 0 (empty rows) and 2^53 + 1, class \
+             names that are empty or hold control characters, a u8 [2^53 + 1, 0] column (exact integers above \
+             2^53 in the dump), and a column `x-score` with metadata key `x-note` (user keys, compared)",
+        ),
+        |input| {
+            let big = (1u64 << 53) + 1;
+            let schema = Schema::new([
+                Column::new("clip", DType::U8, &[Fixed(1), Fixed(2), Fixed(2), Fixed(1)])
+                    .with_kind(Kind::Video { fps_milli: 0 }),
+                Column::new("no_vocab", DType::U32, &[Ragged]).with_kind(Kind::Tokens { vocab_size: Some(0) }),
+                Column::new("big_vocab", DType::U64, &[Ragged]).with_kind(Kind::Tokens { vocab_size: Some(big) }),
+                Column::new("label", DType::U8, &[])
+                    .with_kind(Kind::ClassLabel { names: vec![String::new(), "tab\there".into(), "\u{7f}".into()] }),
+                Column::new("huge_empty", DType::U8, &[Fixed(big), Fixed(0)]),
+                Column::new("x-score", DType::F32, &[]).with_metadata("x-note", "a user key: compared"),
+            ])?
+            .with_metadata("x-source", "a user key: compared");
+            let empty: &[u32] = &[];
+            let b = batch(vec![
+                ("clip", ColumnData::from_fixed(&[1, 2, 2, 1], &[1u8, 2, 3, 4, 5, 6, 7, 8])?),
+                ("no_vocab", ColumnData::from_sequences(&[empty, empty])),
+                ("big_vocab", ColumnData::from_sequences(&[&[0u64, big - 1][..], &[7u64][..]])),
+                ("label", ColumnData::from_scalars(&[0u8, 2])),
+                ("huge_empty", dense(DType::U8, &[Fixed(big), Fixed(0)], vec![Row::raw(&[big, 0], Vec::new()); 2])?),
+                ("x-score", ColumnData::from_scalars(&[0.5f32, -2.0])),
+            ])?;
+            one_commit(input, schema, &b, WriteOptions::default()).map(drop)
+        },
+    )?;
+    em.valid_unverified(
+        Spec::new(
+            "v-deletion-0007-fully-deleted-fragment-not-read",
+            &["VAL-16", "DEL-05"],
+            "fragment 0 lists deleted_count = row_count = 3 and its deletion vector object is absent: a fragment \
+             with no live row is not read (a verifier rejects the version)",
+        ),
+        |input| {
+            let mut clock = Clock::new();
+            let v1 = create(input, Schema::new([Column::new("v", DType::I32, &[])])?, &mut clock)?;
+            let v2 = v1.append(&batch(vec![("v", ColumnData::from_scalars(&[1i32, 2, 3]))])?, "a", clock.tick())?;
+            let v3 = v2.append(&batch(vec![("v", ColumnData::from_scalars(&[4i32, 5]))])?, "b", clock.tick())?;
+            v3.delete_rows(&[1], "delete a row of fragment 0", &clock.tick())?;
+            let d = Ds::new(input);
+            let key = d.main()?;
+            let dref = d.deletion_ref(&key, 0)?;
+            d.edit_deletion_ref(&key, 0, |r| r.deleted_count = 3)?;
+            d.edit_manifest(&key, |m| m.row_count = 2)?;
+            d.remove(&dref.path)
+        },
+    )?;
+    em.valid_unverified(
+        Spec::new(
+            "v-layout-0013-zero-row-fragment-not-read",
+            &["VAL-16", "SEG-04"],
+            "a fragment of 0 rows whose data file reference names an object that does not exist: a fragment with no \
+             live row is not read (a verifier rejects the version)",
+        ),
+        |input| {
+            let mut clock = Clock::new();
+            let v1 = create(input, Schema::new([Column::new("v", DType::I32, &[])])?, &mut clock)?;
+            v1.append(&batch(vec![("v", ColumnData::from_scalars(&[1i32, 2]))])?, "two rows", clock.tick())?;
+            let d = Ds::new(input);
+            let key = d.main()?;
+            let m = d.manifest(&key)?;
+            let (next, last) = (m.next_fragment_id, m.segments.len() - 1);
+            d.edit_segment(&key, last, |s| {
+                s.fragments.push(tessera::manifest::Fragment {
+                    id: next,
+                    row_count: 0,
+                    files: vec![tessera::manifest::DataFileRef {
+                        path: "data/never-written.tsd".into(),
+                        size: 4096,
+                        footer_crc32: 0,
+                        column_ids: vec![0],
+                    }],
+                    deletion: None,
+                    stats: Vec::new(),
+                });
+            })?;
+            d.edit_manifest(&key, |m| {
+                m.next_fragment_id = next + 1;
+                m.segments[last].fragment_count += 1;
+            })
+        },
+    )?;
+    em.valid_unverified(
+        Spec::new(
+            "v-evolve-0014-dropped-column-file-not-read",
+            &["VAL-16", "EVO-02", "SEG-06"],
+            "column `gone` was stored in its own data file and then dropped; that file no longer exists: a \
+             DataFileRef that lists no schema column is not read (a verifier rejects the version)",
+        ),
+        |input| {
+            let mut clock = Clock::new();
+            let schema = Schema::new([Column::new("keep", DType::I32, &[]), Column::new("gone", DType::F64, &[])])?;
+            let v1 = create(input, schema, &mut clock)?;
+            let b = batch(vec![
+                ("keep", ColumnData::from_scalars(&[1i32, 2, 3])),
+                ("gone", ColumnData::from_scalars(&[0.5f64, 1.5, 2.5])),
+            ])?;
+            let opts = WriteOptions { column_groups: vec![vec!["gone".into()]], ..clock.tick() };
+            let v2 = v1.append(&b, "three rows", opts)?;
+            v2.drop_column("gone", "drop gone", &clock.tick())?;
+            let d = Ds::new(input);
+            let key = d.main()?;
+            let seg = d.segment(&d.segment_key(&key, 0)?)?;
+            let Some(r) = seg.fragments[0].files.iter().find(|f| f.column_ids == [1]) else {
+                bail!("no data file holding only `gone`");
+            };
+            d.remove(&r.path)
+        },
+    )?;
+    em.valid(
+        Spec::new(
+            "v-layout-0014-directories-are-not-keys",
+            &["LAY-11", "VER-02", "LAY-05"],
+            "branches/main/ also holds a directory named 00000000000000000009.tsm (with a file in it) and a \
+             subdirectory holding 00000000000000000008.tsm: neither is a version, so the latest is main@2",
+        ),
+        |input| {
+            random_commit(input, Schema::new([Column::new("v", DType::U16, &[])])?, 81, 3, 0)?;
+            let d = Ds::new(input);
+            d.write("branches/main/00000000000000000009.tsm/stray", b"a file inside a directory\n")?;
+            d.write("branches/main/old/00000000000000000008.tsm", b"not directly under branches/main/\n")
+        },
+    )?;
+    Ok(())
 }

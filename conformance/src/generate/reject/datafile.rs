@@ -690,6 +690,83 @@ pub(super) fn datafiles(em: &mut Emitter) -> Result<()> {
     Ok(())
 }
 
+/// Reading a version checks every page and row of a fragment with a live row, deleted rows
+/// included `[VAL-16]`; faults whose order §16 leaves open may be reported either way `[VAL-17]`.
+pub(super) fn reading(em: &mut Emitter) -> Result<()> {
+    em.reject(
+        Spec::new(
+            "n-datafile-0040-bool-2-in-deleted-row",
+            &["VAL-16", "DT-02", "VAL-12"],
+            "row 5 of the basic dataset is deleted, and its bool element is the byte 2 (page CRC re-sealed): a \
+             deleted row's values are checked too",
+        ),
+        "invalid",
+        "bool element not 0 or 1",
+        |input| {
+            let (v2, mut clock) = basic(input)?;
+            v2.delete_rows(&[5], "delete the last row", &clock.tick())?;
+            edit_file(input, |p, f| {
+                let b = page0(f, FLAGS)?;
+                block_bytes(p, b)[11] = 2;
+                reseal_block(p, b);
+                Ok(())
+            })
+        },
+    )?;
+    em.reject(
+        Spec::new(
+            "n-datafile-0041-crc-of-page-of-deleted-rows",
+            &["VAL-16", "DF-26"],
+            "an i64 column in 3 pages of 2 rows; rows 4 and 5, the whole last page, are deleted, and that page's \
+             stored bytes no longer match its CRC: a page holding only deleted rows is checked too",
+        ),
+        "malformed",
+        "CRC",
+        |input| {
+            let schema = Schema::new([Column::new("v", DType::I64, &[])])?;
+            let mut clock = Clock::new();
+            let ds = create(input, schema, &mut clock)?;
+            let opts = tessera::WriteOptions { page_bytes: 16, ..clock.tick() };
+            let v2 =
+                ds.append(&batch(vec![("v", ColumnData::from_scalars(&[1i64, 2, 3, 4, 5, 6]))])?, "six rows", opts)?;
+            v2.delete_rows(&[4, 5], "delete the last page's rows", &clock.tick())?;
+            let (d, m) = main_key(input)?;
+            d.edit_data_file(&m, FileLoc::default(), |p, f| {
+                let pages = &chunk(f, 0)?.pages;
+                if pages.len() != 3 {
+                    bail!("expected 3 pages, got {}", pages.len());
+                }
+                let b = pages[2].block;
+                block_bytes(p, &b)[0] ^= 0x40;
+                Ok(())
+            })
+        },
+    )?;
+    em.reject_multi(
+        Spec::new(
+            "n-datafile-0042-multi-deletion-vector-and-page",
+            &["VAL-17", "VAL-16", "VAL-15", "DF-26"],
+            "two faults in one fragment, whose order VAL-17 leaves open: row 0 is deleted and the deletion vector \
+             object is absent (invalid), and the id column's page no longer matches its CRC (malformed)",
+        ),
+        &["invalid", "malformed"],
+        "does not exist",
+        |input| {
+            let (v2, mut clock) = basic(input)?;
+            v2.delete_rows(&[0], "delete the first row", &clock.tick())?;
+            let (d, m) = main_key(input)?;
+            let dref = d.deletion_ref(&m, 0)?;
+            d.remove(&dref.path)?;
+            edit_file(input, |p, f| {
+                let b = page0(f, ID)?;
+                block_bytes(p, b)[0] ^= 0x01;
+                Ok(())
+            })
+        },
+    )?;
+    Ok(())
+}
+
 /// A u8 [0] column (rows of zero bytes, stored as one empty page) and an i64 column, 3 rows.
 fn zero_width(input: &Path) -> Result<()> {
     let schema = Schema::new([Column::new("z", DType::U8, &[Fixed(0)]), Column::new("id", DType::I64, &[])])?;

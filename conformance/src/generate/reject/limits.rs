@@ -196,5 +196,24 @@ pub(super) fn limits(em: &mut Emitter) -> Result<()> {
             })
         },
     )?;
+    em.reject(
+        Spec::new(
+            "n-limits-0015-ragged-row-over-256mib",
+            &["LIM-09", "LIM-15", "DF-19"],
+            "the shapes block gives an i32 [?] row 2^26 + 1 elements, 4 bytes over LIM-09's 256 MiB (block CRC \
+             re-sealed)",
+        ),
+        "limit",
+        "row 0 bytes",
+        |input| {
+            basic(input)?;
+            edit_file(input, |p, f| {
+                let s = chunk(f, TOKENS)?.shapes.as_mut().ok_or_else(|| GenError("no shapes".into()))?;
+                block_bytes(p, s)[..8].copy_from_slice(&((1u64 << 26) + 1).to_le_bytes());
+                reseal_block(p, s);
+                Ok(())
+            })
+        },
+    )?;
     Ok(())
 }

@@ -266,5 +266,22 @@ pub(super) fn manifests(em: &mut Emitter) -> Result<()> {
         |m| m.schema.columns[ID as usize].kind = Kind::Mask,
         11,
     )?;
+    manifest_variant_case(
+        em,
+        Spec::new(
+            "n-manifest-0033-unknown-statistics-scalar-variant",
+            &["STAT-07", "ENC-02"],
+            "the manifest's statistics of column `id` have a min whose Scalar variant index is 4, one past Float \
+             (CRC re-sealed): statistics are not validated, but they must decode",
+        ),
+        |m| {
+            if let Some(s) = m.stats.iter_mut().find(|s| s.column_id == ID)
+                && let Some(tessera::manifest::Scalar::Int(v)) = s.min
+            {
+                s.min = Some(tessera::manifest::Scalar::UInt(v.cast_unsigned()));
+            }
+        },
+        4,
+    )?;
     Ok(())
 }

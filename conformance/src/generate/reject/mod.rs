@@ -28,6 +28,7 @@ pub(crate) fn all(em: &mut Emitter) -> Result<()> {
     paths::path_cases(em)?;
     limits::limits(em)?;
     datafile::datafiles(em)?;
+    datafile::reading(em)?;
     codec::codecs(em)?;
     tags::refs(em)?;
     Ok(())

@@ -32,6 +32,21 @@ pub(super) fn path_cases(em: &mut Emitter) -> Result<()> {
         ("n-path-0009-datafile-dot-segment", |p| format!("./{p}"), "a data file path has a `.` segment"),
         ("n-path-0010-datafile-non-ascii", |p| p.replace("data", "dätä"), "a data file path has non-ASCII letters"),
     ];
+    em.reject(
+        Spec::new(
+            "n-path-0013-trailing-slash-counts-a-segment",
+            &["LIM-12", "LAY-10", "SEG-05"],
+            "a data file path is `a/b/c/d/e/f/g/h/`: 8 named segments and the empty one after the last `/` make 9, \
+             over LIM-12 (limit, checked before the grammar that also forbids the empty segment)",
+        ),
+        "limit",
+        "path segments",
+        |input| {
+            basic(input)?;
+            let (ds, m) = main_key(input)?;
+            ds.edit_file_ref(&m, FileLoc::default(), |r| r.path = "a/b/c/d/e/f/g/h/".into())
+        },
+    )?;
     for (id, f, description) in file_paths {
         em.reject(Spec::new(id, &["LAY-09", "SEC-02", "SEG-05"], description), "invalid", "[LAY-09]", |input| {
             basic(input)?;

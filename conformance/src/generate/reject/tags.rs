@@ -68,5 +68,23 @@ pub(super) fn refs(em: &mut Emitter) -> Result<()> {
         "bad branch name in tag",
         |input| edit_tag(input, |t| t.target.branch = "../main".into()),
     )?;
+    em.reject(
+        Spec::new(
+            "n-ref-0007-tag-object-over-get-bound",
+            &["ENV-10", "VAL-13"],
+            "tag record t1 is followed by zero bytes up to 28 + 65536 + 1 bytes: the object is one byte over \
+             the bound of a whole-object GET of a tag (its body_len is unchanged and small)",
+        )
+        .with_args(tag_t1()),
+        "limit",
+        "size",
+        |input| {
+            tagged(input)?;
+            let ds = Ds::new(input);
+            let mut bytes = ds.read(T1)?;
+            bytes.resize(28 + 65536 + 1, 0);
+            ds.write(T1, &bytes)
+        },
+    )?;
     Ok(())
 }
