@@ -162,7 +162,34 @@ impl Emitter {
         std::fs::write(dir.join("logical.json"), text)?;
         std::fs::write(dir.join("expected.json"), canonical_json::to_string_pretty(&expected))?;
         *self.counts.entry((CaseClass::Writer, area.to_string())).or_default() += 1;
-        write_meta(&dir, spec, CaseClass::Writer, Vec::new(), None)
+        let writer_id = spec.id.to_string();
+        write_meta(&dir, spec, CaseClass::Writer, Vec::new(), None)?;
+        self.written(area, &writer_id, logical)
+    }
+
+    /// The read side of a writer case: the dataset the reference writes from `logical` (small
+    /// pages and files, fixed clock) as a valid read case of its latest version, so that a
+    /// read-only implementation has every writer case's dataset to read. Its dump must be the
+    /// one the description alone gives.
+    fn written(&mut self, area: &str, writer_id: &str, logical: &Logical) -> Result<()> {
+        let n = self.counts.get(&(CaseClass::Valid, "written".to_string())).copied().unwrap_or(0) + 1;
+        let slug = writer_id.splitn(4, '-').nth(3).unwrap_or_default();
+        let id = format!("v-written-{n:04}-{area}-{slug}");
+        let description = format!(
+            "the dataset the reference writes for writer case {writer_id} (small pages and files, fixed clock), \
+             read at its latest version of main"
+        );
+        let want = logical.expected_dump(logical.versions());
+        self.valid(Spec::new(&id, &["DUMP-01", "VAL-16"], &description), |input| {
+            Ok(logical.write_with_reference(input, &RefWrite::small_deterministic())?)
+        })?;
+        let dir = self.root.join(CaseClass::Valid.dir()).join("written").join(&id);
+        let got: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.join("expected.json"))?)
+            .map_err(|e| super::GenError(format!("{id}: expected.json: {e}")))?;
+        if !crate::compare::equal(&want, &got) {
+            bail!("{id}: the reference's dump differs from the description's");
+        }
+        Ok(())
     }
 
     /// Creates the case directory and runs `build` on its `input/`.

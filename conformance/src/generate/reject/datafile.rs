@@ -764,6 +764,56 @@ pub(super) fn reading(em: &mut Emitter) -> Result<()> {
             })
         },
     )?;
+    em.reject_multi(
+        Spec::new(
+            "n-datafile-0043-multi-two-columns",
+            &["VAL-17", "DT-02", "DF-26"],
+            "two faults in two columns of one data file, whose order VAL-17 leaves open: a bool element of `flags` \
+             is the byte 2 (page CRC re-sealed, invalid), and the page of `feat` no longer matches its CRC \
+             (malformed)",
+        ),
+        &["invalid", "malformed"],
+        "bool element not 0 or 1",
+        |input| {
+            basic(input)?;
+            edit_file(input, |p, f| {
+                let b = page0(f, FLAGS)?;
+                block_bytes(p, b)[1] = 2;
+                reseal_block(p, b);
+                let b = page0(f, FEAT)?;
+                block_bytes(p, b)[0] ^= 0x01;
+                Ok(())
+            })
+        },
+    )?;
+    em.reject_multi(
+        Spec::new(
+            "n-datafile-0044-multi-two-fragments",
+            &["VAL-17", "DF-26", "VAL-15"],
+            "two faults in two fragments, whose order VAL-17 leaves open: fragment 0's page no longer matches its \
+             CRC (malformed), and fragment 1's data file does not exist (invalid)",
+        ),
+        &["invalid", "malformed"],
+        "CRC",
+        |input| {
+            let schema = Schema::new([Column::new("v", DType::I64, &[])])?;
+            let mut clock = Clock::new();
+            let v1 = create(input, schema, &mut clock)?;
+            let v2 =
+                v1.append(&batch(vec![("v", ColumnData::from_scalars(&[1i64, 2]))])?, "fragment 0", clock.tick())?;
+            v2.append(&batch(vec![("v", ColumnData::from_scalars(&[3i64, 4]))])?, "fragment 1", clock.tick())?;
+            let (d, m) = main_key(input)?;
+            let (seg, frag) = d.find_fragment(&m, 1)?;
+            let gone = d.file_ref(&m, FileLoc { seg, frag, file: 0 })?;
+            let (seg, frag) = d.find_fragment(&m, 0)?;
+            d.edit_data_file(&m, FileLoc { seg, frag, file: 0 }, |p, f| {
+                let b = page0(f, 0)?;
+                block_bytes(p, b)[0] ^= 0x01;
+                Ok(())
+            })?;
+            d.remove(&gone.path)
+        },
+    )?;
     Ok(())
 }
 
