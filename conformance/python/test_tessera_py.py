@@ -64,8 +64,18 @@ class Lz4Tests(unittest.TestCase):
         src = seq(b"abc", 3, 10) + seq(b"XYZ12")
         self.assertEqual(lz4.decompress(src, 18), b"abcabcabcabca" + b"XYZ12")
         # run-length: offset 1
-        src = seq(b"z", 1, 300) + seq(b"")
+        src = seq(b"z", 1, 295) + seq(b"zzzzz")
         self.assertEqual(lz4.decompress(src, 301), b"z" * 301)
+
+    def test_end_of_block_rules(self):
+        # DF-27: a match starts >= 12 bytes before the end and ends >= 5 bytes before it.
+        self.assertEqual(lz4.decompress(seq(b"a", 1, 7) + seq(b"bbbbb"), 13), b"a" * 8 + b"bbbbb")
+        with self.assertRaises(lz4.Lz4Error):  # ends 4 bytes before the end
+            lz4.decompress(seq(b"a", 1, 8) + seq(b"bbbb"), 13)
+        with self.assertRaises(lz4.Lz4Error):  # starts 11 bytes before the end
+            lz4.decompress(seq(b"aa", 1, 4) + seq(b"bbbbbbb"), 13)
+        with self.assertRaises(lz4.Lz4Error):  # run-length match up to the very end
+            lz4.decompress(seq(b"z", 1, 300) + seq(b""), 301)
 
     def test_long_lengths(self):
         lit = bytes(range(256)) * 2  # 512 literals: 15 + 255 + 242

@@ -78,12 +78,65 @@ pub fn decompress_into(codec: Codec, stored: &[u8], out: &mut [u8], what: &dyn F
             out.copy_from_slice(stored);
             return Ok(());
         }
-        Codec::Lz4 => lz4_flex::block::decompress_into(stored, out)
-            .map_err(|e| Error::malformed(what(), format!("lz4 block does not decode: {e}")))?,
+        Codec::Lz4 => {
+            let n = lz4_flex::block::decompress_into(stored, out)
+                .map_err(|e| Error::malformed(what(), format!("lz4 block does not decode: {e}")))?;
+            lz4_end_of_block(stored, n).map_err(|e| Error::malformed(what(), e))?;
+            n
+        }
         Codec::Zstd => zstd_into(stored, out, what)?,
     };
     if n != out.len() {
         return Err(Error::malformed(what(), format!("decoded {n} bytes, block declares {}", out.len())));
+    }
+    Ok(())
+}
+
+/// The LZ4 end-of-block rules `[DF-27]`, on a block that decoded to `raw_len` bytes: every match
+/// starts at least 12 bytes before the end of the block and ends at least 5 bytes before it (the
+/// last 5 bytes are literals). liblz4's decoder rejects blocks that break them.
+fn lz4_end_of_block(stored: &[u8], raw_len: usize) -> std::result::Result<(), String> {
+    let truncated = || "lz4 block does not decode: truncated".to_string();
+    let byte = |i: usize| stored.get(i).copied().map(usize::from).ok_or_else(truncated);
+    let ext = |i: &mut usize, mut len: usize| -> std::result::Result<usize, String> {
+        loop {
+            let b = byte(*i)?;
+            *i += 1;
+            len += b;
+            if b != 255 {
+                return Ok(len);
+            }
+        }
+    };
+    let (mut i, mut out) = (0usize, 0usize);
+    while i < stored.len() {
+        let token = byte(i)?;
+        i += 1;
+        let mut lit = token >> 4;
+        if lit == 15 {
+            lit = ext(&mut i, lit)?;
+        }
+        i += lit;
+        out += lit;
+        if i >= stored.len() {
+            break;
+        }
+        i += 2;
+        let mut len = token & 15;
+        if len == 15 {
+            len = ext(&mut i, len)?;
+        }
+        len += 4;
+        if out + 12 > raw_len {
+            return Err(format!(
+                "lz4 end-of-block rule: a match starts {} bytes before the end of the block, less than 12",
+                raw_len.saturating_sub(out)
+            ));
+        }
+        if out + len + 5 > raw_len {
+            return Err("lz4 end-of-block rule: a match ends within the last 5 bytes of the block".to_string());
+        }
+        out += len;
     }
     Ok(())
 }
@@ -168,6 +221,21 @@ mod tests {
         assert_eq!(decompress(Codec::Zstd, &good, a.len(), &w).unwrap(), a);
         let other = compress(Compression::Zstd { level: 1 }, &b).unwrap();
         assert_eq!(decompress(Codec::Zstd, &other, b.len(), &w).unwrap(), b);
+    }
+
+    #[test]
+    fn lz4_end_of_block_rules_are_checked() {
+        // [DF-27]: literal `a`, a match of 7 at offset 1, then 5 literals: the match starts 12
+        // and ends 5 bytes before the end of the 13-byte block.
+        let ok = [0x13, b'a', 1, 0, 0x50, b'b', b'b', b'b', b'b', b'b'];
+        assert_eq!(decompress(Codec::Lz4, &ok, 13, &w).unwrap(), b"aaaaaaaabbbbb");
+        // A match of 8: it ends 4 bytes before the end.
+        let late_end = [0x14, b'a', 1, 0, 0x40, b'b', b'b', b'b', b'b'];
+        let e = decompress(Codec::Lz4, &late_end, 13, &w).unwrap_err();
+        assert_eq!(e.class(), ErrorClass::Malformed);
+        // Two literals, then a match that starts 11 bytes before the end.
+        let late_start = [0x20, b'a', b'a', 1, 0, 0x70, b'b', b'b', b'b', b'b', b'b', b'b', b'b'];
+        assert_eq!(decompress(Codec::Lz4, &late_start, 13, &w).unwrap_err().class(), ErrorClass::Malformed);
     }
 
     #[test]

@@ -8,7 +8,9 @@ extension bytes when the low nibble is 15.
 
 `decompress(src, raw_len)` returns exactly `raw_len` bytes or raises `Lz4Error`. It never
 produces more than `raw_len` bytes: it fails as soon as a literal run or a match would go past
-`raw_len`, and it must consume all of `src`.
+`raw_len`, and it must consume all of `src`. It also checks LZ4's end-of-block rules, which
+liblz4 enforces (DF-27): every match starts at least 12 bytes before the end of the block and
+ends at least 5 bytes before it.
 """
 
 
@@ -71,6 +73,12 @@ def decompress(src, raw_len: int) -> bytes:
         mlen += 4
         if len(out) + mlen > raw_len:
             raise Lz4Error(f"output would exceed raw_len {raw_len}")
+        # DF-27 end-of-block rules (liblz4 enforces them): a match starts at least 12 bytes
+        # before the end of the block and ends at least 5 bytes before it.
+        if len(out) + 12 > raw_len:
+            raise Lz4Error(f"a match starts {raw_len - len(out)} bytes before the end, less than 12")
+        if len(out) + mlen + 5 > raw_len:
+            raise Lz4Error("a match ends within the last 5 bytes of the block")
         start = len(out) - offset
         if offset >= mlen:
             out += out[start:start + mlen]

@@ -11,9 +11,9 @@ use tessera::envelope;
 use tessera::{Codec, Compression};
 
 use super::base::{FEAT, ID, TOKENS, basic, edit_file, main_key, page0, put_u32, raw_of, restore_block};
-use crate::generate::Result;
 use crate::generate::emit::{Emitter, Spec};
 use crate::generate::mutate::{FileLoc, field_offset};
+use crate::generate::{GenError, Result, bail};
 
 /// Replaces a column's first page with `make(raw)`, keeping `raw_len`.
 fn restream(input: &Path, column: u32, make: impl FnOnce(&[u8]) -> Result<Vec<u8>>) -> Result<()> {
@@ -26,7 +26,74 @@ fn restream(input: &Path, column: u32, make: impl FnOnce(&[u8]) -> Result<Vec<u8
     })
 }
 
+/// An LZ4 stream of the basic dataset's `feat` page (96 bytes, a 16-byte period): 16 literals,
+/// then a match of `first` bytes at offset 16, then, if `second` is not 0, a match of `second`
+/// bytes at offset 16, then the rest as literals. Lengths are chosen so that every nibble of a
+/// match length is below 15 or extended by one byte, and every literal run is below 15 bytes
+/// except the first.
+fn feat_stream(raw: &[u8], first: usize, second: usize) -> Result<Vec<u8>> {
+    if raw.len() != 96 || raw[..80] != raw[16..] || first < 19 || !(second == 0 || (4..19).contains(&second)) {
+        bail!("the feat page is not the expected 96-byte periodic page");
+    }
+    let mut s = vec![0xFF, 0x01];
+    s.extend_from_slice(&raw[..16]);
+    s.extend_from_slice(&[0x10, 0x00, u8::try_from(first - 19).map_err(|_| GenError("match too long".into()))?]);
+    let mut at = 16 + first;
+    if second > 0 {
+        s.extend_from_slice(&[u8::try_from(second - 4).unwrap_or(0), 0x10, 0x00]);
+        at += second;
+    }
+    let rest = raw.len() - at;
+    if rest >= 15 {
+        bail!("final literal run too long");
+    }
+    s.push(u8::try_from(rest << 4).unwrap_or(0));
+    s.extend_from_slice(&raw[at..]);
+    Ok(s)
+}
+
 pub(super) fn codecs(em: &mut Emitter) -> Result<()> {
+    em.valid(
+        Spec::new(
+            "v-codec-0007-lz4-end-of-block-boundary",
+            &["DF-27"],
+            "the basic dataset with its LZ4 `feat` page (96 bytes) re-encoded so that the last match starts \
+             exactly 12 bytes and ends exactly 5 bytes before the end of the block, as LZ4's end-of-block rules \
+             (and liblz4) allow (CRC re-sealed)",
+        ),
+        |input| {
+            basic(input)?;
+            restream(input, FEAT, |raw| feat_stream(raw, 68, 7))
+        },
+    )?;
+    em.reject(
+        Spec::new(
+            "n-codec-0009-lz4-match-ends-in-last-5-bytes",
+            &["DF-27"],
+            "the LZ4 `feat` page (96 bytes) re-encoded so that its last match ends 4 bytes before the end of the \
+             block: the last 5 bytes must be literals (CRC re-sealed)",
+        ),
+        "malformed",
+        "last 5 bytes",
+        |input| {
+            basic(input)?;
+            restream(input, FEAT, |raw| feat_stream(raw, 76, 0))
+        },
+    )?;
+    em.reject(
+        Spec::new(
+            "n-codec-0010-lz4-match-starts-in-last-12-bytes",
+            &["DF-27"],
+            "the LZ4 `feat` page (96 bytes) re-encoded so that its last match starts 11 bytes before the end of \
+             the block, less than 12 (CRC re-sealed)",
+        ),
+        "malformed",
+        "less than 12",
+        |input| {
+            basic(input)?;
+            restream(input, FEAT, |raw| feat_stream(raw, 69, 4))
+        },
+    )?;
     em.reject(
         Spec::new(
             "n-codec-0001-unknown-codec-index",
