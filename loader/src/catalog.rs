@@ -193,6 +193,11 @@ impl Catalog {
         (live < frag.live_rows()).then(|| (f, frag.physical_row(live)))
     }
 
+    /// Whether the index of file `file` of fragment `frag` is cached.
+    pub(crate) fn has_meta(&self, frag: usize, file: usize) -> bool {
+        self.meta.lock().unwrap_or_else(std::sync::PoisonError::into_inner).entries.contains_key(&(frag, file))
+    }
+
     /// The index of file `file` of fragment `frag`, from the cache or built (one footer
     /// read, if not cached by the dataset, and one ranged read of the shape and validity
     /// blocks).

@@ -444,7 +444,10 @@ impl Worker {
         let sh = self.sh.clone();
         let cat = &sh.catalog;
         let b = slots.len();
-        // Indexes of every file the batch touches.
+        // Indexes of every file the batch touches (on object stores, the files not yet
+        // opened are opened together: a batch of a cold epoch waits for about one footer and
+        // one index round trip, not for two per file).
+        let mut opened = self.open_together(slots);
         let mut metas: HashMap<(usize, usize), Arc<FileMeta>> = HashMap::new();
         let mut bad_frags: BTreeMap<usize, LoaderError> = BTreeMap::new();
         for s in slots {
@@ -452,7 +455,10 @@ impl Worker {
                 if metas.contains_key(&(s.frag, fi)) || bad_frags.contains_key(&s.frag) {
                     continue;
                 }
-                match cat.file_meta(s.frag, fi, &sh.fetcher, &sh.acct, sh.meta_cap, &sh.stopped) {
+                let meta = opened
+                    .remove(&(s.frag, fi))
+                    .unwrap_or_else(|| cat.file_meta(s.frag, fi, &sh.fetcher, &sh.acct, sh.meta_cap, &sh.stopped));
+                match meta {
                     Ok(m) => {
                         if s.phys >= m.data_file.footer().row_count {
                             return Err(FillError::Fatal(LoaderError::corrupt(
@@ -534,6 +540,48 @@ impl Worker {
         self.account();
         let fails = fill.fails;
         if fails.is_empty() { Ok((plans, validity)) } else { Err(FillError::Rows(fails)) }
+    }
+
+    /// Opens the object-store data files of `slots` whose indexes are not cached, each on a
+    /// scoped thread of its own (at most `max_requests_in_flight` at once); local files and
+    /// a single missing file are left to the caller.
+    fn open_together(&self, slots: &[SlotRow]) -> HashMap<(usize, usize), Result<Arc<FileMeta>>> {
+        let sh = &self.sh;
+        let cat = &sh.catalog;
+        let mut out = HashMap::new();
+        if sh.fetcher.is_local() {
+            return out;
+        }
+        let mut missing: Vec<(usize, usize)> = Vec::new();
+        for s in slots {
+            for fi in 0..cat.fragments[s.frag].files.len() {
+                if !missing.contains(&(s.frag, fi)) && !cat.has_meta(s.frag, fi) {
+                    missing.push((s.frag, fi));
+                }
+            }
+        }
+        if missing.len() < 2 {
+            return out;
+        }
+        for group in missing.chunks(sh.set.max_requests.max(1)) {
+            std::thread::scope(|scope| {
+                let handles: Vec<_> = group
+                    .iter()
+                    .map(|&(f, fi)| {
+                        let h =
+                            scope.spawn(move || cat.file_meta(f, fi, &sh.fetcher, &sh.acct, sh.meta_cap, &sh.stopped));
+                        ((f, fi), h)
+                    })
+                    .collect();
+                for (key, h) in handles {
+                    let r = h
+                        .join()
+                        .unwrap_or_else(|_| Err(LoaderError::WorkerPanicked("opening a data file panicked".into())));
+                    out.insert(key, r);
+                }
+            });
+        }
+        out
     }
 
     /// Copies slots `js` of `file` out of window pages; returns the slots whose pages are

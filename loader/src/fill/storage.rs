@@ -184,8 +184,9 @@ impl Worker {
     /// (usually one wave per batch); within a wave, each file's ranges are sorted by offset
     /// and neighbours closer than the coalescing gap (measured latency × bandwidth, or
     /// `coalesce_gap_bytes`; unbounded while the store answers with local file handles,
-    /// whose gaps are never read) share one range GET, and all the wave's GETs go out together, at
-    /// most `max_requests_in_flight` at a time: a batch costs about one round trip.
+    /// whose gaps are never read) share one range GET, and all the wave's GETs go out
+    /// together, at most `max_requests_in_flight` at a time: a batch costs about one round
+    /// trip.
     pub(super) fn fill_remote(&mut self, fill: &mut BatchFill<'_>, mut files: Vec<RemoteFile<'_>>) -> FillResult<()> {
         let sh = self.sh.clone();
         let limit = sh.set.max_fetch.min(sh.allowance / 2).max(1);
