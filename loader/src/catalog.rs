@@ -129,7 +129,9 @@ impl Catalog {
                     },
                 ));
             }
-            let physical = if info.fragment.deletion.is_some() {
+            // A fragment with no live row contributes nothing, so its deletion vector is not
+            // read (SPEC VAL-16: nothing of a fragment with no live row is read).
+            let physical = if info.fragment.deletion.is_some() && info.fragment.live_rows() > 0 {
                 let live = dataset
                     .physical_rows(info, 0..info.fragment.live_rows())
                     .map_err(|e| LoaderError::dataset("reading a deletion vector", e))?;
