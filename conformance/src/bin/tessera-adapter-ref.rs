@@ -68,7 +68,12 @@ fn read(args: &[String]) -> ExitCode {
         let Some(value) = it.next() else { return usage(&format!("{flag} needs a value")) };
         match flag.as_str() {
             "--version" => match value.parse::<u64>() {
+                // Version 0 and numbers above 2^64 - 1 name no version: the caller's fault [VER-03].
+                Ok(0) => return reject("usage", "version 0 does not exist: versions start at 1 [VER-03]"),
                 Ok(v) => a.version = Some(v),
+                Err(_) if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) => {
+                    return reject("usage", &format!("version {value} is above 2^64 - 1 [VER-03]"));
+                }
                 Err(_) => return usage(&format!("--version {value:?} is not a number")),
             },
             "--branch" => a.branch = Some(value.clone()),
