@@ -80,18 +80,7 @@ pub(crate) fn with_retry<T>(
                 return Err(LoaderError::Storage { path: what(), attempts: retry + 1, source: e });
             }
             Err(Attempt::Transient(_)) => {
-                let bound = policy.backoff_bound(retry);
-                let sleep = bound.mul_f64(jitter());
-                let step = Duration::from_millis(10);
-                let mut slept = Duration::ZERO;
-                while slept < sleep {
-                    if stopped.load(Ordering::Acquire) {
-                        return Err(LoaderError::Stopped);
-                    }
-                    let d = step.min(sleep.saturating_sub(slept));
-                    std::thread::sleep(d);
-                    slept += d;
-                }
+                backoff_sleep(policy.backoff_bound(retry).mul_f64(jitter()), stopped)?;
                 retry += 1;
                 counters.retries.fetch_add(1, Ordering::Relaxed);
             }
@@ -117,6 +106,22 @@ fn scatter(dests: &mut [(u64, &mut [u8])], pos: u64, chunk: &[u8]) {
         let dst_at = (from - *off) as usize;
         dst[dst_at..dst_at + n].copy_from_slice(&chunk[src_at..src_at + n]);
     }
+}
+
+/// Sleeps for `sleep` in steps of 10 ms, returning [`LoaderError::Stopped`] as soon as the
+/// epoch is stopped, so a shutdown never waits out a long backoff.
+fn backoff_sleep(sleep: Duration, stopped: &AtomicBool) -> Result<()> {
+    let step = Duration::from_millis(10);
+    let mut slept = Duration::ZERO;
+    while slept < sleep {
+        if stopped.load(Ordering::Acquire) {
+            return Err(LoaderError::Stopped);
+        }
+        let d = step.min(sleep.saturating_sub(slept));
+        std::thread::sleep(d);
+        slept += d;
+    }
+    Ok(())
 }
 
 /// A uniform value in `[0, 1)` for backoff jitter (not part of any data order).
@@ -386,17 +391,7 @@ impl Fetcher {
                 }
             }
             let Some(retry) = worst else { return Ok(()) };
-            let sleep = self.retry.backoff_bound(retry).mul_f64(jitter());
-            let step = Duration::from_millis(10);
-            let mut slept = Duration::ZERO;
-            while slept < sleep {
-                if stopped.load(Ordering::Acquire) {
-                    return Err(LoaderError::Stopped);
-                }
-                let d = step.min(sleep.saturating_sub(slept));
-                std::thread::sleep(d);
-                slept += d;
-            }
+            backoff_sleep(self.retry.backoff_bound(retry).mul_f64(jitter()), stopped)?;
         }
     }
 
