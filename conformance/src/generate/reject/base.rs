@@ -5,11 +5,12 @@ use std::path::Path;
 
 use tessera::Dim::{Fixed, Ragged};
 use tessera::datafile::{Block, Footer};
+use tessera::envelope;
 use tessera::{Codec, Column, ColumnData, Compression, DType, Dataset, Schema};
 
 use crate::case::Args;
 use crate::generate::data::{Row, batch, column, create};
-use crate::generate::mutate::{Ds, FileLoc, RefUpdate, block_bytes, chunk, reseal_block};
+use crate::generate::mutate::{Ds, FileLoc, RefUpdate, block_bytes, chunk, field_offset, reseal_block};
 use crate::generate::options::Clock;
 use crate::generate::prng::Prng;
 use crate::generate::{Result, bail};
@@ -147,4 +148,21 @@ pub(super) fn raw_of(prefix: &mut [u8], b: &Block) -> Result<Vec<u8>> {
 /// Sets the 4-byte little-endian field at `at`.
 pub(super) fn put_u32(b: &mut [u8], at: usize, v: u32) {
     b[at..at + 4].copy_from_slice(&v.to_le_bytes());
+}
+
+/// The basic dataset with one enum field of its data file's footer set to the variant index
+/// `value`: `change` selects the field by giving it some other valid variant, the differing
+/// bytes locate it, and the index is written there (footer CRC, trailer and reference
+/// re-sealed).
+pub(super) fn footer_variant(input: &Path, change: impl Fn(&mut Footer) -> Result<()>, value: u32) -> Result<()> {
+    basic(input)?;
+    let (ds, m) = main_key(input)?;
+    ds.edit_footer_bytes(&m, FileLoc::default(), |_, fb| {
+        let a: Footer = envelope::decode_body(fb, "footer")?;
+        let mut b = a.clone();
+        change(&mut b)?;
+        let at = field_offset(&envelope::encode_body(&a)?, &envelope::encode_body(&b)?)?;
+        put_u32(fb, at, value);
+        Ok(())
+    })
 }

@@ -6,13 +6,10 @@
 
 use std::path::Path;
 
-use tessera::datafile::Footer;
-use tessera::envelope;
 use tessera::{Codec, Compression};
 
-use super::base::{FEAT, ID, TOKENS, basic, edit_file, main_key, page0, put_u32, raw_of, restore_block};
+use super::base::{FEAT, ID, TOKENS, basic, edit_file, footer_variant, page0, raw_of, restore_block};
 use crate::generate::emit::{Emitter, Spec};
-use crate::generate::mutate::{FileLoc, field_offset};
 use crate::generate::{GenError, Result, bail};
 
 /// Replaces a column's first page with `make(raw)`, keeping `raw_len`.
@@ -104,16 +101,14 @@ pub(super) fn codecs(em: &mut Emitter) -> Result<()> {
         "malformed",
         "does not decode",
         |input| {
-            basic(input)?;
-            let (ds, m) = main_key(input)?;
-            ds.edit_footer_bytes(&m, FileLoc::default(), |_, fb| {
-                let a: Footer = envelope::decode_body(fb, "footer")?;
-                let mut b = a.clone();
-                page0(&mut b, TOKENS)?.codec = Codec::Lz4;
-                let at = field_offset(&envelope::encode_body(&a)?, &envelope::encode_body(&b)?)?;
-                put_u32(fb, at, 3);
-                Ok(())
-            })
+            footer_variant(
+                input,
+                |f| {
+                    page0(f, TOKENS)?.codec = Codec::Lz4;
+                    Ok(())
+                },
+                3,
+            )
         },
     )?;
     em.reject(

@@ -8,19 +8,17 @@
 use std::path::Path;
 
 use tessera::Dim::Fixed;
-use tessera::datafile::{Block, Footer, Page};
-use tessera::envelope;
+use tessera::datafile::{Block, Page};
 use tessera::{Codec, Column, ColumnData, Compression, DType, Schema};
 
 use super::base::{
-    CAPTION, FEAT, FLAGS, ID, TOKENS, basic, edit_file, edit_file_raw, main_key, page0, put_u32, raw_of, restore_block,
+    CAPTION, FEAT, FLAGS, ID, TOKENS, basic, edit_file, edit_file_raw, footer_variant, main_key, page0, raw_of,
+    restore_block,
 };
 use crate::crc32::crc32;
 use crate::generate::data::{batch, create};
 use crate::generate::emit::{Emitter, Spec};
-use crate::generate::mutate::{
-    Ds, FileLoc, RefUpdate, block_bytes, chunk, field_offset, fix_header_crc, reseal_block, trailer,
-};
+use crate::generate::mutate::{Ds, FileLoc, RefUpdate, block_bytes, chunk, fix_header_crc, reseal_block, trailer};
 use crate::generate::options::Clock;
 use crate::generate::prng::Prng;
 use crate::generate::{GenError, Result, bail};
@@ -231,16 +229,14 @@ pub(super) fn datafiles(em: &mut Emitter) -> Result<()> {
         "malformed",
         "does not decode",
         |input| {
-            basic(input)?;
-            let (ds, m) = main_key(input)?;
-            ds.edit_footer_bytes(&m, FileLoc::default(), |_, fb| {
-                let a: Footer = envelope::decode_body(fb, "footer")?;
-                let mut b = a.clone();
-                chunk(&mut b, ID)?.dtype = DType::U8;
-                let at = field_offset(&envelope::encode_body(&a)?, &envelope::encode_body(&b)?)?;
-                put_u32(fb, at, 15);
-                Ok(())
-            })
+            footer_variant(
+                input,
+                |f| {
+                    chunk(f, ID)?.dtype = DType::U8;
+                    Ok(())
+                },
+                15,
+            )
         },
     )?;
     em.reject(
