@@ -9,7 +9,7 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tessera::{Column, ColumnData, DType, Dataset, Dim, WriteOptions};
+use tessera::WriteOptions;
 use tessera_loader_tch::{Batch, Loader, LoaderConfig, RetryPolicy, ShuffleMode};
 use tessera_testkit::{FaultConfig, FaultyStore};
 
@@ -126,31 +126,10 @@ fn object_stores_give_the_local_epoch_byte_for_byte_with_coalescing() {
 
 #[test]
 fn coalescing_keeps_the_accounted_high_water_within_the_budget() {
-    const ROW_BYTES: usize = 4096;
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().to_str().unwrap();
-    let opts = WriteOptions { target_file_bytes: 512 << 10, page_bytes: 64 << 10, ..WriteOptions::default() };
-    let schema = tessera::Schema::new([
-        Column::new("id", DType::I64, &[]),
-        Column::new("img", DType::U8, &[Dim::Fixed(32), Dim::Fixed(32), Dim::Fixed(4)]),
-    ])
-    .unwrap();
-    let ds = Dataset::create(root, schema, &opts).unwrap();
-    let mut w = ds.writer(opts);
     let rows = 4000;
-    for start in (0..rows).step_by(1000) {
-        let n = 1000.min(rows - start);
-        let ids: Vec<i64> = (start..start + n).map(|i| i as i64).collect();
-        let img: Vec<u8> = (0..n * ROW_BYTES).map(|k| (k * 31 + start) as u8).collect();
-        let b = tessera::Batch::new()
-            .with("id", ColumnData::from_scalars(&ids))
-            .unwrap()
-            .with("img", ColumnData::from_fixed(&[32, 32, 4], &img).unwrap())
-            .unwrap();
-        w.append(&b).unwrap();
-    }
-    let ds = w.commit("big").unwrap();
-    let data: u64 = ds.fragments().iter().flat_map(|f| f.fragment.files.iter().map(|x| x.size)).sum();
+    let data = common::big_dataset(root, rows, 512 << 10);
     let budget = 4 << 20;
     assert!(data > 3 * budget, "dataset ({data}) must be several times the budget ({budget})");
     let fs: Arc<dyn object_store::ObjectStore> =

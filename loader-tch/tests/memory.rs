@@ -6,35 +6,7 @@ mod common;
 
 use std::sync::Arc;
 
-use tessera::{Batch as Rows, Column, ColumnData, DType, Dataset, Dim, WriteOptions};
 use tessera_loader_tch::{Loader, LoaderConfig, ShuffleMode};
-
-const ROW_BYTES: usize = 4096;
-
-/// `rows` rows of an `id` and a 4 KiB `img` column, in 256 KiB files with 64 KiB pages.
-fn big_dataset(root: &str, rows: usize) -> u64 {
-    let opts = WriteOptions { target_file_bytes: 256 << 10, page_bytes: 64 << 10, ..WriteOptions::default() };
-    let schema = tessera::Schema::new([
-        Column::new("id", DType::I64, &[]),
-        Column::new("img", DType::U8, &[Dim::Fixed(32), Dim::Fixed(32), Dim::Fixed(4)]),
-    ])
-    .unwrap();
-    let ds = Dataset::create(root, schema, &opts).unwrap();
-    let mut w = ds.writer(opts);
-    for start in (0..rows).step_by(1000) {
-        let n = 1000.min(rows - start);
-        let ids: Vec<i64> = (start..start + n).map(|i| i as i64).collect();
-        let img: Vec<u8> = (0..n * ROW_BYTES).map(|k| (k * 31 + start) as u8).collect();
-        let b = Rows::new()
-            .with("id", ColumnData::from_scalars(&ids))
-            .unwrap()
-            .with("img", ColumnData::from_fixed(&[32, 32, 4], &img).unwrap())
-            .unwrap();
-        w.append(&b).unwrap();
-    }
-    let ds = w.commit("big").unwrap();
-    ds.fragments().iter().flat_map(|f| f.fragment.files.iter().map(|x| x.size)).sum()
-}
 
 fn budget_config(root: &str, budget: u64) -> LoaderConfig {
     common::config(root).with_batch_size(16).with_memory_budget(budget)
@@ -44,7 +16,7 @@ fn budget_config(root: &str, budget: u64) -> LoaderConfig {
 fn accounting_high_water_stays_within_the_budget() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().to_str().unwrap();
-    let data = big_dataset(root, 2000);
+    let data = common::big_dataset(root, 2000, 256 << 10);
     let budget = 3 << 20;
     assert!(data > 2 * budget, "dataset ({data}) must be several times the budget ({budget})");
     for (shuffle, verify, workers, remote) in [
@@ -119,7 +91,7 @@ fn rss_child() {
 fn resident_set_growth_stays_near_the_budget() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().to_str().unwrap();
-    let data = big_dataset(root, 8000);
+    let data = common::big_dataset(root, 8000, 256 << 10);
     let budget: u64 = 6 << 20;
     let out = std::process::Command::new(std::env::current_exe().unwrap())
         .args(["--exact", "rss_child", "--nocapture", "--test-threads=1"])

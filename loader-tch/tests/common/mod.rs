@@ -117,3 +117,32 @@ pub fn epoch_ids(loader: &Loader, epoch: u64) -> Vec<Vec<i64>> {
 pub fn config(root: &str) -> LoaderConfig {
     LoaderConfig::new(root).with_memory_budget(64 << 20)
 }
+
+/// Bytes of one `img` row of [`big_dataset`].
+pub const BIG_ROW_BYTES: usize = 4096;
+
+/// `rows` rows of an `id` and a 4 KiB `img` column, in data files of about `file_bytes` with
+/// 64 KiB pages, for memory-budget tests; returns the bytes of its data files.
+pub fn big_dataset(root: &str, rows: usize, file_bytes: u64) -> u64 {
+    let opts = WriteOptions { target_file_bytes: file_bytes, page_bytes: 64 << 10, ..WriteOptions::default() };
+    let schema = tessera::Schema::new([
+        Column::new("id", DType::I64, &[]),
+        Column::new("img", DType::U8, &[Dim::Fixed(32), Dim::Fixed(32), Dim::Fixed(4)]),
+    ])
+    .unwrap();
+    let ds = Dataset::create(root, schema, &opts).unwrap();
+    let mut w = ds.writer(opts);
+    for start in (0..rows).step_by(1000) {
+        let n = 1000.min(rows - start);
+        let ids: Vec<i64> = (start..start + n).map(|i| i as i64).collect();
+        let img: Vec<u8> = (0..n * BIG_ROW_BYTES).map(|k| (k * 31 + start) as u8).collect();
+        let b = Rows::new()
+            .with("id", ColumnData::from_scalars(&ids))
+            .unwrap()
+            .with("img", ColumnData::from_fixed(&[32, 32, 4], &img).unwrap())
+            .unwrap();
+        w.append(&b).unwrap();
+    }
+    let ds = w.commit("big").unwrap();
+    ds.fragments().iter().flat_map(|f| f.fragment.files.iter().map(|x| x.size)).sum()
+}
