@@ -236,16 +236,7 @@ fn build(
                     removed.push(*id);
                     continue;
                 }
-                let dv = DeletionVector { fragment_id: *id, rows: all };
-                let bytes = envelope::seal(ObjectKind::Deletion, &dv)?;
-                let key = paths::content_key(paths::DELETIONS_DIR, "tsx", &bytes);
-                let dref = DeletionRef {
-                    path: key.clone(),
-                    size: bytes.len() as u64,
-                    crc32: envelope::stored_crc(&bytes),
-                    deleted_count: dv.rows.len() as u64,
-                };
-                store.put_if_absent(&key, Bytes::from(bytes))?;
+                let dref = write_deletion_vector(store, &DeletionVector { fragment_id: *id, rows: all })?;
                 fragments.push(Fragment { deletion: Some(dref), ..(*info.fragment).clone() });
             }
         }
@@ -314,13 +305,19 @@ fn renumber_deletion(
 ) -> Result<DeletionRef> {
     let mut dv = crate::dataset::read_deletion_vector(store, d, f, limits)?;
     dv.fragment_id = new_id;
-    let bytes = envelope::seal(ObjectKind::Deletion, &dv)?;
+    write_deletion_vector(store, &dv)
+}
+
+/// Writes a deletion vector (content-addressed, so a re-upload is harmless) and returns its
+/// reference `[DEL-03]`.
+fn write_deletion_vector(store: &Store, dv: &DeletionVector) -> Result<DeletionRef> {
+    let bytes = envelope::seal(ObjectKind::Deletion, dv)?;
     let key = paths::content_key(paths::DELETIONS_DIR, "tsx", &bytes);
     let out = DeletionRef {
         path: key.clone(),
         size: bytes.len() as u64,
         crc32: envelope::stored_crc(&bytes),
-        deleted_count: d.deleted_count,
+        deleted_count: dv.rows.len() as u64,
     };
     store.put_if_absent(&key, Bytes::from(bytes))?;
     Ok(out)
