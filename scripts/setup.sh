@@ -3,7 +3,7 @@
 # PyPI) into the project-local virtualenv .venv, which .cargo/config.toml points LIBTORCH at,
 # and the local object-storage test servers (moto into .venv, Azurite into .tools/azurite; see
 # scripts/servers.sh; TESSERA_SKIP_SERVERS=1 skips them).
-# Idempotent: a second run only checks.
+# Idempotent: a second run only checks. Optional parts live in scripts/setup.d/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -36,4 +36,10 @@ if [ "${TESSERA_SKIP_SERVERS:-0}" != 1 ] && ! bash scripts/servers.sh install; t
     *) echo "setup: installing the S3/Azure test servers failed (scripts/servers.sh install)" >&2; exit 1 ;;
   esac
 fi
+# Optional parts, one script each (media decoders, Ray, the peers of the benchmark, ...):
+# every scripts/setup.d/*.sh is idempotent and runs in name order.
+for extra in scripts/setup.d/*.sh; do
+  [ -e "$extra" ] || continue
+  bash "$extra"
+done
 echo "setup: ok (libtorch at $(readlink .venv/libtorch))"
