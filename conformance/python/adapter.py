@@ -17,17 +17,19 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from tessera_py import NotSupportedHere, Store, TesseraError, dump, open_version  # noqa: E402
-from tessera_py import zstd_codec  # noqa: E402
+from tessera_py import lz4, zstd_codec  # noqa: E402
 
 EXIT_REJECT = 1
 EXIT_UNSUPPORTED_HERE = 89
 
 
 def info() -> int:
-    features = ["codec-none", "codec-lz4", "deletion-vectors", "branches", "tags",
+    features = ["codec-none", "deletion-vectors", "branches", "tags",
                 "base-resolution", "canonical-dump"]
     if zstd_codec.available():
-        features.insert(2, "codec-zstd")
+        features.insert(1, "codec-zstd")
+    if lz4.available():
+        features.insert(1, "codec-lz4")
     print(json.dumps({"name": "tessera-py", "version": "0.1.0", "spec": ["1.0-draft"],
                       "operations": ["read"], "features": features}))
     return 0

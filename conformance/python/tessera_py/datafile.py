@@ -168,6 +168,8 @@ def _decode(raw, b: M.Block, w: str) -> bytes:
     if b.codec == M.CODEC_NONE:
         return raw
     if b.codec == M.CODEC_LZ4:
+        if not lz4.available():
+            raise NotSupportedHere("lz4 blocks need the `lz4` Python package")
         try:
             return lz4.decompress(raw, b.raw_len)
         except lz4.Lz4Error as e:

@@ -1,92 +1,64 @@
-"""A bounded decoder for the LZ4 *block* format (DF-27): no frame, no size prefix, no checksum.
+"""LZ4 blocks (DF-27), decoded by liblz4 through the standard `lz4` package (`lz4.block`).
 
-A block is a sequence of sequences. Each sequence: a token byte (high nibble: literal length,
-low nibble: match length − 4), literal-length extension bytes when the nibble is 15 (each added,
-until a byte other than 255), the literals, and, unless the input ends right after the
-literals, a 2-byte little-endian match offset (1..=bytes output so far) and match-length
-extension bytes when the low nibble is 15.
+DF-27 asks for LZ4 *block format* data (no frame, no size prefix, no checksum) that decodes
+by consuming exactly `stored_len` bytes into exactly `raw_len` bytes, never writing beyond
+`raw_len`, whose last sequence is literals only and whose matches keep LZ4's end-of-block rules
+(a match starts at least 12 bytes before the end of the block and ends at least 5 bytes before
+it). What liblz4 (`LZ4_decompress_safe`, behind `lz4.block.decompress(src, uncompressed_size=n)`)
+checks, and what this module adds around it:
 
-`decompress(src, raw_len)` returns exactly `raw_len` bytes or raises `Lz4Error`. It never
-produces more than `raw_len` bytes: it fails as soon as a literal run or a match would go past
-`raw_len`, and it must consume all of `src`. It also checks LZ4's end-of-block rules, which
-liblz4 enforces (DF-27): every match starts at least 12 bytes before the end of the block and
-ends at least 5 bytes before it.
+| DF-27 rule | who checks it |
+|---|---|
+| output never beyond `raw_len` | liblz4: the destination buffer is exactly `raw_len` bytes |
+| all `stored_len` input bytes consumed | liblz4: the last literal run must end exactly at the input's end |
+| last sequence literals only | liblz4 |
+| end-of-block rules (12 / 5 bytes) | liblz4 (1.9.x `LZ4_decompress_safe`) |
+| output of exactly `raw_len` bytes | **here**: liblz4 returns a shorter output without complaint when the stream ends early, so the length is compared after decoding |
+| `raw_len` 0 | **here**: liblz4 rejects an empty input; an empty block is codec `None` anyway (CMP-04), so this path only serves callers of this function |
+
+The unit tests (`test_tessera_py.py`, `Lz4Tests`) pin each rule, so a liblz4 that stopped
+enforcing one would fail them.
 """
+
+try:
+    import lz4.block as _block
+except ImportError:  # pragma: no cover - exercised only without the package
+    _block = None
 
 
 class Lz4Error(Exception):
     pass
 
 
-def _ext_length(src, i: int, n: int, base: int, what: str):
-    """Reads the 255-continued extension of a length nibble of 15, starting at src[i]."""
-    length = base
-    while True:
-        if i >= n:
-            raise Lz4Error(f"{what} length runs past the end of the input")
-        b = src[i]
-        i += 1
-        length += b
-        if b != 255:
-            return length, i
+def available() -> bool:
+    return _block is not None
 
 
 def decompress(src, raw_len: int) -> bytes:
+    """Decodes one LZ4 block to exactly `raw_len` bytes, or raises `Lz4Error`."""
+    if _block is None:
+        raise RuntimeError("the lz4 package is not installed")
     src = bytes(src)
-    n = len(src)
-    out = bytearray()
-    i = 0
-    if n == 0:
-        if raw_len == 0:
+    if raw_len == 0:
+        # liblz4 refuses a zero-sized destination; the only valid encodings of nothing are an
+        # empty input and a lone literal-only token with no literals.
+        if src in (b"", b"\x00"):
             return b""
+        raise Lz4Error("input left over after 0 bytes of output")
+    if not src:
         raise Lz4Error("empty input")
-    while True:
-        if i >= n:
-            # The input ended right after a match: LZ4 requires the block to end with a
-            # literal-only sequence, so there must be one more token.
-            raise Lz4Error("input ends after a match, without a final literal sequence")
-        token = src[i]
-        i += 1
-        lit = token >> 4
-        if lit == 15:
-            lit, i = _ext_length(src, i, n, 15, "literal")
-            if len(out) + lit > raw_len:
-                raise Lz4Error(f"literals would exceed raw_len {raw_len}")
-        if lit > n - i:
-            raise Lz4Error("literals run past the end of the input")
-        if len(out) + lit > raw_len:
-            raise Lz4Error(f"output would exceed raw_len {raw_len}")
-        out += src[i:i + lit]
-        i += lit
-        if i == n:
-            break  # the last sequence has literals only
-        if n - i < 2:
-            raise Lz4Error("match offset runs past the end of the input")
-        offset = src[i] | (src[i + 1] << 8)
-        i += 2
-        if offset == 0 or offset > len(out):
-            raise Lz4Error(f"match offset {offset} points before the start of the output "
-                           f"({len(out)} bytes decoded)")
-        mlen = token & 15
-        if mlen == 15:
-            mlen, i = _ext_length(src, i, n, 15, "match")
-        mlen += 4
-        if len(out) + mlen > raw_len:
-            raise Lz4Error(f"output would exceed raw_len {raw_len}")
-        # DF-27 end-of-block rules (liblz4 enforces them): a match starts at least 12 bytes
-        # before the end of the block and ends at least 5 bytes before it.
-        if len(out) + 12 > raw_len:
-            raise Lz4Error(f"a match starts {raw_len - len(out)} bytes before the end, less than 12")
-        if len(out) + mlen + 5 > raw_len:
-            raise Lz4Error("a match ends within the last 5 bytes of the block")
-        start = len(out) - offset
-        if offset >= mlen:
-            out += out[start:start + mlen]
-        else:
-            # Overlapping copy: the match repeats the last `offset` bytes.
-            pattern = bytes(out[start:])
-            reps, rest = divmod(mlen, offset)
-            out += pattern * reps + pattern[:rest]
+    try:
+        out = _block.decompress(src, uncompressed_size=raw_len)
+    except _block.LZ4BlockError as e:
+        raise Lz4Error(f"liblz4: {e}") from None
     if len(out) != raw_len:
         raise Lz4Error(f"decoded {len(out)} bytes, raw_len is {raw_len}")
-    return bytes(out)
+    return out
+
+
+def compress(raw) -> bytes:
+    """Encodes `raw` as one LZ4 block (no size prefix) with liblz4's default compressor, which
+    keeps the end-of-block rules of DF-27."""
+    if _block is None:
+        raise RuntimeError("the lz4 package is not installed")
+    return _block.compress(bytes(raw), mode="default", store_size=False)
