@@ -609,11 +609,19 @@ pub(crate) fn load_manifest_exact(
 ) -> Result<(Manifest, u32)> {
     let key = paths::manifest_key(branch, version);
     let bytes = store.get_bounded(&key, envelope::max_object_len(limits.max_manifest_body()))?;
-    let m: Manifest = envelope::open_checked(ObjectKind::Manifest, &bytes, limits.max_manifest_body(), &key, |body| {
+    let m = decode_manifest(&bytes, branch, version, limits)?;
+    Ok((m, envelope::stored_crc(&bytes)))
+}
+
+/// Checks and decodes the bytes of the manifest stored under `branch`/`version`
+/// (VAL-05 after the GET, and VAL-06).
+pub(crate) fn decode_manifest(bytes: &[u8], branch: &str, version: u64, limits: &Limits) -> Result<Manifest> {
+    let key = paths::manifest_key(branch, version);
+    let m: Manifest = envelope::open_checked(ObjectKind::Manifest, bytes, limits.max_manifest_body(), &key, |body| {
         check_reader_flags(body, &key)
     })?;
     m.validate(branch, version, &key)?;
-    Ok((m, envelope::stored_crc(&bytes)))
+    Ok(m)
 }
 
 /// Checks the reader-required flags, the first eight bytes of a manifest body, before the body

@@ -30,6 +30,8 @@ pub enum ObjectKind {
     Tag,
     /// A deletion vector (`.tsx`).
     Deletion,
+    /// A view: a query's answer saved by name (`.tsview`).
+    View,
 }
 
 impl ObjectKind {
@@ -41,6 +43,7 @@ impl ObjectKind {
             Self::Segment => b'I',
             Self::Tag => b'T',
             Self::Deletion => b'X',
+            Self::View => b'V',
         };
         [0x89, b'T', b'S', c, b'\r', b'\n', 0x1a, b'\n']
     }
@@ -51,6 +54,7 @@ impl ObjectKind {
             Self::Segment => "index segment",
             Self::Tag => "tag record",
             Self::Deletion => "deletion vector",
+            Self::View => "view",
         }
     }
 }

@@ -13,6 +13,7 @@
 //! | manifest, index segment, tag | [`manifest`], [`envelope`] | `branches/<b>/<v>.tsm`, `index/<hash>.tsi`, `tags/<t>.tst` |
 //! | commit protocol, branches, tags | [`commit`] | create-if-absent of the next manifest |
 //! | reading and validation | [`dataset`] | |
+//! | views: saved query answers | [`view`] | `views/<name>.tsview` |
 //! | storage backends | [`store`] | local files, memory, S3, GCS, Azure, HTTP |
 //! | canonical dump (conformance) | [`dump`] | |
 //!
@@ -84,6 +85,7 @@ mod segment_log;
 pub(crate) mod stats;
 pub mod store;
 pub mod verify;
+pub mod view;
 mod writer;
 
 pub use batch::Batch;
@@ -95,3 +97,4 @@ pub use error::{Error, ErrorClass, Result};
 pub use limits::Limits;
 pub use schema::{BBoxFormat, Codec, Column, Compression, Dim, ImageLayout, Kind, Metric, Schema};
 pub use store::Store;
+pub use view::View;

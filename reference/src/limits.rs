@@ -39,6 +39,8 @@ pub mod hard {
     pub const MAX_PATH_SEGMENTS: u64 = 8;
     /// Number of kinds' class names `[LIM-13]`.
     pub const MAX_CLASS_NAMES: u64 = 1 << 20;
+    /// Row ids in one view `[VIEW-03]` (8 bytes each: 128 MiB, within the view body limit).
+    pub const MAX_VIEW_ROWS: u64 = 1 << 24;
 }
 
 /// Limits a reader enforces: each defaults to the hard maximum of its kind and may only be

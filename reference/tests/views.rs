@@ -1,0 +1,123 @@
+//! Views (SPEC.md §"Views"): pinning, binding to one dataset, validation classes, listing
+//! and deletion.
+
+use tessera::{At, Batch, Column, ColumnData, DType, Dataset, ErrorClass, Limits, Schema, Store, WriteOptions};
+
+fn ids_batch(start: i64, n: i64) -> Batch {
+    Batch::new().with("id", ColumnData::from_scalars(&(start..start + n).collect::<Vec<_>>())).unwrap()
+}
+
+fn new_dataset(loc: &str, rows: i64) -> Dataset {
+    let schema = Schema::new([Column::new("id", DType::I64, &[])]).unwrap();
+    Dataset::create(loc, schema, &WriteOptions::default())
+        .unwrap()
+        .append(&ids_batch(0, rows), "rows", WriteOptions::default())
+        .unwrap()
+}
+
+fn view_ids(store: &Store, name: &str) -> Vec<i64> {
+    let (ds, view) = Dataset::open_view(store, name, Limits::default()).unwrap();
+    view.rows.iter().map(|&r| ds.read_row(r, None).unwrap().get("id").unwrap().to_vec::<i64>().unwrap()[0]).collect()
+}
+
+#[test]
+fn a_view_pins_its_version_across_later_commits() {
+    let dir = tempfile::tempdir().unwrap();
+    let loc = dir.path().to_str().unwrap();
+    let v2 = new_dataset(loc, 10);
+    let view = v2.save_view("odd", &[9, 7, 5, 3, 1], "SELECT * WHERE id % 2 = 1 ORDER BY id DESC").unwrap();
+    assert_eq!((view.target.branch.as_str(), view.target.version), ("main", 2));
+    let store = Store::open(loc).unwrap();
+    assert_eq!(view_ids(&store, "odd"), vec![9, 7, 5, 3, 1]);
+    // Deleting rows and appending moves row ids in newer versions, not in the view.
+    let v3 = v2.delete_rows(&[0, 1, 2], "drop the first three", &WriteOptions::default()).unwrap();
+    let v4 = v3.append(&ids_batch(100, 5), "more", WriteOptions::default()).unwrap();
+    assert_eq!(v4.read_row(1, None).unwrap().get("id").unwrap().to_vec::<i64>().unwrap(), vec![4]);
+    assert_eq!(view_ids(&store, "odd"), vec![9, 7, 5, 3, 1]);
+    let (pinned, read) = Dataset::open_view(&store, "odd", Limits::default()).unwrap();
+    assert_eq!((pinned.version(), &read), (2, &view));
+    assert_eq!(v4.view("odd").unwrap(), view, "readable from any version");
+    assert_eq!(v4.views().unwrap(), vec!["odd".to_string()]);
+}
+
+#[test]
+fn writers_refuse_bad_names_rows_and_existing_views() {
+    let dir = tempfile::tempdir().unwrap();
+    let ds = new_dataset(dir.path().to_str().unwrap(), 4);
+    let class = |r: tessera::Result<tessera::View>| r.unwrap_err().class();
+    assert_eq!(class(ds.save_view(".hidden", &[0], "q")), ErrorClass::Usage);
+    assert_eq!(class(ds.save_view("a/b", &[0], "q")), ErrorClass::Usage);
+    assert_eq!(class(ds.save_view("v", &[4], "q")), ErrorClass::Usage, "row id out of range");
+    assert_eq!(class(ds.save_view("v", &[1, 2, 1], "q")), ErrorClass::Usage, "duplicate row id");
+    assert_eq!(class(ds.save_view("v", &[0], &"q".repeat(65_537))), ErrorClass::Limit);
+    assert!(ds.views().unwrap().is_empty(), "nothing was written");
+    let opts = WriteOptions { timestamp_ms: Some(1), ..WriteOptions::default() };
+    ds.save_view_with("v", &[3, 0], "q", &opts).unwrap();
+    // The same request again (a retry whose first attempt landed) succeeds; another conflicts.
+    ds.save_view_with("v", &[3, 0], "q", &opts).unwrap();
+    assert_eq!(class(ds.save_view("v", &[3], "q")), ErrorClass::Conflict);
+    assert!(ds.save_view("empty", &[], "q").unwrap().rows.is_empty());
+}
+
+#[test]
+fn a_view_copied_from_another_dataset_is_invalid() {
+    let a = tempfile::tempdir().unwrap();
+    let b = tempfile::tempdir().unwrap();
+    let ds_a = new_dataset(a.path().to_str().unwrap(), 4);
+    // Same branch, version and row count, different manifest bytes (writer id, time).
+    let ds_b = new_dataset(b.path().to_str().unwrap(), 4);
+    ds_a.save_view("v", &[0, 1], "q").unwrap();
+    std::fs::create_dir_all(b.path().join("views")).unwrap();
+    std::fs::copy(a.path().join("views/v.tsview"), b.path().join("views/v.tsview")).unwrap();
+    let e = ds_b.view("v").unwrap_err();
+    assert_eq!(e.class(), ErrorClass::Invalid, "{e}");
+    assert!(e.to_string().contains("VIEW-05"), "{e}");
+}
+
+#[test]
+fn damaged_views_are_rejected_with_their_class() {
+    let dir = tempfile::tempdir().unwrap();
+    let loc = dir.path().to_str().unwrap();
+    let ds = new_dataset(loc, 4);
+    ds.save_view("v", &[2, 1], "q").unwrap();
+    let path = dir.path().join("views/v.tsview");
+    let good = std::fs::read(&path).unwrap();
+    let class_of = |bytes: &[u8]| {
+        std::fs::write(&path, bytes).unwrap();
+        ds.view("v").unwrap_err().class()
+    };
+    // A flipped bit in the body: the envelope CRC fails.
+    let mut bad = good.clone();
+    bad[40] ^= 1;
+    assert_eq!(class_of(&bad), ErrorClass::Malformed);
+    assert_eq!(class_of(&good[..good.len() - 1]), ErrorClass::Malformed);
+    // A tag's magic on a view.
+    let mut bad = good.clone();
+    bad[3] = b'T';
+    assert_eq!(class_of(&bad), ErrorClass::Malformed);
+    std::fs::write(&path, &good).unwrap();
+    assert_eq!(ds.view("missing").unwrap_err().class(), ErrorClass::NotFound);
+    assert_eq!(ds.view("../x").unwrap_err().class(), ErrorClass::Usage);
+    // A view under another name's key names itself: invalid.
+    std::fs::copy(&path, dir.path().join("views/w.tsview")).unwrap();
+    assert_eq!(ds.view("w").unwrap_err().class(), ErrorClass::Invalid);
+    // Keys that are not views are ignored by the listing.
+    std::fs::write(dir.path().join("views/notes.txt"), b"x").unwrap();
+    assert_eq!(ds.views().unwrap(), vec!["v".to_string(), "w".to_string()]);
+}
+
+#[test]
+fn deleting_a_view_changes_no_version() {
+    let dir = tempfile::tempdir().unwrap();
+    let loc = dir.path().to_str().unwrap();
+    let ds = new_dataset(loc, 4);
+    ds.save_view("v", &[0], "q").unwrap();
+    ds.delete_view("v").unwrap();
+    assert!(ds.views().unwrap().is_empty());
+    assert_eq!(ds.view("v").unwrap_err().class(), ErrorClass::NotFound);
+    assert_eq!(ds.delete_view("v").unwrap_err().class(), ErrorClass::NotFound);
+    let again = ds.checkout(&At::Latest).unwrap();
+    assert_eq!((again.version(), again.row_count()), (2, 4));
+    // The name can be reused; the new view is another object.
+    assert_eq!(ds.save_view("v", &[3], "q2").unwrap().rows, vec![3]);
+}
