@@ -245,6 +245,13 @@ impl DatasetWriter {
         Ok(())
     }
 
+    /// Writes the buffered rows and returns every fragment written, uncommitted: the parallel
+    /// writers' path (`fragments.rs`).
+    pub(crate) fn finish(mut self) -> Result<Vec<PendingFragment>> {
+        self.flush()?;
+        Ok(std::mem::take(&mut self.pending))
+    }
+
     /// Commits everything appended as the next version of the branch and returns it.
     ///
     /// # Errors
