@@ -1,0 +1,194 @@
+//! # SQL and exact vector search over a pinned Tessera version
+//!
+//! [`QueryEngine`] opens one version of a dataset as the table `ds` in Apache DataFusion and
+//! answers SQL over it:
+//!
+//! ```sql
+//! SELECT _rowid, label_name, cosine_distance(embedding, [0.1, 0.2, 0.3]) AS d
+//! FROM ds WHERE label_name = 'dog' AND caption LIKE '%snow%'
+//! ORDER BY d LIMIT 10
+//! ```
+//!
+//! | piece | module |
+//! |---|---|
+//! | tessera columns as Arrow fields and arrays, `_rowid`, class names | [`convert`] |
+//! | the table: filter pushdown, fragment pruning by manifest statistics | [`table`], `prune` |
+//! | the scan: reader threads, late materialization, deletion vectors, checksums | `scan` |
+//! | `cosine_distance`, `l2_distance`, `inner_product` (simsimd), `[..]` literals | [`distance`] |
+//! | parsing, `_rowid` tie-break, errors with positions and column lists | `sql` |
+//!
+//! **Order.** An `ORDER BY` is completed with `_rowid` ascending, so rows that tie on the
+//! sort keys come out in row order and `ORDER BY d LIMIT k` is an exact, deterministic top-k
+//! (DataFusion's streaming `TopK`: it keeps k rows, whatever the table's size). Without
+//! `ORDER BY` the order is unspecified.
+//!
+//! The engine is blocking: call it from outside any async runtime (it owns one).
+
+pub mod convert;
+pub mod distance;
+mod error;
+mod prune;
+mod scan;
+mod sql;
+pub mod table;
+
+use std::sync::Arc;
+
+use datafusion::arrow::array::{AsArray, RecordBatch};
+use datafusion::arrow::datatypes::{SchemaRef, UInt64Type};
+use datafusion::execution::{FunctionRegistry, SessionStateBuilder};
+use datafusion::execution::context::SessionContext;
+use datafusion::prelude::SessionConfig;
+use futures::StreamExt;
+use tessera::Dataset;
+
+pub use crate::convert::ROWID;
+pub use crate::error::{QueryError, QueryResult};
+pub use crate::table::{DatasetTable, ScanOptions, ScanStats};
+
+/// The table name queries use for the dataset.
+pub const TABLE: &str = "ds";
+
+/// A query's answer, collected.
+#[derive(Clone, Debug)]
+pub struct Answer {
+    /// The columns.
+    pub schema: SchemaRef,
+    /// The rows, in order.
+    pub batches: Vec<RecordBatch>,
+}
+
+impl Answer {
+    /// Rows in the answer.
+    #[must_use]
+    pub fn num_rows(&self) -> usize {
+        self.batches.iter().map(RecordBatch::num_rows).sum()
+    }
+}
+
+/// SQL over one pinned version of a dataset.
+pub struct QueryEngine {
+    ctx: SessionContext,
+    table: Arc<DatasetTable>,
+    runtime: tokio::runtime::Runtime,
+}
+
+impl std::fmt::Debug for QueryEngine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("QueryEngine").field("table", &self.table).finish_non_exhaustive()
+    }
+}
+
+impl QueryEngine {
+    /// The engine over `ds`'s version with default scan options.
+    ///
+    /// # Errors
+    /// As [`QueryEngine::with_options`].
+    pub fn new(ds: Dataset) -> QueryResult<Self> {
+        Self::with_options(ds, ScanOptions::default())
+    }
+
+    /// The engine over `ds`'s version.
+    ///
+    /// # Errors
+    /// `usage` when the schema cannot be a table (a column named `_rowid`); `io` when the
+    /// runtime cannot start.
+    pub fn with_options(ds: Dataset, options: ScanOptions) -> QueryResult<Self> {
+        let threads = std::thread::available_parallelism().map_or(2, usize::from);
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(threads)
+            .thread_name("tessera-query")
+            .build()
+            .map_err(|e| QueryError::Engine(e.into()))?;
+        let mut config = SessionConfig::new().with_target_partitions(threads).with_information_schema(false);
+        config.options_mut().sql_parser.collect_spans = true;
+        let mut state = SessionStateBuilder::new().with_config(config).with_default_features().build();
+        for f in distance::functions() {
+            state.register_udf(Arc::new(f)).map_err(QueryError::from)?;
+        }
+        let mut planners = state.expr_planners().to_vec();
+        planners.insert(0, Arc::new(distance::ArrayLiteralPlanner));
+        let state = SessionStateBuilder::new_from_existing(state).with_expr_planners(planners).build();
+        let ctx = SessionContext::new_with_state(state);
+        let table = Arc::new(DatasetTable::new(ds, options)?);
+        ctx.register_table(TABLE, table.clone())?;
+        Ok(Self { ctx, table, runtime })
+    }
+
+    /// The table (the pinned version, scan counters).
+    #[must_use]
+    pub fn table(&self) -> &DatasetTable {
+        &self.table
+    }
+
+    /// What the scans did so far.
+    #[must_use]
+    pub fn scan_stats(&self) -> ScanStats {
+        self.table.counters().snapshot()
+    }
+
+    /// Runs `sql` and collects the answer.
+    ///
+    /// # Errors
+    /// `usage` for bad SQL (with its position), unknown columns (with the real ones) and
+    /// type errors; the dataset's errors (class kept) while reading.
+    pub fn sql(&self, sql: &str) -> QueryResult<Answer> {
+        let mut batches = Vec::new();
+        let schema = self.each_batch(sql, |b| {
+            batches.push(b);
+            true
+        })?;
+        Ok(Answer { schema, batches })
+    }
+
+    /// Runs `sql`, handing each batch of the answer to `each` in order until it returns
+    /// `false` (then the query stops reading). Returns the answer's schema.
+    ///
+    /// # Errors
+    /// As [`QueryEngine::sql`].
+    pub fn each_batch(&self, sql: &str, each: impl FnMut(RecordBatch) -> bool) -> QueryResult<SchemaRef> {
+        let statement = sql::parse(sql)?;
+        self.run(statement, each)
+    }
+
+    /// The row ids (`_rowid`) of `sql`'s answer, in its order: what a view saves. `_rowid`
+    /// is added to a plain `SELECT`'s output when it is not there.
+    ///
+    /// # Errors
+    /// As [`QueryEngine::sql`]; `usage` when the answer has no `_rowid` column (an aggregate,
+    /// or a union without it).
+    pub fn row_ids(&self, sql: &str) -> QueryResult<Vec<u64>> {
+        let statement = sql::parse(sql)?;
+        let statement = sql::with_rowid_selected(&statement).unwrap_or(statement);
+        let mut ids = Vec::new();
+        let mut missing = false;
+        self.run(statement, |b| {
+            match b.schema().index_of(ROWID).ok().and_then(|i| b.column(i).as_primitive_opt::<UInt64Type>().cloned()) {
+                Some(col) => ids.extend(col.iter().flatten()),
+                None => missing = true,
+            }
+            !missing
+        })?;
+        if missing {
+            return Err(QueryError::Usage(format!("the answer has no {ROWID} column of row ids to save")));
+        }
+        Ok(ids)
+    }
+
+    fn run(&self, statement: datafusion::sql::parser::Statement, mut each: impl FnMut(RecordBatch) -> bool) -> QueryResult<SchemaRef> {
+        let columns: Vec<String> = self.table.schema_names();
+        self.runtime.block_on(async {
+            let state = self.ctx.state();
+            let plan = sql::plan(&state, statement, &columns).await?;
+            let frame = self.ctx.execute_logical_plan(plan).await?;
+            let schema: SchemaRef = Arc::new(frame.schema().as_arrow().clone());
+            let mut stream = frame.execute_stream().await?;
+            while let Some(batch) = stream.next().await {
+                if !each(batch?) {
+                    break;
+                }
+            }
+            Ok(schema)
+        })
+    }
+}

@@ -1,0 +1,348 @@
+//! [`DatasetScan`]: the execution plan that reads fragments through the reference reader.
+//!
+//! Each partition owns a contiguous run of fragments and one reader thread (the reference's
+//! blocking API must not run on the engine's async workers). Per fragment the thread
+//! 1. reads the filter's columns for the fragment's live rows and evaluates the filter;
+//!    a fragment without a matching row ends there;
+//! 2. reads the other projected columns: of every live row when many match, else of short
+//!    runs around the matching rows, so that a filter on `label` does not read `image`;
+//! 3. sends the matching rows as record batches of the session's batch size through a
+//!    channel of two batches (bounded memory; reading overlaps the engine's work).
+//!
+//! Reads go through `Dataset::read_rows`: deletion vectors are honoured and every block's
+//! CRC-32 is verified. Rows come out in `_rowid` order within a partition.
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::ops::Range;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use datafusion::arrow::array::{Array, ArrayRef, BooleanArray, RecordBatch, RecordBatchOptions, UInt32Array};
+use datafusion::arrow::compute::{concat, take};
+use datafusion::arrow::datatypes::{Schema, SchemaRef};
+use datafusion::common::Result as DfResult;
+use datafusion::error::DataFusionError;
+use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::physical_expr::EquivalenceProperties;
+use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PhysicalExpr, PlanProperties};
+use tessera::{Dataset, FragmentInfo};
+use tokio::sync::mpsc;
+
+use crate::convert::{Layout, Source, class_names, column_array, row_ids};
+use crate::error::{QueryError, QueryResult};
+use crate::table::ScanCounters;
+
+/// Batches a partition's reader may run ahead of the engine.
+const CHANNEL_BATCHES: usize = 2;
+/// Bytes of the other columns a run may read for rows that did not match, to join two runs
+/// (reading a few extra rows is cheaper than a second request for the same block).
+const GAP_BYTES: u64 = 64 * 1024;
+
+/// Everything a partition's reader needs.
+#[derive(Clone)]
+pub(crate) struct ScanPlan {
+    pub(crate) ds: Dataset,
+    pub(crate) layout: Layout,
+    /// Table field indices to output, in order.
+    pub(crate) projection: Vec<usize>,
+    /// The pushed-down filter: the table fields it reads (ascending) and the expression over
+    /// a schema of just those fields.
+    pub(crate) filter: Option<(Vec<usize>, Arc<dyn PhysicalExpr>)>,
+    /// Rows to return at most (only without filters).
+    pub(crate) limit: Option<usize>,
+    pub(crate) batch_size: usize,
+    pub(crate) counters: Arc<ScanCounters>,
+}
+
+/// The scan of one version's fragments, in contiguous partitions.
+pub(crate) struct DatasetScan {
+    plan: ScanPlan,
+    schema: SchemaRef,
+    partitions: Vec<Vec<FragmentInfo>>,
+    properties: Arc<PlanProperties>,
+}
+
+impl fmt::Debug for DatasetScan {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DatasetScan").field("schema", &self.schema).finish_non_exhaustive()
+    }
+}
+
+impl DatasetScan {
+    /// Splits `fragments` into at most `partitions` contiguous runs of similar row counts.
+    pub(crate) fn new(plan: ScanPlan, fragments: &[FragmentInfo], partitions: usize) -> DfResult<Self> {
+        let schema = Arc::new(plan.layout.schema.project(&plan.projection)?);
+        let rows: u64 = fragments.iter().map(|f| f.fragment.live_rows()).sum();
+        let n = partitions.clamp(1, fragments.len().max(1));
+        let per = rows.div_ceil(n as u64).max(1);
+        let mut parts: Vec<Vec<FragmentInfo>> = vec![Vec::new()];
+        let mut acc = 0u64;
+        for f in fragments {
+            if acc >= per && parts.len() < n {
+                parts.push(Vec::new());
+                acc = 0;
+            }
+            acc += f.fragment.live_rows();
+            if let Some(last) = parts.last_mut() {
+                last.push(f.clone());
+            }
+        }
+        let properties = Arc::new(PlanProperties::new(
+            EquivalenceProperties::new(schema.clone()),
+            Partitioning::UnknownPartitioning(parts.len()),
+            EmissionType::Incremental,
+            Boundedness::Bounded,
+        ));
+        Ok(Self { plan, schema, partitions: parts, properties })
+    }
+}
+
+impl DisplayAs for DatasetScan {
+    fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let names: Vec<&str> = self.schema.fields().iter().map(|f| f.name().as_str()).collect();
+        let fragments: usize = self.partitions.iter().map(Vec::len).sum();
+        write!(f, "TesseraScan: fragments={fragments}, projection=[{}]", names.join(", "))?;
+        if self.plan.filter.is_some() {
+            write!(f, ", filtered")?;
+        }
+        Ok(())
+    }
+}
+
+impl ExecutionPlan for DatasetScan {
+    fn name(&self) -> &'static str {
+        "TesseraScan"
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        &self.properties
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        Vec::new()
+    }
+
+    fn with_new_children(self: Arc<Self>, _children: Vec<Arc<dyn ExecutionPlan>>) -> DfResult<Arc<dyn ExecutionPlan>> {
+        Ok(self)
+    }
+
+    fn execute(&self, partition: usize, _context: Arc<TaskContext>) -> DfResult<SendableRecordBatchStream> {
+        let fragments = self
+            .partitions
+            .get(partition)
+            .cloned()
+            .ok_or_else(|| DataFusionError::Internal(format!("no scan partition {partition}")))?;
+        let (tx, rx) = mpsc::channel::<DfResult<RecordBatch>>(CHANNEL_BATCHES);
+        let reader = Reader { plan: self.plan.clone(), schema: self.schema.clone() };
+        std::thread::Builder::new()
+            .name(format!("tessera-scan-{partition}"))
+            .spawn(move || reader.run(&fragments, &tx))
+            .map_err(|e| DataFusionError::External(Box::new(e)))?;
+        let stream = futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|b| (b, rx)) });
+        Ok(Box::pin(RecordBatchStreamAdapter::new(self.schema.clone(), stream)))
+    }
+}
+
+/// A partition's reader thread.
+struct Reader {
+    plan: ScanPlan,
+    schema: SchemaRef,
+}
+
+/// Sent on a closed channel: the engine needs no more rows (a satisfied `LIMIT`).
+struct Closed;
+
+impl Reader {
+    fn run(&self, fragments: &[FragmentInfo], tx: &mpsc::Sender<DfResult<RecordBatch>>) {
+        let mut left = self.plan.limit.unwrap_or(usize::MAX);
+        for info in fragments {
+            if left == 0 {
+                return;
+            }
+            let sent = match self.fragment(info) {
+                Ok(Some(batch)) => self.send(&batch, &mut left, tx),
+                Ok(None) => Ok(()),
+                Err(e) => {
+                    let _ = tx.blocking_send(Err(to_datafusion(e)));
+                    return;
+                }
+            };
+            if sent.is_err() {
+                return;
+            }
+        }
+    }
+
+    /// Sends `batch` in slices of the batch size, at most `left` rows.
+    fn send(&self, batch: &RecordBatch, left: &mut usize, tx: &mpsc::Sender<DfResult<RecordBatch>>) -> Result<(), Closed> {
+        let rows = batch.num_rows().min(*left);
+        let mut at = 0;
+        while at < rows {
+            let n = self.plan.batch_size.max(1).min(rows - at);
+            tx.blocking_send(Ok(batch.slice(at, n))).map_err(|_| Closed)?;
+            self.plan.counters.rows_out.fetch_add(n as u64, Ordering::Relaxed);
+            at += n;
+        }
+        *left -= rows;
+        Ok(())
+    }
+
+    /// The fragment's rows that may match, or `None` when none does.
+    fn fragment(&self, info: &FragmentInfo) -> QueryResult<Option<RecordBatch>> {
+        let live = info.rows();
+        if live.is_empty() {
+            return Ok(None);
+        }
+        let Some((filter_fields, expr)) = &self.plan.filter else {
+            let arrays = self.fetch(live.clone(), &self.plan.projection)?;
+            return self.batch(arrays, (live.end - live.start) as usize).map(Some);
+        };
+        let pre = self.fetch(live.clone(), filter_fields)?;
+        let selected = match matching(filter_fields, &pre, expr, &self.plan.layout.schema) {
+            Some(rows) if rows.is_empty() => {
+                self.plan.counters.no_match.fetch_add(1, Ordering::Relaxed);
+                return Ok(None);
+            }
+            Some(rows) => rows,
+            // The filter could not be evaluated here (DataFusion will): keep every row.
+            None => (0..(live.end - live.start) as u32).collect(),
+        };
+        let indices = UInt32Array::from(selected.clone());
+        let rest: Vec<usize> =
+            self.plan.projection.iter().copied().filter(|f| !filter_fields.contains(f)).collect::<BTreeSet<_>>().into_iter().collect();
+        let rest_arrays = self.fetch_selected(&live, &selected, &rest)?;
+        let mut out = Vec::with_capacity(self.plan.projection.len());
+        for f in &self.plan.projection {
+            let array = if let Some(i) = filter_fields.iter().position(|x| x == f) {
+                take(&pre[i], &indices, None).map_err(engine)?
+            } else {
+                let i = rest.iter().position(|x| x == f).ok_or_else(|| QueryError::Usage("scan field".into()))?;
+                rest_arrays[i].clone()
+            };
+            out.push(array);
+        }
+        self.batch(out, selected.len()).map(Some)
+    }
+
+    /// Arrays of `fields` for the `selected` rows (offsets within `live`): one read of every
+    /// live row when the selection is dense, else one read per run of nearby rows.
+    fn fetch_selected(&self, live: &Range<u64>, selected: &[u32], fields: &[usize]) -> QueryResult<Vec<ArrayRef>> {
+        if fields.is_empty() {
+            return Ok(Vec::new());
+        }
+        let gap = (GAP_BYTES / self.row_bytes(fields).max(1)).max(1);
+        let mut runs: Vec<Range<u64>> = Vec::new();
+        for &s in selected {
+            let s = u64::from(s);
+            match runs.last_mut() {
+                Some(r) if s - r.end <= gap => r.end = s + 1,
+                _ => runs.push(s..s + 1),
+            }
+        }
+        let mut parts: Vec<Vec<ArrayRef>> = Vec::with_capacity(runs.len());
+        let mut index = Vec::with_capacity(selected.len());
+        let mut base = 0u64;
+        let mut sel = selected.iter().peekable();
+        for r in &runs {
+            parts.push(self.fetch(live.start + r.start..live.start + r.end, fields)?);
+            while let Some(&&s) = sel.peek() {
+                if u64::from(s) >= r.end {
+                    break;
+                }
+                index.push((base + u64::from(s) - r.start) as u32);
+                sel.next();
+            }
+            base += r.end - r.start;
+        }
+        let indices = UInt32Array::from(index);
+        (0..fields.len())
+            .map(|i| {
+                let pieces: Vec<&dyn Array> = parts.iter().map(|p| p[i].as_ref()).collect();
+                let whole = concat(&pieces).map_err(engine)?;
+                take(&whole, &indices, None).map_err(engine)
+            })
+            .collect()
+    }
+
+    /// Estimated stored bytes per row of `fields` (ragged columns count as large).
+    fn row_bytes(&self, fields: &[usize]) -> u64 {
+        fields
+            .iter()
+            .filter_map(|&f| match &self.plan.layout.sources[f] {
+                Source::Column(name) => self.plan.ds.schema().column(name),
+                _ => None,
+            })
+            .map(|c| c.fixed_row_bytes().unwrap_or(GAP_BYTES))
+            .sum()
+    }
+
+    /// Reads the table fields `fields` for the version's rows `rows` (one reference read).
+    fn fetch(&self, rows: Range<u64>, fields: &[usize]) -> QueryResult<Vec<ArrayRef>> {
+        let sources = &self.plan.layout.sources;
+        let mut names: Vec<&str> = fields
+            .iter()
+            .filter_map(|&f| match &sources[f] {
+                Source::Column(n) | Source::ClassNames(n) => Some(n.as_str()),
+                Source::RowId => None,
+            })
+            .collect();
+        names.sort_unstable();
+        names.dedup();
+        let batch = if names.is_empty() { None } else { Some(self.plan.ds.read_rows(rows.clone(), Some(&names))?) };
+        let schema = self.plan.ds.schema();
+        fields
+            .iter()
+            .map(|&f| {
+                let data = |n: &str| {
+                    let c = schema.column(n).ok_or_else(|| QueryError::Usage(format!("no column {n:?}")))?;
+                    let d = batch.as_ref().and_then(|b| b.get(n)).ok_or_else(|| QueryError::Usage(format!("{n:?} not read")))?;
+                    Ok::<_, QueryError>((c, d))
+                };
+                match &sources[f] {
+                    Source::Column(n) => {
+                        let (c, d) = data(n)?;
+                        column_array(c, d, self.plan.layout.schema.field(f))
+                    }
+                    Source::ClassNames(n) => {
+                        let (c, d) = data(n)?;
+                        class_names(c, d)
+                    }
+                    Source::RowId => Ok(row_ids(rows.clone())),
+                }
+            })
+            .collect()
+    }
+
+    fn batch(&self, arrays: Vec<ArrayRef>, rows: usize) -> QueryResult<RecordBatch> {
+        let options = RecordBatchOptions::new().with_row_count(Some(rows));
+        RecordBatch::try_new_with_options(self.schema.clone(), arrays, &options).map_err(engine)
+    }
+}
+
+/// Offsets of the rows where `expr` is true, or `None` when it cannot be evaluated here.
+fn matching(fields: &[usize], arrays: &[ArrayRef], expr: &Arc<dyn PhysicalExpr>, table: &Schema) -> Option<Vec<u32>> {
+    let schema = Arc::new(table.project(fields).ok()?);
+    let rows = arrays.first().map_or(0, |a| a.len());
+    let batch =
+        RecordBatch::try_new_with_options(schema, arrays.to_vec(), &RecordBatchOptions::new().with_row_count(Some(rows)))
+            .ok()?;
+    let mask = expr.evaluate(&batch).ok()?.into_array(rows).ok()?;
+    let mask = mask.as_any().downcast_ref::<BooleanArray>()?;
+    Some((0..mask.len()).filter(|&i| mask.is_valid(i) && mask.value(i)).map(|i| i as u32).collect())
+}
+
+fn engine(e: datafusion::arrow::error::ArrowError) -> QueryError {
+    QueryError::Engine(e.into())
+}
+
+/// A scan error as the engine carries it; dataset errors stay recoverable as themselves.
+fn to_datafusion(e: QueryError) -> DataFusionError {
+    match e {
+        QueryError::Dataset(e) => DataFusionError::External(Box::new(e)),
+        QueryError::Engine(e) => e,
+        QueryError::Usage(m) => DataFusionError::Execution(m),
+    }
+}
