@@ -55,6 +55,7 @@ RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked -j"$JOBS"
 
 echo "== conformance: independent Python reader (conformance/python)"
 .venv/bin/python conformance/python/test_tessera_py.py
+.venv/bin/python conformance/python/test_tessera_write.py
 .venv/bin/python conformance/python/run_fixtures.py
 
 echo "== Python package: build into .venv, pytest (python/tests)"

@@ -1,9 +1,12 @@
 #!/usr/bin/env python3
-"""Conformance adapter for tessera-py (read-only).
+"""Conformance adapter for tessera-py (reader: tessera_py, writer: tessera_write).
 
-  adapter.py info
-  adapter.py read <dataset-dir> [--version N] [--branch B] [--tag T]
-  adapter.py write ...            -> exit 89 (not supported: read-only implementation)
+  adapter.py [--page-bytes N] [--file-bytes N] info
+  adapter.py [--page-bytes N] [--file-bytes N] read <dataset-dir> [--version N] [--branch B] [--tag T]
+  adapter.py [--page-bytes N] [--file-bytes N] write <logical.json> <out-dir>
+
+The leading options set the writer's page and data file targets (default 256 KiB and 64 MiB);
+the cross-language property test passes small ones so rows spread over pages and fragments.
 
 Exit codes: 0 success; 1 the input was rejected, first stderr line `error[<class>]: <msg>`;
 89 this implementation does not support what was asked; 70 an unexpected exception (a bug in
@@ -18,6 +21,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from tessera_py import NotSupportedHere, Store, TesseraError, dump, open_version  # noqa: E402
 from tessera_py import lz4, zstd_codec  # noqa: E402
+from tessera_write import WriteOptions, write_file  # noqa: E402
 
 EXIT_REJECT = 1
 EXIT_UNSUPPORTED_HERE = 89
@@ -31,7 +35,7 @@ def info() -> int:
     if lz4.available():
         features.insert(1, "codec-lz4")
     print(json.dumps({"name": "tessera-py", "version": "0.1.0", "spec": ["1.0-draft"],
-                      "operations": ["read"], "features": features}))
+                      "operations": ["read", "write"], "features": features}))
     return 0
 
 
@@ -88,17 +92,40 @@ def read(args: list) -> int:
     return 0
 
 
+def write(args: list, options: WriteOptions) -> int:
+    if len(args) != 2:
+        return usage("write needs <logical.json> <out-dir>")
+    logical, out = args
+    if not os.path.isdir(out):
+        return usage(f"the output directory {out!r} does not exist")
+    try:
+        write_file(logical, out, options)
+    except TesseraError as e:
+        print(f"error[{e.cls}]: {e.message}", file=sys.stderr)
+        return EXIT_REJECT
+    except NotSupportedHere as e:
+        print(f"unsupported here: {e}", file=sys.stderr)
+        return EXIT_UNSUPPORTED_HERE
+    return 0
+
+
 def main(argv: list) -> int:
-    if len(argv) < 2:
+    options = WriteOptions()
+    args = argv[1:]
+    while args and args[0] in ("--page-bytes", "--file-bytes"):
+        if len(args) < 2 or not args[1].isascii() or not args[1].isdigit() or int(args[1]) < 1:
+            return usage(f"{args[0]} needs a positive number")
+        setattr(options, args[0][2:].replace("-", "_"), int(args[1]))
+        args = args[2:]
+    if not args:
         return usage("expected a command: info, read or write")
-    cmd = argv[1]
+    cmd = args[0]
     if cmd == "info":
         return info()
     if cmd == "read":
-        return read(argv[2:])
+        return read(args[1:])
     if cmd == "write":
-        print("unsupported here: tessera-py is a read-only implementation", file=sys.stderr)
-        return EXIT_UNSUPPORTED_HERE
+        return write(args[1:], options)
     print(f"unsupported here: unknown command {cmd!r}", file=sys.stderr)
     return EXIT_UNSUPPORTED_HERE
 
