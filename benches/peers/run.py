@@ -1,0 +1,318 @@
+"""Tessera against its peers on the mm224 workload, in one run on one machine.
+
+    .venv-peers/bin/python benches/peers/run.py [--rows 10000] [--epochs 3] [--systems a,b]
+
+Makes the workload (``workload.py``: crops of real photographs, labels, ragged tokens,
+embeddings) in each system's own format under ``target/peers/mm224-ROWS/`` (once; a
+``.complete`` marker says a format is whole), builds Tessera's release binaries, then
+measures each system (``systems/``) in its own subprocess: one untimed warm-up epoch (which
+also warms the page cache), then ``--epochs`` timed ones, batch 64, shuffled, every batch
+delivered as torch tensors. The parent samples the memory of the subprocess and its
+children (DataLoader workers) every 50 ms: the peak of the summed RSS and of the summed PSS
+(shared pages split between the processes that map them).
+
+Every batch is checked (columns, dtypes, shapes), two rows of the first batch are compared
+with the workload's rows, and for the systems where it is checkable every epoch must deliver
+each row exactly once; a system that fails a check fails the run (exit status 1).
+Prints a Markdown table; ``--json FILE`` also writes the figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import importlib
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from typing import Any, Dict, List, Optional
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+
+import workload  # noqa: E402
+from systems import ORDER  # noqa: E402
+
+# Bumped whenever workload.py changes what it generates: stale datasets are rewritten.
+WORKLOAD_VERSION = 1
+PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def system(name: str):
+    return importlib.import_module(f"systems.{name}")
+
+
+def writer_of(fmt: str) -> str:
+    for name in ORDER:
+        mod = system(name)
+        if mod.FORMAT == fmt and hasattr(mod, "write"):
+            return name
+    raise KeyError(fmt)
+
+
+# -- memory of a process tree -----------------------------------------------------------------
+
+
+def tree(pid: int) -> List[int]:
+    """``pid`` and its descendants (through /proc/PID/task/TID/children)."""
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        try:
+            for tid in os.listdir(f"/proc/{p}/task"):
+                with open(f"/proc/{p}/task/{tid}/children") as f:
+                    todo.extend(int(c) for c in f.read().split())
+        except OSError:
+            pass
+    return out
+
+
+def memory(pids: List[int]):
+    """(summed RSS, summed PSS) of ``pids``, in bytes."""
+    rss = pss = 0
+    for p in pids:
+        try:
+            with open(f"/proc/{p}/statm") as f:
+                rss += int(f.read().split()[1]) * PAGE
+            with open(f"/proc/{p}/smaps_rollup") as f:
+                for line in f:
+                    if line.startswith("Pss:"):
+                        pss += int(line.split()[1]) << 10
+                        break
+        except (OSError, ValueError, IndexError):
+            pass  # the process ended between the listing and the read
+    return rss, pss
+
+
+class Poller(threading.Thread):
+    """Samples the memory of a process tree until ``stop()``; keeps the peaks."""
+
+    def __init__(self, pid: int, every: float = 0.05):
+        super().__init__(daemon=True)
+        self.pid, self.every = pid, every
+        self.peak_rss = self.peak_pss = 0
+        self._done = threading.Event()
+
+    def run(self) -> None:
+        while not self._done.is_set():
+            rss, pss = memory(tree(self.pid))
+            self.peak_rss, self.peak_pss = max(self.peak_rss, rss), max(self.peak_pss, pss)
+            self._done.wait(self.every)
+
+    def stop(self) -> None:
+        self._done.set()
+        self.join()
+
+
+def run_measured(cmd: List[str], env: Dict[str, str]) -> Dict[str, Any]:
+    """Runs ``cmd``, sampling its process tree's memory; its stdout's last line is JSON."""
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True)
+    poller = Poller(proc.pid)
+    poller.start()
+    out, _ = proc.communicate()
+    poller.stop()
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} exited with status {proc.returncode}")
+    return {"stdout": out, "peak_rss": poller.peak_rss, "peak_pss": poller.peak_pss}
+
+
+# -- the child: one system ---------------------------------------------------------------------
+
+
+def measure_one(name: str, path: str, args) -> Dict[str, Any]:
+    """Runs the warm-up and timed epochs of one system in this process."""
+    mod = system(name)
+    if hasattr(mod, "run"):
+        return mod.run(path, args.rows, args)
+    reader = mod.open(path, args)
+    samples, elapsed = 0, 0.0
+    try:
+        for e in range(args.warmup + args.epochs):
+            labels = []
+            t = time.perf_counter()
+            for b, batch in enumerate(reader.epoch(e)):
+                samples_in = workload.check_batch(batch, args.batch_size)
+                labels.append(batch["label"].numpy().copy())
+                if e == 0 and b == 0:
+                    workload.check_values(batch)
+                if e >= args.warmup:
+                    samples += samples_in
+            if e >= args.warmup:
+                elapsed += time.perf_counter() - t
+            if mod.CHECKED:
+                workload.check_epoch(labels, args.rows)
+            del labels
+    finally:
+        reader.close()
+    return {"samples_per_sec": samples / elapsed, "samples": samples, "seconds": elapsed}
+
+
+# -- the parent ----------------------------------------------------------------------------------
+
+
+def child_env() -> Dict[str, str]:
+    env = dict(os.environ)
+    paths = [HERE, os.path.join(ROOT, "target", "peers", "py")]
+    env["PYTHONPATH"] = os.pathsep.join(paths + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+    env.setdefault("LITDATA_DISABLE_VERSION_CHECK", "1")
+    return env
+
+
+def build() -> None:
+    """Tessera's release binaries: the CLI with `tessera bench`, and the Python extension
+    (installed with its pure-Python package under target/peers/py, ahead of any other)."""
+    cargo = ["cargo", "build", "--release", "--locked", "-q"]
+    subprocess.run(cargo + ["-p", "tessera-cli", "--features", "bench", "--bin", "tessera"], cwd=ROOT, check=True)
+    subprocess.run(cargo + ["-p", "tessera-python"], cwd=ROOT, check=True)
+    dest = os.path.join(ROOT, "target", "peers", "py", "tessera")
+    os.makedirs(dest, exist_ok=True)
+    src = os.path.join(ROOT, "python", "tessera")
+    for f in os.listdir(src):
+        if f.endswith((".py", ".pyi", ".typed")):
+            shutil.copy2(os.path.join(src, f), dest)
+    shutil.copy2(os.path.join(ROOT, "target", "release", "lib_native.so"), os.path.join(dest, "_native.tmp.so"))
+    os.replace(os.path.join(dest, "_native.tmp.so"), os.path.join(dest, "_native.abi3.so"))
+
+
+def du(path: str) -> int:
+    total = 0
+    for d, _, files in os.walk(path):
+        total += sum(os.path.getsize(os.path.join(d, f)) for f in files)
+    return total
+
+
+def ensure_dataset(root: str, fmt: str, rows: int) -> str:
+    path = os.path.join(root, fmt)
+    marker = os.path.join(path, ".complete")
+    want = json.dumps({"rows": rows, "workload": WORKLOAD_VERSION})
+    if os.path.exists(marker) and open(marker).read() == want:
+        return path
+    shutil.rmtree(path, ignore_errors=True)
+    writer = writer_of(fmt)
+    print(f"peers: writing {rows} rows as {fmt} ({writer})", file=sys.stderr, flush=True)
+    t = time.perf_counter()
+    subprocess.run(
+        [sys.executable, __file__, "--write", writer, "--rows", str(rows), "--path", path],
+        cwd=ROOT,
+        env=child_env(),
+        check=True,
+    )
+    with open(marker, "w") as f:
+        f.write(want)
+    print(f"peers: {fmt} written in {time.perf_counter() - t:.0f} s", file=sys.stderr, flush=True)
+    return path
+
+
+def fmt_mib(n: int) -> str:
+    return f"{n / (1 << 20):,.0f} MiB"
+
+
+def table(results: List[Dict[str, Any]], limit: Optional[float]) -> str:
+    lines = [
+        "| system | samples/s | of `read()` | peak RSS (Σ processes) | peak PSS | on disk | each row once per epoch |",
+        "|---|---:|---:|---:|---:|---:|---|",
+    ]
+    for r in results:
+        share = f"{100 * r['samples_per_sec'] / limit:.0f}%" if limit else "–"
+        lines.append(
+            f"| {r['name']} | {r['samples_per_sec']:,.0f} | {share} | {fmt_mib(r['peak_rss'])} | "
+            f"{fmt_mib(r['peak_pss'])} | {r['disk'] / 1e9:.2f} GB | {r['checked']} |"
+        )
+    return "\n".join(lines)
+
+
+def load_average() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rows", type=int, default=10_000)
+    ap.add_argument("--epochs", type=int, default=3, help="timed epochs, after --warmup untimed ones")
+    ap.add_argument("--warmup", type=int, default=1)
+    ap.add_argument("--batch-size", type=int, default=64)
+    ap.add_argument("--workers", type=int, default=2, help="loader threads / DataLoader worker processes")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--systems", default=",".join(ORDER), help=f"comma-separated subset of {','.join(ORDER)}")
+    ap.add_argument("--data", default=os.path.join(ROOT, "target", "peers"), help="where the datasets are made")
+    ap.add_argument("--no-build", action="store_true", help="use the release binaries as they are")
+    ap.add_argument("--json", help="also write the figures to this file")
+    ap.add_argument("--write", help=argparse.SUPPRESS)  # child: write one format
+    ap.add_argument("--one", help=argparse.SUPPRESS)  # child: measure one system
+    ap.add_argument("--path", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+
+    if args.write:
+        system(args.write).write(args.path, args.rows)
+        return 0
+    if args.one:
+        print(json.dumps(measure_one(args.one, args.path, args)))
+        return 0
+
+    names = [n.strip() for n in args.systems.split(",") if n.strip()]
+    unknown = [n for n in names if n not in ORDER]
+    if unknown:
+        ap.error(f"unknown system(s) {unknown}; known: {', '.join(ORDER)}")
+    if args.warmup != 1 and "tessera_rust" in names:
+        ap.error("`tessera bench` runs exactly one warm-up epoch: keep --warmup 1")
+    if not args.no_build:
+        build()
+    root = os.path.join(args.data, f"mm224-{args.rows}")
+    os.makedirs(root, exist_ok=True)
+    paths = {fmt: ensure_dataset(root, fmt, args.rows) for fmt in {system(n).FORMAT for n in names}}
+
+    common = ["--rows", str(args.rows), "--epochs", str(args.epochs), "--warmup", str(args.warmup),
+              "--batch-size", str(args.batch_size), "--workers", str(args.workers), "--seed", str(args.seed)]
+    results, failed = [], []
+    loads = [load_average()]
+    for name in names:
+        mod = system(name)
+        path = paths[mod.FORMAT]
+        if hasattr(mod, "command"):
+            cmd = mod.command(path, args)
+        else:
+            cmd = [sys.executable, __file__, "--one", name, "--path", path] + common
+        print(f"peers: {name} (load {load_average()})", file=sys.stderr, flush=True)
+        try:
+            got = run_measured(cmd, child_env())
+        except RuntimeError as e:
+            print(f"peers: {name} FAILED: {e}", file=sys.stderr, flush=True)
+            failed.append(name)
+            continue
+        last = got["stdout"].strip().splitlines()[-1]
+        fig = mod.parse(got["stdout"]) if hasattr(mod, "parse") else json.loads(last)
+        results.append({
+            "system": name, "name": mod.NAME, "config": mod.CONFIG, "format": mod.FORMAT,
+            "checked": "checked" if mod.CHECKED else "–", "disk": du(path),
+            "peak_rss": got["peak_rss"], "peak_pss": got["peak_pss"], **fig,
+        })
+        loads.append(load_average())
+
+    limit = next((r["samples_per_sec"] for r in results if r["system"] == "read_limit"), None)
+    when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    print(f"mm224 ({args.rows} rows, batch {args.batch_size}, {args.warmup} warm-up + {args.epochs} timed epochs, "
+          f"{args.workers} workers); {when}; {platform.machine()}, {os.cpu_count()} cores; "
+          f"load averages over the run: {' | '.join(loads)}")
+    print(table(results, limit))
+    rates = {r["system"]: r["samples_per_sec"] for r in results}
+    if "tessera_rust" in rates and "tessera_python" in rates:
+        print(f"Tessera from Python vs from Rust: {100 * (1 - rates['tessera_python'] / rates['tessera_rust']):+.1f}% "
+              "throughput lost (negative: Python was faster)")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"when": when, "args": vars(args), "load": loads, "results": results}, f, indent=1)
+    if failed:
+        print(f"peers: FAILED: {', '.join(failed)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,20 @@
+"""One module per system measured by ``benches/peers/run.py``.
+
+Each module has ``NAME`` (the table's row), ``FORMAT`` (the dataset folder it reads, written
+by the module that defines ``write``), ``CONFIG`` (what the system is configured to do, for
+the README), ``CHECKED`` (whether the harness can check that it delivers each row once per
+epoch) and either ``open(path, rows, args)`` returning a reader with ``epoch(e)`` (an
+iterable of batches in the form of ``workload.collate``) and ``close()``, or ``command(path,
+args)`` for a system measured as an external program.
+"""
+
+ORDER = (
+    "read_limit",
+    "tessera_rust",
+    "tessera_python",
+    "lance_take",
+    "lance_torch",
+    "mosaic_mds",
+    "lit_data",
+    "web_dataset",
+)

@@ -1,0 +1,62 @@
+"""MosaicML Streaming: MDS shards read by `streaming.StreamingDataset` in a `DataLoader`."""
+
+from __future__ import annotations
+
+import workload
+
+NAME = "MosaicML Streaming (MDS)"
+FORMAT = "mds"
+CHECKED = True
+CONFIG = (
+    "`StreamingDataset(local=…, shuffle=True)`: its default `py1e` shuffle, whose block "
+    "(≥ 262,144 samples) spans this whole dataset; shards read in place (no remote, no copy); "
+    "`DataLoader(num_workers=2, persistent_workers=True)` with the padding collate; 64 MB "
+    "shards, no compression"
+)
+COLUMNS = {
+    "image": f"ndarray:uint8:{workload.SIDE},{workload.SIDE},3",
+    "label": "int64",
+    "tokens": "ndarray:int32",
+    "embedding": f"ndarray:float32:{workload.EMBED}",
+}
+
+
+def write(path: str, total: int) -> None:
+    """The workload as MDS shards (`MDSWriter`, default 64 MB shard size, no compression)."""
+    from streaming import MDSWriter
+
+    with MDSWriter(out=path, columns=COLUMNS) as out:
+        for start, n in workload.chunks(total):
+            r = workload.rows(start, n)
+            for j in range(n):
+                out.write({k: (v[j]) for k, v in r.items()})
+
+
+class Reader:
+    def __init__(self, path: str, args):
+        import torch
+        from streaming import StreamingDataset
+        from streaming.base.util import clean_stale_shared_memory
+
+        clean_stale_shared_memory()
+        self.data = StreamingDataset(
+            local=path, shuffle=True, shuffle_seed=args.seed, batch_size=args.batch_size
+        )
+        self.loader = torch.utils.data.DataLoader(
+            self.data,
+            batch_size=args.batch_size,
+            num_workers=args.workers,
+            persistent_workers=args.workers > 0,
+            collate_fn=workload.collate,
+        )
+
+    def epoch(self, e: int):
+        # StreamingDataset advances its own epoch at each iteration.
+        return iter(self.loader)
+
+    def close(self) -> None:
+        del self.loader
+
+
+def open(path: str, args) -> Reader:  # noqa: A001
+    return Reader(path, args)

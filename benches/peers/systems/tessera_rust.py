@@ -1,0 +1,38 @@
+"""Tessera from Rust: the tch adapter (`tessera-loader-tch`) through `tessera bench`, which
+drains whole epochs into libtorch tensors (the loop of `benches/src/bin/loader_throughput.rs`)
+on this harness's dataset."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Dict, List
+
+NAME = "Tessera, Rust/tch (`tessera bench`)"
+FORMAT = "tessera"
+CHECKED = False  # the same loader core as the Python row, which is checked
+CONFIG = "as the Python row: global shuffle, 2 loader threads, checksums on; libtorch tensors"
+# Built in release by run.py (`cargo build --release -p tessera-cli --features bench`).
+BINARY = "target/release/tessera"
+
+
+def command(path: str, args) -> List[str]:
+    """`tessera bench` runs one untimed warm-up epoch, then `--epochs` timed ones."""
+    return [
+        BINARY,
+        "--json",
+        "bench",
+        path,
+        "--batch-size",
+        str(args.batch_size),
+        "--shuffle",
+        "global",
+        "--workers",
+        str(args.workers),
+        "--epochs",
+        str(args.epochs),
+    ]
+
+
+def parse(stdout: str) -> Dict[str, Any]:
+    report = json.loads(stdout)
+    return {"samples_per_sec": report["samples_per_sec"], "samples": report["samples"], "seconds": report["seconds"]}
