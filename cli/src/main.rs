@@ -105,6 +105,9 @@ enum Command {
     Restore(cmd::restore::Args),
     /// Delete unreferenced objects older than the retention period (--dry-run lists them).
     Gc(cmd::gc::Args),
+    /// List, show or delete views (saved query answers pinned to a version).
+    #[command(subcommand)]
+    View(cmd::view::Command),
     /// Measure the training loader's throughput on a version, against the raw read limit
     /// (built with the `bench` cargo feature, which links libtorch).
     Bench(cmd::bench::Args),
@@ -130,6 +133,7 @@ fn main() -> ExitCode {
         Command::Merge(a) => cmd::merge::run(ctx, &a),
         Command::Restore(a) => cmd::restore::run(ctx, &a),
         Command::Gc(a) => cmd::gc::run(ctx, &a),
+        Command::View(c) => cmd::view::run(ctx, &c),
         Command::Bench(a) => cmd::bench::run(ctx, &a),
     };
     match result {

@@ -88,6 +88,7 @@ pub(crate) fn run(ctx: Ctx, args: &Args) -> CliResult<Exit> {
     let versions = ds.log()?.len();
     let branches = ds.branches()?;
     let tags = ds.tags()?;
+    let views = ds.views()?;
     if ctx.json {
         let columns: Vec<serde_json::Value> = ds
             .schema()
@@ -111,7 +112,7 @@ pub(crate) fn run(ctx: Ctx, args: &Args) -> CliResult<Exit> {
             "bytes_stored": (!args.no_sizes).then_some(total.stored),
             "bytes_raw": (!args.no_sizes).then_some(total.raw),
             "ratio": (!args.no_sizes).then(|| ratio(total)),
-            "branches": branches, "tags": tags, "columns": columns,
+            "branches": branches, "tags": tags, "views": views, "columns": columns,
             "metadata": ds.schema().metadata.iter().cloned().collect::<BTreeMap<String, String>>(),
         }));
         return Ok(Exit::Ok);
@@ -137,6 +138,7 @@ pub(crate) fn run(ctx: Ctx, args: &Args) -> CliResult<Exit> {
     }
     let _ = writeln!(s, "branches  {}", branches.join(", "));
     let _ = writeln!(s, "tags      {}", if tags.is_empty() { "-".to_string() } else { tags.join(", ") });
+    let _ = writeln!(s, "views     {}", if views.is_empty() { "-".to_string() } else { views.join(", ") });
     s += "columns:\n";
     let mut table = vec![vec![
         "name".to_string(),

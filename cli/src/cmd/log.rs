@@ -24,8 +24,9 @@ fn vref(v: Option<&VersionRef>) -> serde_json::Value {
     v.map_or(serde_json::Value::Null, |r| json!(format!("{}@{}", r.branch, r.version)))
 }
 
-fn entry_json(m: &Manifest) -> serde_json::Value {
+fn entry_json(m: &Manifest, views: &[String]) -> serde_json::Value {
     json!({
+        "views": views,
         "branch": m.branch, "version": m.version, "timestamp_ms": m.timestamp_ms, "time": fmt_time(m.timestamp_ms),
         "rows": m.row_count, "columns": m.schema.columns.len(), "message": m.message,
         "parent": vref(m.parent.as_ref()), "base": vref(m.base.as_ref()), "merged": vref(m.merged.as_ref()),
@@ -42,8 +43,10 @@ pub(crate) fn run(ctx: Ctx, args: &Args) -> CliResult<Exit> {
     if let Some(n) = args.limit {
         history.truncate(n);
     }
+    let pinned = super::view::by_version(ctx, &ds)?;
+    let views_of = |m: &Manifest| pinned.get(&(m.branch.clone(), m.version)).map_or(&[][..], Vec::as_slice);
     if ctx.json {
-        emit_json(&json!(history.iter().map(entry_json).collect::<Vec<_>>()));
+        emit_json(&json!(history.iter().map(|m| entry_json(m, views_of(m))).collect::<Vec<_>>()));
         return Ok(Exit::Ok);
     }
     let mut s = String::new();
@@ -57,6 +60,10 @@ pub(crate) fn run(ctx: Ctx, args: &Args) -> CliResult<Exit> {
             m.row_count,
             m.message
         );
+        if !views_of(m).is_empty() {
+            let _ = s.pop();
+            let _ = writeln!(s, "  [views: {}]", views_of(m).join(", "));
+        }
     }
     emit(&s);
     Ok(Exit::Ok)

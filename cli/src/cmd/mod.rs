@@ -22,6 +22,7 @@ pub(crate) mod select;
 pub(crate) mod show;
 pub(crate) mod update;
 pub(crate) mod verify;
+pub(crate) mod view;
 
 use std::io::Write;
 use std::path::Path;
