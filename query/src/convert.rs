@@ -72,7 +72,8 @@ pub(crate) fn layout(schema: &tessera::Schema) -> QueryResult<Layout> {
         let name = format!("{}{NAME_SUFFIX}", c.name);
         if matches!(c.kind, Kind::ClassLabel { .. }) && schema.column(&name).is_none() && name != ROWID {
             let utf8 = DataType::Utf8View;
-            let ty = if c.shape.is_empty() { utf8 } else { DataType::LargeList(Arc::new(Field::new("item", utf8, true))) };
+            let ty =
+                if c.shape.is_empty() { utf8 } else { DataType::LargeList(Arc::new(Field::new("item", utf8, true))) };
             fields.push(Arc::new(Field::new(name, ty, true)));
             sources.push(Source::ClassNames(c.name.clone()));
         }
@@ -148,7 +149,9 @@ fn flat_values(dtype: DType, scalar: bool, data: &ColumnData) -> QueryResult<Arr
         DType::I64 => Arc::new(Int64Array::from(data.to_vec::<i64>()?)),
         DType::F16 if !scalar => Arc::new(Float16Array::from(data.to_vec::<half::f16>()?)),
         DType::F16 => Arc::new(Float32Array::from_iter_values(data.to_vec::<half::f16>()?.into_iter().map(f32::from))),
-        DType::Bf16 => Arc::new(Float32Array::from_iter_values(data.to_vec::<half::bf16>()?.into_iter().map(f32::from))),
+        DType::Bf16 => {
+            Arc::new(Float32Array::from_iter_values(data.to_vec::<half::bf16>()?.into_iter().map(f32::from)))
+        }
         DType::F32 => Arc::new(Float32Array::from(data.to_vec::<f32>()?)),
         DType::F64 => Arc::new(Float64Array::from(data.to_vec::<f64>()?)),
         DType::Utf8 => {

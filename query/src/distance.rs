@@ -74,7 +74,10 @@ impl Metric {
 /// The three vector functions, ready to register.
 #[must_use]
 pub fn functions() -> Vec<ScalarUDF> {
-    [Metric::Cosine, Metric::L2, Metric::InnerProduct].into_iter().map(|m| ScalarUDF::new_from_impl(VectorFunction::new(m))).collect()
+    [Metric::Cosine, Metric::L2, Metric::InnerProduct]
+        .into_iter()
+        .map(|m| ScalarUDF::new_from_impl(VectorFunction::new(m)))
+        .collect()
 }
 
 /// One distance function as a DataFusion scalar UDF.
@@ -129,7 +132,8 @@ impl ScalarUDFImpl for VectorFunction {
         let rows = args.number_rows;
         // One constant side (the query vector) is the common case: convert it once.
         let out = match (a, b) {
-            (ColumnarValue::Array(col), ColumnarValue::Scalar(q)) | (ColumnarValue::Scalar(q), ColumnarValue::Array(col)) => {
+            (ColumnarValue::Array(col), ColumnarValue::Scalar(q))
+            | (ColumnarValue::Scalar(q), ColumnarValue::Array(col)) => {
                 let Some(q) = scalar_vector(q)? else { return Ok(ColumnarValue::Scalar(ScalarValue::Float64(None))) };
                 against_constant(self.metric, col, &q)?
             }
@@ -223,7 +227,12 @@ fn fixed(metric: Metric, list: &FixedSizeListArray, ty: &DataType, q: &[f64]) ->
 }
 
 /// Applies `f` to each row of `flat` (rows of `n` elements), null where the list is null.
-fn chunk_distances<T>(list: &FixedSizeListArray, flat: &[T], n: usize, mut f: impl FnMut(&[T]) -> Option<f64>) -> Vec<Option<f64>> {
+fn chunk_distances<T>(
+    list: &FixedSizeListArray,
+    flat: &[T],
+    n: usize,
+    mut f: impl FnMut(&[T]) -> Option<f64>,
+) -> Vec<Option<f64>> {
     if n == 0 {
         return (0..list.len()).map(|i| list.is_valid(i).then_some(f64::NAN)).collect();
     }

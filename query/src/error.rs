@@ -52,7 +52,9 @@ impl From<DataFusionError> for QueryError {
 /// The `tessera::Error` a scan wrapped into the engine's error, or the error unchanged.
 fn take_dataset_error(e: DataFusionError) -> Result<tessera::Error, DataFusionError> {
     match e {
-        DataFusionError::External(inner) => inner.downcast::<tessera::Error>().map(|b| *b).map_err(DataFusionError::External),
+        DataFusionError::External(inner) => {
+            inner.downcast::<tessera::Error>().map(|b| *b).map_err(DataFusionError::External)
+        }
         DataFusionError::Context(what, inner) => {
             take_dataset_error(*inner).map_err(|inner| DataFusionError::Context(what, Box::new(inner)))
         }

@@ -36,8 +36,8 @@ use std::sync::Arc;
 
 use datafusion::arrow::array::{AsArray, RecordBatch};
 use datafusion::arrow::datatypes::{SchemaRef, UInt64Type};
-use datafusion::execution::{FunctionRegistry, SessionStateBuilder};
 use datafusion::execution::context::SessionContext;
+use datafusion::execution::{FunctionRegistry, SessionStateBuilder};
 use datafusion::prelude::SessionConfig;
 use futures::StreamExt;
 use tessera::Dataset;
@@ -175,7 +175,11 @@ impl QueryEngine {
         Ok(ids)
     }
 
-    fn run(&self, statement: datafusion::sql::parser::Statement, mut each: impl FnMut(RecordBatch) -> bool) -> QueryResult<SchemaRef> {
+    fn run(
+        &self,
+        statement: datafusion::sql::parser::Statement,
+        mut each: impl FnMut(RecordBatch) -> bool,
+    ) -> QueryResult<SchemaRef> {
         let columns: Vec<String> = self.table.schema_names();
         self.runtime.block_on(async {
             let state = self.ctx.state();

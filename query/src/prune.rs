@@ -61,7 +61,8 @@ impl FragmentStats<'_> {
             .per_fragment(&column.name)
             .map(|s| {
                 let v = s.and_then(|s| if max { s.max } else { s.min });
-                v.and_then(|v| to_scalar(v, &ty)).unwrap_or_else(|| ScalarValue::try_from(&ty).unwrap_or(ScalarValue::Null))
+                v.and_then(|v| to_scalar(v, &ty))
+                    .unwrap_or_else(|| ScalarValue::try_from(&ty).unwrap_or(ScalarValue::Null))
             })
             .collect();
         if values.iter().all(ScalarValue::is_null) {

@@ -27,7 +27,9 @@ use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::physical_expr::EquivalenceProperties;
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
-use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PhysicalExpr, PlanProperties};
+use datafusion::physical_plan::{
+    DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PhysicalExpr, PlanProperties,
+};
 use tessera::{Dataset, FragmentInfo};
 use tokio::sync::mpsc;
 
@@ -177,7 +179,12 @@ impl Reader {
     }
 
     /// Sends `batch` in slices of the batch size, at most `left` rows.
-    fn send(&self, batch: &RecordBatch, left: &mut usize, tx: &mpsc::Sender<DfResult<RecordBatch>>) -> Result<(), Closed> {
+    fn send(
+        &self,
+        batch: &RecordBatch,
+        left: &mut usize,
+        tx: &mpsc::Sender<DfResult<RecordBatch>>,
+    ) -> Result<(), Closed> {
         let rows = batch.num_rows().min(*left);
         let mut at = 0;
         while at < rows {
@@ -211,8 +218,15 @@ impl Reader {
             None => (0..(live.end - live.start) as u32).collect(),
         };
         let indices = UInt32Array::from(selected.clone());
-        let rest: Vec<usize> =
-            self.plan.projection.iter().copied().filter(|f| !filter_fields.contains(f)).collect::<BTreeSet<_>>().into_iter().collect();
+        let rest: Vec<usize> = self
+            .plan
+            .projection
+            .iter()
+            .copied()
+            .filter(|f| !filter_fields.contains(f))
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
         let rest_arrays = self.fetch_selected(&live, &selected, &rest)?;
         let mut out = Vec::with_capacity(self.plan.projection.len());
         for f in &self.plan.projection {
@@ -298,7 +312,10 @@ impl Reader {
             .map(|&f| {
                 let data = |n: &str| {
                     let c = schema.column(n).ok_or_else(|| QueryError::Usage(format!("no column {n:?}")))?;
-                    let d = batch.as_ref().and_then(|b| b.get(n)).ok_or_else(|| QueryError::Usage(format!("{n:?} not read")))?;
+                    let d = batch
+                        .as_ref()
+                        .and_then(|b| b.get(n))
+                        .ok_or_else(|| QueryError::Usage(format!("{n:?} not read")))?;
                     Ok::<_, QueryError>((c, d))
                 };
                 match &sources[f] {
@@ -326,9 +343,12 @@ impl Reader {
 fn matching(fields: &[usize], arrays: &[ArrayRef], expr: &Arc<dyn PhysicalExpr>, table: &Schema) -> Option<Vec<u32>> {
     let schema = Arc::new(table.project(fields).ok()?);
     let rows = arrays.first().map_or(0, |a| a.len());
-    let batch =
-        RecordBatch::try_new_with_options(schema, arrays.to_vec(), &RecordBatchOptions::new().with_row_count(Some(rows)))
-            .ok()?;
+    let batch = RecordBatch::try_new_with_options(
+        schema,
+        arrays.to_vec(),
+        &RecordBatchOptions::new().with_row_count(Some(rows)),
+    )
+    .ok()?;
     let mask = expr.evaluate(&batch).ok()?.into_array(rows).ok()?;
     let mask = mask.as_any().downcast_ref::<BooleanArray>()?;
     Some((0..mask.len()).filter(|&i| mask.is_valid(i) && mask.value(i)).map(|i| i as u32).collect())

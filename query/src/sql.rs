@@ -17,7 +17,8 @@ use crate::error::{QueryError, QueryResult};
 
 /// Parses one statement; a syntax error is a usage error that shows where it is.
 pub(crate) fn parse(sql: &str) -> QueryResult<Statement> {
-    let mut statements = DFParser::parse_sql_with_dialect(sql, &GenericDialect {}).map_err(|e| syntax_error(sql, &e))?;
+    let mut statements =
+        DFParser::parse_sql_with_dialect(sql, &GenericDialect {}).map_err(|e| syntax_error(sql, &e))?;
     match (statements.pop_front(), statements.is_empty()) {
         (Some(s), true) => Ok(s),
         (None, _) => Err(QueryError::Usage("empty query".into())),
@@ -35,9 +36,19 @@ fn syntax_error(sql: &str, e: &DataFusionError) -> QueryError {
         let column: String = rest.chars().take_while(char::is_ascii_digit).collect();
         Some((line.parse::<usize>().ok()?, column.parse::<usize>().ok()?))
     });
+    // The parser names no position for the end of the text: point just past it.
+    let position = position.or_else(|| {
+        message.contains("found: EOF").then(|| {
+            let last = sql.lines().last().unwrap_or("");
+            (sql.lines().count().max(1), last.chars().count() + 1)
+        })
+    });
     let text = message.trim_start_matches("SQL error: ").trim_start_matches("ParserError(\"").trim_end_matches("\")");
+    let text = text.rfind(" at Line: ").map_or(text, |at| &text[..at]);
     QueryError::Usage(match position {
-        Some((line, column)) => format!("bad SQL at line {line}, column {column}: {text}\n{}", caret(sql, line, column)),
+        Some((line, column)) => {
+            format!("bad SQL at line {line}, column {column}: {text}\n{}", caret(sql, line, column))
+        }
         None => format!("bad SQL: {text}"),
     })
 }

@@ -193,8 +193,7 @@ impl TableProvider for DatasetTable {
 
         // The filter over its own columns, evaluated by the scan before it reads the rest.
         let filter = predicate.filter(|_| self.options.late_materialize).and_then(|p| {
-            let mut cols: Vec<usize> =
-                p.column_refs().iter().filter_map(|c| schema.index_of(&c.name).ok()).collect();
+            let mut cols: Vec<usize> = p.column_refs().iter().filter_map(|c| schema.index_of(&c.name).ok()).collect();
             cols.sort_unstable();
             cols.dedup();
             let sub = Schema::new(cols.iter().map(|&i| schema.field(i).clone()).collect::<Vec<_>>());

@@ -1,0 +1,225 @@
+//! End-to-end queries on small datasets: values, pruning, late materialization, top-k ties,
+//! errors. Bytes read are counted by a counting store under the dataset.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use datafusion::arrow::array::{Array, AsArray, RecordBatch};
+use datafusion::arrow::datatypes::{Float64Type, Int64Type, UInt64Type};
+use tessera::{At, Batch, Column, ColumnData, DType, Dataset, Dim, Kind, Limits, Metric, Schema, Store, WriteOptions};
+use tessera_query::{QueryEngine, QueryError, ScanOptions};
+use tessera_testkit::CountingStore;
+
+const NAMES: [&str; 3] = ["cat", "dog", "owl"];
+const ROWS_PER_FRAGMENT: i64 = 50;
+const FRAGMENTS: i64 = 6;
+
+fn schema() -> Schema {
+    Schema::new([
+        Column::new("ts", DType::I64, &[]),
+        Column::new("label", DType::I64, &[]).with_kind(Kind::ClassLabel { names: NAMES.map(String::from).to_vec() }),
+        Column::new("caption", DType::Utf8, &[]),
+        Column::new("emb", DType::F32, &[Dim::Fixed(4)]).with_kind(Kind::Embedding { metric: Metric::Cosine }),
+        Column::new("image", DType::U8, &[Dim::Fixed(16), Dim::Fixed(16), Dim::Fixed(3)]),
+    ])
+    .unwrap()
+}
+
+/// Row `i`: ts = i (sorted), label = i % 3, caption mentions snow every 7th row, a small
+/// embedding with many ties, an image of 768 bytes.
+fn batch(rows: std::ops::Range<i64>) -> Batch {
+    let ts: Vec<i64> = rows.clone().collect();
+    let label: Vec<i64> = rows.clone().map(|i| i % 3).collect();
+    let caption: Vec<String> =
+        rows.clone().map(|i| if i % 7 == 0 { format!("snow {i}") } else { format!("sun {i}") }).collect();
+    let emb: Vec<f32> = rows.clone().flat_map(|i| [1.0, (i % 4) as f32, 0.0, 1.0]).collect();
+    let n = (rows.end - rows.start) as usize;
+    let image = vec![7u8; n * 16 * 16 * 3];
+    Batch::new()
+        .with("ts", ColumnData::from_scalars(&ts))
+        .unwrap()
+        .with("label", ColumnData::from_scalars(&label))
+        .unwrap()
+        .with("caption", ColumnData::from_strings(&caption))
+        .unwrap()
+        .with("emb", ColumnData::from_fixed(&[4], &emb).unwrap())
+        .unwrap()
+        .with("image", ColumnData::from_fixed(&[16, 16, 3], &image).unwrap())
+        .unwrap()
+}
+
+struct Fixture {
+    _dir: tempfile::TempDir,
+    counter: Arc<CountingStore>,
+    store: Store,
+}
+
+impl Fixture {
+    /// Six fragments of 50 rows; the image column in its own files.
+    fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = object_store::local::LocalFileSystem::new_with_prefix(dir.path()).unwrap();
+        let counter = Arc::new(CountingStore::new(Arc::new(fs)));
+        let store = Store::from_object_store(counter.clone(), "", true);
+        let options = WriteOptions { column_groups: vec![vec!["image".into()]], ..WriteOptions::default() };
+        let mut ds = Dataset::create_in(&store, schema(), &options).unwrap();
+        for f in 0..FRAGMENTS {
+            ds =
+                ds.append(&batch(f * ROWS_PER_FRAGMENT..(f + 1) * ROWS_PER_FRAGMENT), "rows", options.clone()).unwrap();
+        }
+        Self { _dir: dir, counter, store }
+    }
+
+    fn engine(&self, options: ScanOptions) -> QueryEngine {
+        let ds = Dataset::open_at(&self.store, &At::Latest, Limits::default()).unwrap();
+        QueryEngine::with_options(ds, options).unwrap()
+    }
+
+    fn bytes_read(&self) -> u64 {
+        self.counter.counts.get_bytes.load(Ordering::Relaxed)
+    }
+}
+
+fn u64s(batches: &[RecordBatch], col: usize) -> Vec<u64> {
+    batches.iter().flat_map(|b| b.column(col).as_primitive::<UInt64Type>().values().to_vec()).collect()
+}
+
+#[test]
+fn values_class_names_and_row_ids() {
+    let fx = Fixture::new();
+    let q = fx.engine(ScanOptions::default());
+    let a = q
+        .sql("SELECT _rowid, ts, label, label_name, caption, emb, image FROM ds WHERE ts IN (3, 149) ORDER BY ts")
+        .unwrap();
+    assert_eq!(a.num_rows(), 2);
+    let b = &a.batches.concat_rows();
+    assert_eq!(b.column(0).as_primitive::<UInt64Type>().values().to_vec(), vec![3, 149]);
+    assert_eq!(b.column(2).as_primitive::<Int64Type>().values().to_vec(), vec![0, 2]);
+    let names = b.column(3).as_string_view();
+    assert_eq!((names.value(0), names.value(1)), ("cat", "owl"));
+    assert_eq!(b.column(4).as_string_view().value(1), "sun 149");
+    let emb = b.column(5).as_fixed_size_list();
+    assert_eq!(emb.value_length(), 4);
+    let first: Vec<f32> = emb.value(0).as_primitive::<datafusion::arrow::datatypes::Float32Type>().values().to_vec();
+    assert_eq!(first, vec![1.0, 3.0, 0.0, 1.0]);
+    assert_eq!(b.column(6).as_fixed_size_list().value_length(), 768);
+}
+
+trait Concat {
+    fn concat_rows(&self) -> RecordBatch;
+}
+
+impl Concat for Vec<RecordBatch> {
+    fn concat_rows(&self) -> RecordBatch {
+        datafusion::arrow::compute::concat_batches(&self[0].schema(), self).unwrap()
+    }
+}
+
+#[test]
+fn a_range_filter_on_a_sorted_column_reads_one_fragment() {
+    let fx = Fixture::new();
+    let sql = "SELECT count(*) FROM ds WHERE ts >= 120 AND ts < 130";
+    let q = fx.engine(ScanOptions::default());
+    let before = fx.bytes_read();
+    let a = q.sql(sql).unwrap();
+    let pruned_bytes = fx.bytes_read() - before;
+    assert_eq!(a.batches[0].column(0).as_primitive::<Int64Type>().value(0), 10);
+    let stats = q.scan_stats();
+    assert_eq!((stats.fragments, stats.pruned), (FRAGMENTS as u64, FRAGMENTS as u64 - 1));
+
+    let q = fx.engine(ScanOptions { prune: false, ..ScanOptions::default() });
+    let before = fx.bytes_read();
+    let a = q.sql(sql).unwrap();
+    let all_bytes = fx.bytes_read() - before;
+    assert_eq!(a.batches[0].column(0).as_primitive::<Int64Type>().value(0), 10);
+    assert_eq!(q.scan_stats().pruned, 0);
+    assert!(pruned_bytes * 3 < all_bytes, "pruned read {pruned_bytes} bytes, unpruned {all_bytes}");
+}
+
+#[test]
+fn a_filter_on_label_does_not_read_images_of_rows_that_fail_it() {
+    let fx = Fixture::new();
+    // No row matches: every fragment's filter columns are read, no image is.
+    let sql = "SELECT image FROM ds WHERE label = 1 AND caption LIKE 'none%'";
+    let lazy = fx.engine(ScanOptions { prune: false, ..ScanOptions::default() });
+    let before = fx.bytes_read();
+    assert_eq!(lazy.sql(sql).unwrap().num_rows(), 0);
+    let lazy_bytes = fx.bytes_read() - before;
+    assert_eq!(lazy.scan_stats().no_match, FRAGMENTS as u64);
+
+    let eager = fx.engine(ScanOptions { prune: false, late_materialize: false, ..ScanOptions::default() });
+    let before = fx.bytes_read();
+    assert_eq!(eager.sql(sql).unwrap().num_rows(), 0);
+    let eager_bytes = fx.bytes_read() - before;
+    let image_bytes = (FRAGMENTS * ROWS_PER_FRAGMENT * 768) as u64;
+    assert!(lazy_bytes < image_bytes / 4, "lazy scan read {lazy_bytes} bytes");
+    assert!(eager_bytes > image_bytes, "eager scan read {eager_bytes} bytes");
+
+    // Matching rows still come back whole.
+    let a = lazy.sql("SELECT _rowid, image FROM ds WHERE caption = 'snow 147'").unwrap();
+    assert_eq!(u64s(&a.batches, 0), vec![147]);
+    assert_eq!(a.batches.concat_rows().column(1).as_fixed_size_list().value(0).len(), 768);
+}
+
+#[test]
+fn deleted_rows_are_not_returned_and_row_ids_shift() {
+    let fx = Fixture::new();
+    let ds = Dataset::open_at(&fx.store, &At::Latest, Limits::default()).unwrap();
+    let ds = ds.delete_rows(&[0, 1, 60], "drop three", &WriteOptions::default()).unwrap();
+    let q = QueryEngine::new(ds).unwrap();
+    let a = q.sql("SELECT _rowid, ts FROM ds WHERE ts < 3 OR ts BETWEEN 59 AND 61 ORDER BY _rowid").unwrap();
+    let b = a.batches.concat_rows();
+    assert_eq!(u64s(&a.batches, 0), vec![0, 57, 58]);
+    assert_eq!(b.column(1).as_primitive::<Int64Type>().values().to_vec(), vec![2, 59, 61]);
+}
+
+#[test]
+fn top_k_ties_come_out_in_row_order() {
+    let fx = Fixture::new();
+    let q = fx.engine(ScanOptions::default());
+    // Embeddings repeat every 4 rows: each distance is shared by 75 rows.
+    let a = q.sql("SELECT _rowid, cosine_distance(emb, [1, 3, 0, 1]) AS d FROM ds ORDER BY d LIMIT 5").unwrap();
+    assert_eq!(u64s(&a.batches, 0), vec![3, 7, 11, 15, 19]);
+    let d = a.batches.concat_rows();
+    assert!(d.column(1).as_primitive::<Float64Type>().values().iter().all(|&x| x.abs() < 1e-3));
+    // Descending similarity, ties still by row.
+    let a =
+        q.sql("SELECT _rowid FROM ds WHERE label = 2 ORDER BY inner_product(emb, [0, 1, 0, 0]) DESC LIMIT 3").unwrap();
+    assert_eq!(u64s(&a.batches, 0), vec![11, 23, 35]);
+    let a = q.sql("SELECT _rowid, l2_distance(emb, [1, 0, 0, 1]) AS d FROM ds ORDER BY d, ts DESC LIMIT 2").unwrap();
+    assert_eq!(u64s(&a.batches, 0), vec![296, 292]);
+}
+
+#[test]
+fn row_ids_for_views_follow_the_answer_order() {
+    let fx = Fixture::new();
+    let q = fx.engine(ScanOptions::default());
+    let ids = q.row_ids("SELECT ts FROM ds WHERE caption LIKE 'snow%' ORDER BY ts DESC LIMIT 3").unwrap();
+    assert_eq!(ids, vec![294, 287, 280]);
+    assert!(matches!(q.row_ids("SELECT count(*) FROM ds"), Err(QueryError::Usage(_))));
+}
+
+#[test]
+fn errors_point_at_the_position_and_list_columns() {
+    let fx = Fixture::new();
+    let q = fx.engine(ScanOptions::default());
+    let e = q.sql("SELECT ts FROM ds WHERE").unwrap_err();
+    let text = e.to_string();
+    assert!(matches!(e, QueryError::Usage(_)), "{e:?}");
+    assert!(text.contains("line 1, column"), "{text}");
+    assert!(text.contains("line 1, column 24"), "{text}");
+    assert!(text.ends_with("\n  SELECT ts FROM ds WHERE\n                         ^"), "{text}");
+    let e = q.sql("SELECT ts FROM ds WHERE ts >> 'x' LIMT 3").unwrap_err();
+    assert!(e.to_string().contains("line 1, column 35: Expected: end of statement, found: LIMT\n"), "{e}");
+
+    let e = q.sql("SELECT tss FROM ds").unwrap_err();
+    assert_eq!(e.class(), tessera::ErrorClass::Usage);
+    let text = e.to_string();
+    assert!(text.contains("unknown column \"tss\""), "{text}");
+    assert!(text.contains("ts, label, caption, emb, image, label_name, _rowid"), "{text}");
+
+    let e = q.sql("SELECT cosine_distance(caption, [1, 2]) FROM ds").unwrap_err();
+    assert!(e.to_string().contains("float vectors"), "{e}");
+    let e = q.sql("SELECT cosine_distance(emb, [1, 2]) FROM ds").unwrap_err();
+    assert!(e.to_string().contains("4 and 2 elements"), "{e}");
+}
