@@ -253,6 +253,10 @@ fn parse_compression(v: &Value, what: &str) -> ParseResult<Compression> {
             let level = v["level"].as_i64().ok_or_else(|| format!("{what}.level: expected an integer"))?;
             Compression::Zstd { level: i32::try_from(level).map_err(|_| format!("{what}.level: out of range"))? }
         }
+        "encoded" => {
+            obj(v, what, &["codec"], &[])?;
+            Compression::Encoded
+        }
         other => return Err(format!("{what}: unknown codec {other:?}")),
     })
 }
@@ -262,6 +266,7 @@ fn compression_json(c: Compression) -> Value {
         Compression::None => json!({"codec": "none"}),
         Compression::Lz4 => json!({"codec": "lz4"}),
         Compression::Zstd { level } => json!({"codec": "zstd", "level": level}),
+        Compression::Encoded => json!({"codec": "encoded"}),
     }
 }
 

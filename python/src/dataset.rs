@@ -116,6 +116,7 @@ fn column_dict<'py>(py: Python<'py>, c: &Column) -> PyResult<Bound<'py, PyDict>>
         Compression::None => "none".to_string(),
         Compression::Lz4 => "lz4".to_string(),
         Compression::Zstd { level } => format!("zstd:{level}"),
+        Compression::Encoded => "encoded".to_string(),
     };
     d.set_item("compression", compression)?;
     let meta: BTreeMap<&str, &str> = c.metadata.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();

@@ -15,6 +15,8 @@ pub fn compress(compression: Compression, raw: &[u8]) -> Result<Vec<u8>> {
     match compression {
         Compression::None => Ok(raw.to_vec()),
         Compression::Lz4 => Ok(lz4_flex::block::compress(raw)),
+        // An encoded column's pages that are not image pages (nulls, images kept as pixels).
+        Compression::Encoded => compress(Compression::Zstd { level: 3 }, raw),
         Compression::Zstd { level } => ZSTD_ENCODER.with_borrow_mut(|enc| {
             let enc = match enc {
                 Some(enc) => enc,
@@ -57,7 +59,8 @@ pub fn check_sizes(codec: Codec, stored_len: u64, raw_len: u64, max_raw: u64, wh
             format!("uncompressed block has stored_len {stored_len} != raw_len {raw_len} [DF-23]"),
         )),
         Codec::None => Ok(()),
-        Codec::Lz4 | Codec::Zstd => {
+        // Image pages count as compressed blocks for the ratio bound [DF-30] [LIM-16].
+        Codec::Lz4 | Codec::Zstd | Codec::Jpeg | Codec::Png | Codec::WebP => {
             let bound = stored_len.saturating_mul(hard::MAX_COMPRESSION_RATIO);
             Error::check_limit(|| format!("{}: raw length for {stored_len} stored bytes", what()), bound, raw_len)
         }
@@ -68,7 +71,9 @@ pub fn check_sizes(codec: Codec, stored_len: u64, raw_len: u64, max_raw: u64, wh
 /// The codec must produce exactly `out.len()` bytes `[DF-27]`.
 ///
 /// # Errors
-/// `malformed` if the stream is corrupt or its decoded size differs from `out.len()`.
+/// `malformed` if the stream is corrupt or its decoded size differs from `out.len()`; `usage`
+/// for an image codec, whose decoding needs the row's shape
+/// ([`ChunkIndex::decode_page_into`](crate::datafile::ChunkIndex::decode_page_into)).
 pub fn decompress_into(codec: Codec, stored: &[u8], out: &mut [u8], what: &dyn Fn() -> String) -> Result<()> {
     let n = match codec {
         Codec::None => {
@@ -85,6 +90,12 @@ pub fn decompress_into(codec: Codec, stored: &[u8], out: &mut [u8], what: &dyn F
             n
         }
         Codec::Zstd => zstd_into(stored, out, what)?,
+        Codec::Jpeg | Codec::Png | Codec::WebP => {
+            return Err(Error::usage(format!(
+                "{}: an image page decodes with its row's shape (ChunkIndex::decode_page_into)",
+                what()
+            )));
+        }
     };
     if n != out.len() {
         return Err(Error::malformed(what(), format!("decoded {n} bytes, block declares {}", out.len())));

@@ -6,10 +6,14 @@
 
 use crate::dtype::{DType, Element};
 use crate::error::{Error, Result};
-use crate::schema::{Column, Dim};
+use crate::schema::{Codec, Column, Dim};
 
 /// Rows of one column as contiguous typed bytes.
-#[derive(Clone, Debug, PartialEq, Eq)]
+///
+/// Rows of an image column may also carry the file they were decoded from
+/// ([`ColumnData::push_encoded`]): a writer stores that file as the row's image page when the
+/// column's compression is `Encoded` `[CMP-06]`. Equality compares values only.
+#[derive(Clone, Debug, Eq)]
 pub struct ColumnData {
     dtype: DType,
     shape: Vec<Dim>,
@@ -18,6 +22,15 @@ pub struct ColumnData {
     offsets: Vec<u64>,
     sizes: Vec<u64>,
     validity: Option<Vec<bool>>,
+    /// Per row, the image file the row was decoded from; empty when no row has one.
+    encoded: Vec<Option<(Codec, Vec<u8>)>>,
+}
+
+impl PartialEq for ColumnData {
+    fn eq(&self, other: &Self) -> bool {
+        (self.dtype, &self.shape, &self.values, &self.offsets, &self.sizes, &self.validity)
+            == (other.dtype, &other.shape, &other.values, &other.offsets, &other.sizes, &other.validity)
+    }
 }
 
 impl ColumnData {
@@ -39,6 +52,7 @@ impl ColumnData {
             offsets: vec![0],
             sizes: Vec::new(),
             validity: nullable.then(Vec::new),
+            encoded: Vec::new(),
         }
     }
 
@@ -152,7 +166,60 @@ impl ColumnData {
         Ok(())
     }
 
+    /// Appends a row given as an image file (JPEG, PNG or WebP): decodes it fully, checks its
+    /// shape against the column's `[CMP-09]`, appends the pixels and keeps the file, which a
+    /// writer stores as the row's image page in an `Encoded` column.
+    ///
+    /// # Errors
+    /// `usage` for a file that is no JPEG, PNG or WebP, or whose shape does not fit the column;
+    /// `invalid` or `malformed` (with [`ErrorClass`](crate::ErrorClass)) for a file outside the
+    /// profile of `[CMP-07]` or one that does not decode.
+    #[cfg(feature = "images")]
+    pub fn push_encoded(&mut self, file: &[u8]) -> Result<()> {
+        use crate::image_codec;
+        let what = || "image file".to_string();
+        let codec = image_codec::sniff(file).ok_or_else(|| Error::usage("not a JPEG, PNG or WebP file"))?;
+        if self.dtype != DType::U8 || !(self.shape.len() == 2 || self.shape.len() == 3) {
+            return Err(Error::usage(format!(
+                "an image file cannot be a row of a {} {:?} column",
+                self.dtype, self.shape
+            )));
+        }
+        let header = image_codec::read_header(codec, file, &what)?;
+        let shape = header.shape(self.shape.len());
+        let (ragged, bytes) = self.check_row_shape(&shape)?;
+        Error::check_limit(|| "image row bytes".to_string(), crate::limits::hard::MAX_ROW_BYTES, bytes)?;
+        let pixels = image_codec::decode(codec, file, &shape, &what)?;
+        self.push_unchecked(&ragged, &pixels);
+        if self.encoded.is_empty() {
+            self.encoded.resize(self.len(), None);
+        }
+        if let Some(last) = self.encoded.last_mut() {
+            *last = Some((codec, file.to_vec()));
+        }
+        Ok(())
+    }
+
+    /// The image file row `i` was decoded from, if any ([`ColumnData::push_encoded`]).
+    #[must_use]
+    pub fn encoded(&self, i: usize) -> Option<(Codec, &[u8])> {
+        self.encoded.get(i)?.as_ref().map(|(c, f)| (*c, f.as_slice()))
+    }
+
+    /// Keeps `file` as the stored form of row `i` (the reader's path: an image page).
+    pub(crate) fn set_encoded(&mut self, i: usize, codec: Codec, file: &[u8]) {
+        if self.encoded.is_empty() {
+            self.encoded.resize(self.len(), None);
+        }
+        if let Some(slot) = self.encoded.get_mut(i) {
+            *slot = Some((codec, file.to_vec()));
+        }
+    }
+
     fn push_unchecked(&mut self, ragged: &[u64], bytes: &[u8]) {
+        if !self.encoded.is_empty() {
+            self.encoded.push(None);
+        }
         self.values.extend_from_slice(bytes);
         self.offsets.push(self.values.len() as u64);
         self.sizes.extend_from_slice(ragged);
@@ -309,7 +376,12 @@ impl ColumnData {
         self.offsets.extend(other.offsets[range.start + 1..=range.end].iter().map(|o| o - shift + base));
         self.sizes.extend_from_slice(&other.sizes[range.start * self.ragged..range.end * self.ragged]);
         if let (Some(v), Some(o)) = (&mut self.validity, &other.validity) {
-            v.extend_from_slice(&o[range]);
+            v.extend_from_slice(&o[range.clone()]);
+        }
+        if !self.encoded.is_empty() || !other.encoded.is_empty() {
+            let before = self.len() - range.len();
+            self.encoded.resize(before, None);
+            self.encoded.extend(range.map(|i| other.encoded.get(i).cloned().flatten()));
         }
         Ok(())
     }
@@ -324,7 +396,7 @@ impl ColumnData {
         validity: Option<Vec<bool>>,
     ) -> Self {
         let ragged = shape.iter().filter(|d| matches!(d, Dim::Ragged)).count() + usize::from(dtype.is_variable());
-        Self { dtype, shape, ragged, values, offsets, sizes, validity }
+        Self { dtype, shape, ragged, values, offsets, sizes, validity, encoded: Vec::new() }
     }
 
     /// Checks that this buffer can be stored in `column` `[MOD-01]`: dtype, shape, nullability,

@@ -264,7 +264,7 @@ fn build(
         Some(seg)
     };
     let manifest = Manifest {
-        reader_flags: bm.reader_flags,
+        reader_flags: bm.reader_flags | crate::manifest::required_reader_flags(&final_schema),
         writer_flags: bm.writer_flags,
         branch: bm.branch.clone(),
         version: bm.version + 1,

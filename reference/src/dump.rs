@@ -58,6 +58,7 @@ pub fn column_json(c: &Column) -> Value {
         Compression::None => json!({"codec": "none"}),
         Compression::Lz4 => json!({"codec": "lz4"}),
         Compression::Zstd { level } => json!({"codec": "zstd", "level": level}),
+        Compression::Encoded => json!({"codec": "encoded"}),
     };
     json!({
         "id": c.id, "name": c.name, "dtype": c.dtype.name(), "shape": shape,

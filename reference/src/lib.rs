@@ -75,6 +75,8 @@ pub mod error;
 pub mod evolve;
 pub mod fragments;
 pub mod gc;
+#[cfg(feature = "images")]
+pub mod image_codec;
 mod kinds;
 pub mod limits;
 pub mod manifest;

@@ -12,8 +12,18 @@ use crate::limits::hard;
 use crate::paths;
 use crate::schema::{Schema, validate_metadata};
 
-/// Reader-required feature bits this implementation understands (none are defined in 1.0).
-pub const KNOWN_READER_FLAGS: u64 = 0;
+/// Reader flag `ENCODED_IMAGES` `[FLG-08]`: the version may hold image pages `[CMP-06]`.
+pub const READER_FLAG_ENCODED_IMAGES: u64 = 1;
+/// Reader-required feature bits this implementation understands: `ENCODED_IMAGES` when built
+/// with the `images` feature, none otherwise (such versions are then `unsupported`).
+pub const KNOWN_READER_FLAGS: u64 = if cfg!(feature = "images") { READER_FLAG_ENCODED_IMAGES } else { 0 };
+
+/// The reader flags a manifest with `schema` must set `[FLG-08]`.
+#[must_use]
+pub fn required_reader_flags(schema: &Schema) -> u64 {
+    let encoded = schema.columns.iter().any(|c| c.compression == crate::schema::Compression::Encoded);
+    if encoded { READER_FLAG_ENCODED_IMAGES } else { 0 }
+}
 /// Writer-required feature bits this implementation understands (none are defined in 1.0).
 pub const KNOWN_WRITER_FLAGS: u64 = 0;
 
@@ -243,6 +253,9 @@ impl Manifest {
             Error::Usage(r) => Error::invalid(what, r),
             other => other,
         })?;
+        if required_reader_flags(&self.schema) & !self.reader_flags != 0 {
+            return Err(Error::invalid(what, "an encoded column without the ENCODED_IMAGES reader flag [FLG-08]"));
+        }
         if let Some(max) = self.schema.columns.iter().map(|c| c.id).max()
             && max >= self.next_column_id
         {

@@ -27,6 +27,9 @@ pub enum Compression {
         /// Compression level, 1..=22.
         level: i32,
     },
+    /// Each image kept as its JPEG, PNG or WebP file, one image page per row `[CMP-05]`; other
+    /// rows (nulls, images that cannot be kept) in zstd pages.
+    Encoded,
 }
 
 impl Compression {
@@ -36,7 +39,8 @@ impl Compression {
         match self {
             Self::None => Codec::None,
             Self::Lz4 => Codec::Lz4,
-            Self::Zstd { .. } => Codec::Zstd,
+            // An encoded column's pages that are not image pages are zstd pages.
+            Self::Zstd { .. } | Self::Encoded => Codec::Zstd,
         }
     }
 }
@@ -50,6 +54,12 @@ pub enum Codec {
     Lz4,
     /// One Zstandard frame.
     Zstd,
+    /// One JPEG file, one row `[CMP-06]`.
+    Jpeg,
+    /// One PNG file, one row `[CMP-06]`.
+    Png,
+    /// One WebP file, one row `[CMP-06]`.
+    WebP,
 }
 
 impl Codec {
@@ -60,7 +70,16 @@ impl Codec {
             Self::None => "none",
             Self::Lz4 => "lz4",
             Self::Zstd => "zstd",
+            Self::Jpeg => "jpeg",
+            Self::Png => "png",
+            Self::WebP => "webp",
         }
+    }
+
+    /// Whether this is an image codec, whose blocks hold one encoded image `[CMP-06]`.
+    #[must_use]
+    pub fn is_image(self) -> bool {
+        matches!(self, Self::Jpeg | Self::Png | Self::WebP)
     }
 }
 
@@ -280,6 +299,12 @@ impl Column {
         {
             return Err(Error::invalid(what(), format!("zstd level {level} outside 1..=22 [CMP-01]")));
         }
+        if self.compression == Compression::Encoded && !self.encodable() {
+            return Err(Error::invalid(
+                what(),
+                "encoded columns must be u8 images, layout hw or hwc with a fixed last dim of 1 to 4 [CMP-05]",
+            ));
+        }
         validate_metadata(&self.metadata, &what())?;
         if let Some(bytes) = self.fixed_row_bytes() {
             Error::check_limit(|| format!("{}: row bytes", what()), hard::MAX_ROW_BYTES, bytes)?;
@@ -290,6 +315,18 @@ impl Column {
             Error::check_limit(|| format!("{}: class names", what()), hard::MAX_CLASS_NAMES, names.len() as u64)?;
         }
         self.validate_kind().map_err(|reason| Error::invalid(what(), reason))
+    }
+
+    /// Whether the column may have `Compression::Encoded` `[CMP-05]`: dtype `u8`, kind image,
+    /// layout `Hw`, or `Hwc` with a last dim of `Fixed(1..=4)`.
+    #[must_use]
+    pub fn encodable(&self) -> bool {
+        self.dtype == DType::U8
+            && match (&self.kind, self.shape.as_slice()) {
+                (Kind::Image { layout: ImageLayout::Hw }, [_, _]) => true,
+                (Kind::Image { layout: ImageLayout::Hwc }, [_, _, Dim::Fixed(c)]) => (1..=4).contains(c),
+                _ => false,
+            }
     }
 
     fn validate_kind(&self) -> Result<(), String> {

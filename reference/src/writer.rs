@@ -113,7 +113,7 @@ impl Dataset {
         schema.validate()?;
         let next_column_id = schema.columns.iter().map(|c| c.id + 1).max().unwrap_or(0);
         let manifest = Manifest {
-            reader_flags: 0,
+            reader_flags: crate::manifest::required_reader_flags(&schema),
             writer_flags: 0,
             branch: MAIN.to_string(),
             version: 1,

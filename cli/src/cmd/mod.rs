@@ -289,6 +289,7 @@ pub(crate) fn fmt_compression(c: Compression) -> String {
         Compression::None => "none".into(),
         Compression::Lz4 => "lz4".into(),
         Compression::Zstd { level } => format!("zstd:{level}"),
+        Compression::Encoded => "encoded".into(),
     }
 }
 

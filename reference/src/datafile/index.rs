@@ -17,11 +17,11 @@ use std::ops::Range;
 
 use super::{Block, DataFile, Page};
 use crate::codec;
-use crate::column::row_bytes;
+use crate::column::{full_shape, row_bytes};
 use crate::dtype::DType;
 use crate::envelope::le8;
 use crate::error::{Error, Result};
-use crate::schema::Column;
+use crate::schema::{Codec, Column, Dim};
 
 /// One column chunk of a data file, indexed for random access to rows.
 ///
@@ -31,6 +31,8 @@ use crate::schema::Column;
 #[derive(Clone, Debug)]
 pub struct ChunkIndex {
     dtype: DType,
+    /// The column's shape: the row shape of an image page `[CMP-07]`.
+    shape: Vec<Dim>,
     pages: Vec<Page>,
     /// First row of each page, then the row count (`pages.len() + 1` entries).
     page_first_row: Vec<u64>,
@@ -143,6 +145,49 @@ impl ChunkIndex {
         (8 * words + self.validity.as_ref().map_or(0, Vec::len) + self.pages.len() * size_of::<Page>()) as u64
     }
 
+    /// Row `row`'s full shape (SHP-02): the column's shape with its ragged sizes filled in.
+    #[must_use]
+    pub fn row_shape(&self, row: u64) -> Vec<u64> {
+        full_shape(self.dtype, &self.shape, self.sizes(row))
+    }
+
+    /// Verifies page `page`'s stored bytes (length; CRC-32 when `verify_crc`) and decodes them
+    /// into `out`, exactly the page's `raw_len` bytes `[VAL-12]`. An image page `[CMP-06]` is
+    /// checked against its row's shape before any pixel is decoded `[CMP-07]`; other pages go
+    /// through [`decode_block_into`].
+    ///
+    /// # Errors
+    /// As [`decode_block_into`]; for an image page, `invalid` for a file whose header differs
+    /// from the row's shape and `malformed` for one that does not decode; `unsupported` when the
+    /// crate was built without the `images` feature.
+    ///
+    /// # Panics
+    /// If `page` is not a page of the chunk.
+    pub fn decode_page_into(
+        &self,
+        page: usize,
+        stored: &[u8],
+        out: &mut [u8],
+        verify_crc: bool,
+        what: &dyn Fn() -> String,
+    ) -> Result<()> {
+        let block = &self.pages[page].block;
+        if !block.codec.is_image() {
+            return decode_block_into(block, stored, out, verify_crc, what);
+        }
+        verify_block(block, stored, verify_crc, what)?;
+        if out.len() as u64 != block.raw_len {
+            return Err(Error::usage(format!(
+                "{}: output of {} bytes for a {}-byte page",
+                what(),
+                out.len(),
+                block.raw_len
+            )));
+        }
+        let row = self.page_first_row[page];
+        decode_image(block.codec, stored, &self.row_shape(row), out, what)
+    }
+
     /// Checks the decoded bytes of row `row` element by element: bool is 0 or 1 `[DT-02]`,
     /// utf8 is UTF-8 `[DT-05]`.
     ///
@@ -191,6 +236,16 @@ pub fn decode_block_into(
         )));
     }
     codec::decompress_into(block.codec, stored, out, what)
+}
+
+#[cfg(feature = "images")]
+fn decode_image(codec: Codec, stored: &[u8], shape: &[u64], out: &mut [u8], what: &dyn Fn() -> String) -> Result<()> {
+    crate::image_codec::decode_into(codec, stored, shape, out, what)
+}
+
+#[cfg(not(feature = "images"))]
+fn decode_image(codec: Codec, _: &[u8], _: &[u64], _: &mut [u8], what: &dyn Fn() -> String) -> Result<()> {
+    Err(Error::unsupported(what(), format!("{} pages need the `images` feature [FLG-08]", codec.name())))
 }
 
 /// Checks a block's stored bytes: their length always, their CRC-32 when `verify_crc`
@@ -270,6 +325,7 @@ impl DataFile {
         page_first_row.push(at);
         let mut index = ChunkIndex {
             dtype: column.dtype,
+            shape: column.shape.clone(),
             pages: chunk.pages.clone(),
             page_first_row,
             row_start: None,

@@ -3,14 +3,13 @@
 
 use std::ops::Range;
 
-use super::index::decode_block_into;
 use super::{ALIGN, Block, ColumnChunk, END_MAGIC, Footer, HEADER_LEN, MAGIC, TRAILER_LEN};
 use crate::codec;
 use crate::column::{ColumnData, full_shape};
 use crate::envelope::{self, MAJOR, le8};
 use crate::error::{Error, Result};
 use crate::limits::Limits;
-use crate::schema::{Codec, Column};
+use crate::schema::{Codec, Column, Compression};
 
 /// What the trailer says about the footer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -191,6 +190,15 @@ impl DataFile {
                 return Err(Error::invalid(what(), format!("page {i} has no rows [DF-18]")));
             }
             total = total.checked_add(p.row_count).ok_or_else(|| Error::invalid(what(), "page row counts overflow"))?;
+            if p.block.codec.is_image() && (col.compression != Compression::Encoded || p.row_count != 1) {
+                return Err(Error::invalid(
+                    what(),
+                    format!(
+                        "page {i} is a {} image: only one row of an encoded column can be [CMP-06]",
+                        p.block.codec.name()
+                    ),
+                ));
+            }
             if let Some(rb) = fixed
                 && p.row_count.checked_mul(rb) != Some(p.block.raw_len)
             {
@@ -273,12 +281,17 @@ impl DataFile {
         let mut values = Vec::new();
         let mut offsets = vec![0u64];
         let mut raw = Vec::new();
+        let mut kept = Vec::new();
         for (p, (block, bytes)) in (first_page..).zip(blocks[n_index..].iter().zip(&stored[n_index..])) {
             let page_rows = index.page_rows(p);
             raw.clear();
             // Sizes were bounded when the footer was validated: at most `max_block_raw`.
             raw.resize(block.raw_len as usize, 0);
-            decode_block_into(block, bytes, &mut raw, true, &|| format!("{} page", what()))?;
+            index.decode_page_into(p, bytes, &mut raw, true, &|| format!("{} page", what()))?;
+            if block.codec.is_image() && rows.contains(&page_rows.start) {
+                // Kept, so that a writer rewriting these rows stores the same file [CMP-09].
+                kept.push(((page_rows.start - rows.start) as usize, block.codec, *bytes));
+            }
             for r in page_rows.start.max(rows.start)..page_rows.end.min(rows.end) {
                 let (_, range) = index.locate(r);
                 let row = &raw[range];
@@ -289,7 +302,11 @@ impl DataFile {
         }
         let sizes = rows.clone().flat_map(|r| index.sizes(r).iter().copied()).collect();
         let validity = index.is_nullable().then(|| rows.map(|r| index.is_valid(r)).collect());
-        Ok(ColumnData::from_parts(column.dtype, column.shape.clone(), values, offsets, sizes, validity))
+        let mut data = ColumnData::from_parts(column.dtype, column.shape.clone(), values, offsets, sizes, validity);
+        for (i, codec, file) in kept {
+            data.set_encoded(i, codec, file);
+        }
+        Ok(data)
     }
 
     /// Checks that every byte between header, blocks and footer is zero padding, given the

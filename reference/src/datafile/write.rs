@@ -99,10 +99,30 @@ impl DataFileWriter {
         };
         let mut pages = Vec::new();
         let offsets = d.offsets();
+        let encoded = |i: usize| if col.compression == Compression::Encoded { d.encoded(i) } else { None };
         let mut start = 0usize;
         while start < rows {
+            if let Some((codec, file)) = encoded(start) {
+                // An image page: the file as given, one row [CMP-06]; `push_encoded` checked it.
+                pad(out);
+                let raw_len = offsets[start + 1] - offsets[start];
+                codec::check_sizes(codec, file.len() as u64, raw_len, crate::limits::hard::MAX_BLOCK_RAW, &|| {
+                    format!("column {:?} row {start}", col.name)
+                })?;
+                let block = Block {
+                    offset: out.len() as u64,
+                    stored_len: file.len() as u64,
+                    raw_len,
+                    codec,
+                    crc32: crc32fast::hash(file),
+                };
+                out.extend_from_slice(file);
+                pages.push(Page { row_count: 1, block });
+                start += 1;
+                continue;
+            }
             let mut end = start + 1;
-            while end < rows && offsets[end + 1] - offsets[start] <= self.page_bytes {
+            while end < rows && offsets[end + 1] - offsets[start] <= self.page_bytes && encoded(end).is_none() {
                 end += 1;
             }
             let raw = &d.values()[offsets[start] as usize..offsets[end] as usize];

@@ -252,7 +252,10 @@ fn add_objects(c: &mut Corpora, objects: &[(String, Vec<u8>)], schema: Option<&S
                         let target = match p.block.codec {
                             tessera::Codec::Lz4 => "lz4_block",
                             tessera::Codec::Zstd => "zstd_block",
-                            tessera::Codec::None => continue,
+                            tessera::Codec::None
+                            | tessera::Codec::Jpeg
+                            | tessera::Codec::Png
+                            | tessera::Codec::WebP => continue,
                         };
                         c.entry(target).or_default().insert(encode_block_input(p.block.raw_len, stored));
                     }
