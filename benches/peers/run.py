@@ -244,6 +244,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--data", default=os.path.join(ROOT, "target", "peers"), help="where the datasets are made")
     ap.add_argument("--no-build", action="store_true", help="use the release binaries as they are")
     ap.add_argument("--json", help="also write the figures to this file")
+    ap.add_argument("--prepare", action="store_true", help="only build and make the datasets")
     ap.add_argument("--write", help=argparse.SUPPRESS)  # child: write one format
     ap.add_argument("--one", help=argparse.SUPPRESS)  # child: measure one system
     ap.add_argument("--path", help=argparse.SUPPRESS)
@@ -266,7 +267,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         build()
     root = os.path.join(args.data, f"mm224-{args.rows}")
     os.makedirs(root, exist_ok=True)
-    paths = {fmt: ensure_dataset(root, fmt, args.rows) for fmt in {system(n).FORMAT for n in names}}
+    paths = {fmt: ensure_dataset(root, fmt, args.rows) for fmt in sorted({system(n).FORMAT for n in names})}
+    if args.prepare:
+        return 0
 
     common = ["--rows", str(args.rows), "--epochs", str(args.epochs), "--warmup", str(args.warmup),
               "--batch-size", str(args.batch_size), "--workers", str(args.workers), "--seed", str(args.seed)]

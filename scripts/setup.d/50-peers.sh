@@ -21,7 +21,7 @@ PINS=(
   scikit-image==0.26.0 pillow==13.0.0
 )
 # .venv's own packages the peers use (installed there by scripts/setup.sh and scripts/python.sh).
-BASE=(pyarrow==26.0.1)
+BASE=(pyarrow==26.0.1 pytest==8.4.2)
 
 test -x .venv/bin/python || { echo "50-peers: .venv is missing; scripts/setup.sh makes it first" >&2; exit 1; }
 if [ ! -x .venv-peers/bin/python ]; then
