@@ -228,8 +228,8 @@ def table(results: List[Dict[str, Any]], limit: Optional[float]) -> str:
     return "\n".join(lines)
 
 
-def load_average() -> str:
-    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+def load_average() -> float:
+    return os.getloadavg()[0]
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -243,6 +243,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--systems", default=",".join(ORDER), help=f"comma-separated subset of {','.join(ORDER)}")
     ap.add_argument("--data", default=os.path.join(ROOT, "target", "peers"), help="where the datasets are made")
     ap.add_argument("--no-build", action="store_true", help="use the release binaries as they are")
+    ap.add_argument("--repeat", type=int, default=1, help="rounds over all systems; the table shows medians")
     ap.add_argument("--json", help="also write the figures to this file")
     ap.add_argument("--prepare", action="store_true", help="only build and make the datasets")
     ap.add_argument("--write", help=argparse.SUPPRESS)  # child: write one format
@@ -273,41 +274,55 @@ def main(argv: Optional[List[str]] = None) -> int:
 
     common = ["--rows", str(args.rows), "--epochs", str(args.epochs), "--warmup", str(args.warmup),
               "--batch-size", str(args.batch_size), "--workers", str(args.workers), "--seed", str(args.seed)]
-    results, failed = [], []
-    loads = [load_average()]
+    runs: Dict[str, List[Dict[str, Any]]] = {n: [] for n in names}
+    failed: List[str] = []
+    loads = []
+    for rnd in range(args.repeat):
+        for name in [n for n in names if n not in failed]:
+            mod = system(name)
+            path = paths[mod.FORMAT]
+            if hasattr(mod, "command"):
+                cmd = mod.command(path, args)
+            else:
+                cmd = [sys.executable, __file__, "--one", name, "--path", path] + common
+            loads.append(load_average())
+            print(f"peers: round {rnd + 1}/{args.repeat}: {name} (load {loads[-1]:.2f})", file=sys.stderr, flush=True)
+            try:
+                got = run_measured(cmd, child_env())
+            except RuntimeError as e:
+                print(f"peers: {name} FAILED: {e}", file=sys.stderr, flush=True)
+                failed.append(name)
+                continue
+            fig = mod.parse(got["stdout"]) if hasattr(mod, "parse") else json.loads(got["stdout"].strip().splitlines()[-1])
+            runs[name].append({"peak_rss": got["peak_rss"], "peak_pss": got["peak_pss"], **fig})
+    loads.append(load_average())
+
+    results = []
     for name in names:
-        mod = system(name)
-        path = paths[mod.FORMAT]
-        if hasattr(mod, "command"):
-            cmd = mod.command(path, args)
-        else:
-            cmd = [sys.executable, __file__, "--one", name, "--path", path] + common
-        print(f"peers: {name} (load {load_average()})", file=sys.stderr, flush=True)
-        try:
-            got = run_measured(cmd, child_env())
-        except RuntimeError as e:
-            print(f"peers: {name} FAILED: {e}", file=sys.stderr, flush=True)
-            failed.append(name)
+        if name in failed or not runs[name]:
             continue
-        last = got["stdout"].strip().splitlines()[-1]
-        fig = mod.parse(got["stdout"]) if hasattr(mod, "parse") else json.loads(last)
+        mod = system(name)
+        rates = sorted(r["samples_per_sec"] for r in runs[name])
         results.append({
             "system": name, "name": mod.NAME, "config": mod.CONFIG, "format": mod.FORMAT,
-            "checked": "checked" if mod.CHECKED else "–", "disk": du(path),
-            "peak_rss": got["peak_rss"], "peak_pss": got["peak_pss"], **fig,
+            "checked": "checked" if mod.CHECKED else "–", "disk": du(paths[mod.FORMAT]),
+            "samples_per_sec": rates[len(rates) // 2], "rates": rates,
+            "peak_rss": max(r["peak_rss"] for r in runs[name]), "peak_pss": max(r["peak_pss"] for r in runs[name]),
+            "runs": runs[name],
         })
-        loads.append(load_average())
 
     limit = next((r["samples_per_sec"] for r in results if r["system"] == "read_limit"), None)
     when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     print(f"mm224 ({args.rows} rows, batch {args.batch_size}, {args.warmup} warm-up + {args.epochs} timed epochs, "
-          f"{args.workers} workers); {when}; {platform.machine()}, {os.cpu_count()} cores; "
-          f"load averages over the run: {' | '.join(loads)}")
+          f"{args.workers} workers, median of {args.repeat} round(s)); {when}; {platform.machine()}, "
+          f"{os.cpu_count()} cores; 1-minute load average from {min(loads):.1f} to {max(loads):.1f}")
     print(table(results, limit))
-    rates = {r["system"]: r["samples_per_sec"] for r in results}
-    if "tessera_rust" in rates and "tessera_python" in rates:
-        print(f"Tessera from Python vs from Rust: {100 * (1 - rates['tessera_python'] / rates['tessera_rust']):+.1f}% "
-              "throughput lost (negative: Python was faster)")
+    py, rs = runs.get("tessera_python", []), runs.get("tessera_rust", [])
+    if py and rs:
+        # Paired by round (the two run back to back), then the median.
+        losses = sorted(1 - p["samples_per_sec"] / r["samples_per_sec"] for p, r in zip(py, rs))
+        print(f"Tessera from Python vs from Rust: {100 * losses[len(losses) // 2]:+.1f}% throughput lost "
+              f"(median of {len(losses)} paired round(s); each: {', '.join(f'{100 * x:+.1f}%' for x in losses)})")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"when": when, "args": vars(args), "load": loads, "results": results}, f, indent=1)
