@@ -138,16 +138,16 @@ def measure_one(name: str, path: str, args) -> Dict[str, Any]:
             labels = []
             t = time.perf_counter()
             for b, batch in enumerate(reader.epoch(e)):
-                samples_in = workload.check_batch(batch, args.batch_size)
+                workload.check_batch(batch, args.batch_size)
                 labels.append(batch["label"].numpy().copy())
                 if e == 0 and b == 0:
                     workload.check_values(batch)
-                if e >= args.warmup:
-                    samples += samples_in
             if e >= args.warmup:
                 elapsed += time.perf_counter() - t
+                # Distinct rows only: a loader that pads its last batch gets no credit for it.
+                samples += min(sum(len(x) for x in labels), args.rows)
             if mod.CHECKED:
-                workload.check_epoch(labels, args.rows)
+                workload.check_epoch(labels, args.rows, args.batch_size, pads=getattr(mod, "PADS", False))
             del labels
     finally:
         reader.close()
@@ -293,7 +293,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                 print(f"peers: {name} FAILED: {e}", file=sys.stderr, flush=True)
                 failed.append(name)
                 continue
-            fig = mod.parse(got["stdout"]) if hasattr(mod, "parse") else json.loads(got["stdout"].strip().splitlines()[-1])
+            fig = mod.parse(got["stdout"], args) if hasattr(mod, "parse") else json.loads(got["stdout"].strip().splitlines()[-1])
             runs[name].append({"peak_rss": got["peak_rss"], "peak_pss": got["peak_pss"], **fig})
     loads.append(load_average())
 

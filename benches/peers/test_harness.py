@@ -79,8 +79,19 @@ def test_values_that_differ_from_the_workload_are_rejected():
 
 
 def test_an_epoch_must_deliver_each_row_once():
-    workload.check_epoch([np.array([2, 0]), np.array([1, 3])], 4)
+    workload.check_epoch([np.array([2, 0]), np.array([1, 3])], 4, 2)
     with pytest.raises(BadBatch, match="repeated"):
-        workload.check_epoch([np.array([0, 1]), np.array([1, 3])], 4)
+        workload.check_epoch([np.array([0, 1]), np.array([1, 3])], 4, 2)
     with pytest.raises(BadBatch, match="3 rows"):
-        workload.check_epoch([np.array([0, 1, 2])], 4)
+        workload.check_epoch([np.array([0, 1, 2])], 4, 4)
+
+
+def test_a_padded_last_batch_is_allowed_only_for_a_padding_loader_and_only_at_the_end():
+    epoch = [np.array([4, 0, 2]), np.array([1, 3, 4])]  # 5 rows, the last batch padded with row 4
+    workload.check_epoch(epoch, 5, 3, pads=True)
+    with pytest.raises(BadBatch, match="repeated"):
+        workload.check_epoch(epoch, 5, 3)
+    with pytest.raises(BadBatch, match="repeated"):  # the repeat is not in the tail
+        workload.check_epoch([np.array([4, 4, 2]), np.array([1, 3, 0])], 5, 3, pads=True)
+    with pytest.raises(BadBatch):  # a whole extra batch is not padding
+        workload.check_epoch([np.array([0, 1]), np.array([0, 1])], 2, 2, pads=True)

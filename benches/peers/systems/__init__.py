@@ -3,7 +3,7 @@
 Each module has ``NAME`` (the table's row), ``FORMAT`` (the dataset folder it reads, written
 by the module that defines ``write``), ``CONFIG`` (what the system is configured to do, for
 the README), ``CHECKED`` (whether the harness can check that it delivers each row once per
-epoch) and either ``open(path, rows, args)`` returning a reader with ``epoch(e)`` (an
+epoch), optionally ``PADS`` (its last batch is filled up with rows already delivered) and either ``open(path, rows, args)`` returning a reader with ``epoch(e)`` (an
 iterable of batches in the form of ``workload.collate``) and ``close()``, or ``command(path,
 args)`` for a system measured as an external program.
 """
