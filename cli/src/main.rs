@@ -105,6 +105,8 @@ enum Command {
     Restore(cmd::restore::Args),
     /// Delete unreferenced objects older than the retention period (--dry-run lists them).
     Gc(cmd::gc::Args),
+    /// Run SQL over a version (the table `ds`): filters, vector search, top-k; print or save a view.
+    Query(cmd::query::Args),
     /// List, show or delete views (saved query answers pinned to a version).
     #[command(subcommand)]
     View(cmd::view::Command),
@@ -133,6 +135,7 @@ fn main() -> ExitCode {
         Command::Merge(a) => cmd::merge::run(ctx, &a),
         Command::Restore(a) => cmd::restore::run(ctx, &a),
         Command::Gc(a) => cmd::gc::run(ctx, &a),
+        Command::Query(a) => cmd::query::run(ctx, &a),
         Command::View(c) => cmd::view::run(ctx, &c),
         Command::Bench(a) => cmd::bench::run(ctx, &a),
     };

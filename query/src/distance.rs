@@ -1,7 +1,8 @@
 //! Vector functions: `cosine_distance(a, b)`, `l2_distance(a, b)`, `inner_product(a, b)`.
 //!
 //! Arguments are vectors: fixed-size or variable lists of `Float32`, `Float16` or `Float64`
-//! (an f32/f16/bf16 embedding column; bf16 arrives widened to f32, see [`crate::convert`]),
+//! (an f32/f16/bf16 embedding column; bf16 arrives widened to f32, see [`crate::convert`]);
+//! integer vectors (images, token ids) are converted to f32 first,
 //! or a literal such as `[0.1, -2, 3.5]`, which [`ArrayLiteralPlanner`] makes a constant.
 //! The kernels are `simsimd`'s (runtime SIMD dispatch); each row's distance is an `f64`.
 //!
@@ -115,7 +116,7 @@ impl ScalarUDFImpl for VectorFunction {
     fn return_type(&self, args: &[DataType]) -> DfResult<DataType> {
         for ty in args {
             match element(ty) {
-                Some(DataType::Float16 | DataType::Float32 | DataType::Float64 | DataType::Null) => {}
+                Some(t) if t.is_floating() || t.is_integer() || t == &DataType::Null => {}
                 _ => {
                     return plan_err!(
                         "{}: arguments must be float vectors (an f32/f16/bf16 column or [..]), got {ty}",
@@ -130,6 +131,7 @@ impl ScalarUDFImpl for VectorFunction {
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
         let [a, b] = args.args.as_slice() else { return exec_err!("{} takes two vectors", self.name()) };
         let rows = args.number_rows;
+        let (a, b) = (&as_float(a)?, &as_float(b)?);
         // One constant side (the query vector) is the common case: convert it once.
         let out = match (a, b) {
             (ColumnarValue::Array(col), ColumnarValue::Scalar(q))
@@ -145,6 +147,20 @@ impl ScalarUDFImpl for VectorFunction {
         };
         Ok(ColumnarValue::Array(Arc::new(out)))
     }
+}
+
+/// An integer vector (an image, a token list) as a `Float32` one; float vectors unchanged.
+fn as_float(v: &ColumnarValue) -> DfResult<ColumnarValue> {
+    let ty = v.data_type();
+    let Some(item) = element(&ty).filter(|t| t.is_integer()) else { return Ok(v.clone()) };
+    let f32_item = Arc::new(datafusion::arrow::datatypes::Field::new("item", DataType::Float32, true));
+    let to = match &ty {
+        DataType::FixedSizeList(_, n) => DataType::FixedSizeList(f32_item, *n),
+        DataType::List(_) => DataType::List(f32_item),
+        _ => DataType::LargeList(f32_item),
+    };
+    let _ = item;
+    v.cast_to(&to, None)
 }
 
 /// A scalar vector's elements as f64, `None` when it is null.

@@ -42,6 +42,9 @@ use datafusion::prelude::SessionConfig;
 use futures::StreamExt;
 use tessera::Dataset;
 
+/// The engine this crate builds on, for callers that read the answer's Arrow batches.
+pub use datafusion;
+
 pub use crate::convert::ROWID;
 pub use crate::error::{QueryError, QueryResult};
 pub use crate::table::{DatasetTable, ScanOptions, ScanStats};

@@ -16,6 +16,7 @@ pub(crate) mod info;
 pub(crate) mod ingest;
 pub(crate) mod log;
 pub(crate) mod merge;
+pub(crate) mod query;
 pub(crate) mod refs;
 pub(crate) mod restore;
 pub(crate) mod select;
