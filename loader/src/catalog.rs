@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 
 use tessera::datafile::{Block, ChunkIndex, DataFile};
 use tessera::manifest::DataFileRef;
-use tessera::{Dataset, FragmentInfo};
+use tessera::{Dataset, FragmentInfo, View};
 
 use crate::assemble::ColumnLayout;
 use crate::error::{LoaderError, Result, from_format};
@@ -78,7 +78,30 @@ pub(crate) struct Catalog {
     /// First live global row of each fragment.
     first_rows: Vec<u64>,
     pub(crate) dataset_id: u64,
+    /// When the loader reads a view: the view, whose position `p` is dataset row
+    /// `view.rows[p]`. Plans then order positions, not dataset rows.
+    pub(crate) view: Option<Arc<View>>,
     meta: Mutex<MetaCache>,
+}
+
+/// The identity of a view that every order over it derives from: FNV-1a 64 of its name, the
+/// SHA-256 of its rows and the SHA-256 of its version's manifest (SPEC VIEW-09: a view is
+/// told apart by its bytes, not its name), in a domain of its own so that no view shares an
+/// id with a bare version.
+#[must_use]
+pub fn view_id(view: &View) -> u64 {
+    let mut h: u64 = 0xCBF2_9CE4_8422_2325;
+    let mut eat = |bytes: &[u8]| {
+        for &b in bytes {
+            h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01B3);
+        }
+    };
+    eat(b"tessera.view.v1");
+    eat(&(view.name.len() as u64).to_le_bytes());
+    eat(view.name.as_bytes());
+    eat(&view.rows_sha256);
+    eat(&view.manifest_sha256);
+    h
 }
 
 /// The identity of a dataset version that every order derives from: FNV-1a 64 of the
@@ -150,7 +173,44 @@ impl Catalog {
         let fragment_rows = fragments.iter().map(FragmentEntry::live_rows).collect();
         let first_rows = fragments.iter().map(|f| f.info.first_row).collect();
         let dataset_id = version_id(dataset.branch(), dataset.version(), dataset.manifest_crc32());
-        Ok(Self { dataset, columns, fragments, fragment_rows, first_rows, dataset_id, meta: Mutex::default() })
+        let view = None;
+        Ok(Self { dataset, columns, fragments, fragment_rows, first_rows, dataset_id, view, meta: Mutex::default() })
+    }
+
+    /// Reads `view` (of this catalog's version) instead of the whole version. The sampler's
+    /// "fragments" become the view's runs of consecutive positions whose rows lie in one
+    /// fragment, so block shuffle keeps rows of a fragment together as far as the view's
+    /// order allows; the order's identity becomes the view's ([`view_id`]).
+    pub(crate) fn with_view(mut self, view: Arc<View>) -> Result<Self> {
+        let mut runs: Vec<u64> = Vec::new();
+        let mut last = usize::MAX;
+        for &row in &view.rows {
+            let f = self.first_rows.partition_point(|&first| first <= row).checked_sub(1).ok_or_else(|| {
+                LoaderError::config(format!("view {:?}: row {row} is outside the version", view.name))
+            })?;
+            match runs.last_mut() {
+                Some(n) if f == last => *n += 1,
+                _ => runs.push(1),
+            }
+            last = f;
+        }
+        self.fragment_rows = runs;
+        self.dataset_id = view_id(&view);
+        self.view = Some(view);
+        Ok(self)
+    }
+
+    /// The dataset row at plan position `pos` (the position itself without a view).
+    pub(crate) fn row_id(&self, pos: u64) -> u64 {
+        match &self.view {
+            Some(v) => usize::try_from(pos).ok().and_then(|p| v.rows.get(p)).copied().unwrap_or(u64::MAX),
+            None => pos,
+        }
+    }
+
+    /// Rows one epoch reads (before padding): the version's, or the view's.
+    pub(crate) fn rows(&self) -> u64 {
+        self.view.as_ref().map_or(self.dataset.row_count(), |v| v.rows.len() as u64)
     }
 
     /// Estimated output bytes per row of projected column `c`: exact for fixed shapes; for
@@ -187,8 +247,10 @@ impl Catalog {
         total
     }
 
-    /// The fragment and physical row of global (live) row `row`.
-    pub(crate) fn locate(&self, row: u64) -> Option<(usize, u64)> {
+    /// The fragment and physical row of plan position `pos`: global (live) row `pos`, or the
+    /// view's row at `pos`.
+    pub(crate) fn locate(&self, pos: u64) -> Option<(usize, u64)> {
+        let row = self.row_id(pos);
         let f = self.first_rows.partition_point(|&first| first <= row).checked_sub(1)?;
         let frag = &self.fragments[f];
         let live = row - frag.info.first_row;

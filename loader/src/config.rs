@@ -132,6 +132,10 @@ pub struct LoaderConfig {
     pub location: String,
     /// Which version to read (pinned for the loader's lifetime).
     pub at: At,
+    /// Read the rows of this view (SPEC.md §"Views") instead of a whole version: the view's
+    /// rows of the version it pins, with every shuffle mode, sharding and resume as for a
+    /// version. `at` must then be left at [`At::Latest`]: the view names its version.
+    pub view: Option<String>,
     /// Column projection, in output order; `None` reads every column.
     pub columns: Option<Vec<String>>,
     /// Rows per batch on this rank.
@@ -199,6 +203,7 @@ impl LoaderConfig {
         Self {
             location: location.into(),
             at: At::Latest,
+            view: None,
             columns: None,
             batch_size: 32,
             shuffle: ShuffleMode::Global,
@@ -226,6 +231,13 @@ impl LoaderConfig {
     #[must_use]
     pub fn with_columns<S: AsRef<str>>(mut self, columns: &[S]) -> Self {
         self.columns = Some(columns.iter().map(|c| c.as_ref().to_string()).collect());
+        self
+    }
+
+    /// Reads view `name` instead of a version (see [`LoaderConfig::view`]).
+    #[must_use]
+    pub fn with_view(mut self, name: impl Into<String>) -> Self {
+        self.view = Some(name.into());
         self
     }
 
@@ -308,6 +320,9 @@ impl LoaderConfig {
         if self.max_fetch_bytes == 0 {
             return bad("max_fetch_bytes must be at least 1");
         }
+        if self.view.is_some() && self.at != At::Latest {
+            return bad("a view pins its own version: leave `at` unset when `view` is set");
+        }
         if let ShuffleMode::Block { window_fragments: 0 } = self.shuffle {
             return bad("block shuffle needs window_fragments >= 1");
         }
@@ -370,6 +385,7 @@ mod tests {
             ok.clone().with_shuffle(ShuffleMode::Block { window_fragments: 0 }),
             ok.clone().with_columns(&["a", "a"]),
             LoaderConfig { prefetch_batches: 1, ..ok.clone() },
+            LoaderConfig { at: At::Version(2), ..ok.clone().with_view("v") },
         ] {
             assert!(c.validate().is_err());
         }

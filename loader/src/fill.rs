@@ -310,7 +310,7 @@ impl Worker {
                 .catalog
                 .locate(row)
                 .ok_or_else(|| LoaderError::WorkerPanicked(format!("row {row} is outside the dataset")))?;
-            slots.push(SlotRow { row, frag, phys, pos, real: pos < sh.rows_n });
+            slots.push(SlotRow { row: sh.catalog.row_id(row), frag, phys, pos, real: pos < sh.rows_n });
         }
         // Block mode: the window fragments of this batch's real rows, admitted in order.
         let mut held: HashMap<usize, Arc<FragmentData>> = HashMap::new();
@@ -380,7 +380,7 @@ impl Worker {
         let row = g[(pos % g.len() as u64) as usize];
         let (frag, phys) =
             sh.catalog.locate(row).ok_or_else(|| LoaderError::WorkerPanicked(format!("row {row} is outside")))?;
-        Ok(SlotRow { row, frag, phys, pos, real: false })
+        Ok(SlotRow { row: sh.catalog.row_id(row), frag, phys, pos, real: false })
     }
 
     /// Describes the filled buffers as a [`Batch`].

@@ -125,7 +125,7 @@ mod window;
 pub use assemble::Elem;
 pub use batch::{HostBatch, HostColumn, SkippedSample};
 pub use buffer::{AlignedAllocator, AlignedBuffer, BUFFER_ALIGN, BufferAllocator, HostBuffer};
-pub use catalog::version_id;
+pub use catalog::{version_id, view_id};
 pub use config::{Device, DistEnv, LoaderConfig, RaggedOptions, RetryPolicy};
 pub use error::{LoaderError, Result};
 pub use loader::{EpochIter, Loader};

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use tessera::{Dataset, Store};
+use tessera::{Dataset, Store, View};
 
 use crate::batch::{HostBatch as Batch, SkippedSample};
 use crate::buffer::{AlignedAllocator, BufferAllocator};
@@ -68,11 +68,22 @@ impl Loader {
     fn open_with(store: &Store, source: Source, config: LoaderConfig, alloc: Arc<dyn BufferAllocator>) -> Result<Self> {
         let fetcher = Arc::new(Fetcher::new(source, config.retry.clone()));
         let never = AtomicBool::new(false);
-        let what = || format!("opening version {:?} of {}", config.at, config.location);
-        let dataset = with_retry(&config.retry, &never, &fetcher.counters, &what, || {
-            Dataset::open_at(store, &config.at, config.limits.clone()).map_err(|e| classify(&what(), e))
+        let what = || match &config.view {
+            Some(view) => format!("opening view {view:?} of {}", config.location),
+            None => format!("opening version {:?} of {}", config.at, config.location),
+        };
+        let (dataset, view) = with_retry(&config.retry, &never, &fetcher.counters, &what, || {
+            match &config.view {
+                Some(name) => Dataset::open_view(store, name, config.limits.clone()).map(|(d, v)| (d, Some(v))),
+                None => Dataset::open_at(store, &config.at, config.limits.clone()).map(|d| (d, None)),
+            }
+            .map_err(|e| classify(&what(), e))
         })?;
-        let catalog = Arc::new(Catalog::new(dataset, config.columns.as_deref(), config.u64_as_i64_bits)?);
+        let mut catalog = Catalog::new(dataset, config.columns.as_deref(), config.u64_as_i64_bits)?;
+        if let Some(view) = view {
+            catalog = catalog.with_view(Arc::new(view))?;
+        }
+        let catalog = Arc::new(catalog);
         let mut loader = Self {
             acct: Accountant::new(config.memory_budget),
             config,
@@ -135,9 +146,16 @@ impl Loader {
             )));
         }
         let plan = Plan::resume(self.plan_config(), state.epoch, state).map_err(|e| match e {
-            SamplerError::StateMismatch { field: "dataset_id", .. } => LoaderError::Resume(
-                "the state belongs to another dataset (or a re-created one with the same version number)".into(),
-            ),
+            SamplerError::StateMismatch { field: "dataset_id", .. } => LoaderError::Resume(match &self.catalog.view {
+                Some(v) => format!(
+                    "the state was not saved reading view {:?} (but another view, a re-created one, \
+                         or a whole version)",
+                    v.name
+                ),
+                None => "the state belongs to another dataset (or a re-created one with the same version \
+                             number), or to a view"
+                    .into(),
+            }),
             SamplerError::StateMismatch { field, expected, found } => LoaderError::Resume(format!(
                 "{field} differs: the state has {found}, this loader's settings give {expected} \
                  (settings_digest covers shuffle mode, drop_last, global batch size and fragment layout)"
@@ -206,10 +224,16 @@ impl Loader {
         self.catalog.dataset.version()
     }
 
-    /// Rows in the version.
+    /// Rows one epoch reads, before padding: the version's, or the view's.
     #[must_use]
     pub fn row_count(&self) -> u64 {
-        self.catalog.dataset.row_count()
+        self.catalog.rows()
+    }
+
+    /// The view this loader reads, if it reads one ([`LoaderConfig::view`]).
+    #[must_use]
+    pub fn view(&self) -> Option<&View> {
+        self.catalog.view.as_deref()
     }
 
     /// Batches every rank yields per full epoch.
