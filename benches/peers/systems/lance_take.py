@@ -14,9 +14,10 @@ NAME = "Lance `take`"
 FORMAT = "lance"
 CHECKED = True
 CONFIG = (
-    "global shuffle (a numpy permutation per epoch), one `take` of 64 rows per batch, "
-    "2 Python threads keeping 4 batches in flight (Lance's own I/O threads below); Lance "
-    "file format defaults, no compression configured"
+    "global shuffle (a numpy permutation per epoch), one `take` of 64 rows per batch with the "
+    "batch's row ids sorted (3–4× faster here than in shuffled order; the batch holds the same "
+    "rows), 2 Python threads keeping 4 batches in flight (Lance's own I/O threads below); "
+    "Lance file format 2.2 defaults, one fragment, no compression configured"
 )
 COLUMNS = ["image", "label", "tokens", "embedding"]
 # Tensors over Arrow's read-only buffers (no copy, as Lance's own converter does); nothing
@@ -95,7 +96,7 @@ class Reader:
         self.pool = ThreadPoolExecutor(max_workers=args.workers)
 
     def _take(self, ids):
-        return to_torch(self.ds.take(ids, columns=COLUMNS))
+        return to_torch(self.ds.take(np.sort(ids), columns=COLUMNS))
 
     def epoch(self, e: int):
         perm = np.random.default_rng([self.args.seed, e]).permutation(self.rows)
