@@ -21,6 +21,7 @@ use tessera::{
 
 use super::{Ctx, DatasetArg, emit, emit_json, fmt_bytes, parse_size};
 use crate::error::{CliError, CliResult, Exit};
+use crate::input::columns::{self, ColumnEdits, RaggedSpec};
 use crate::input::imagefolder::{self, FolderColumns, ImageOptions};
 use crate::input::wds::{self, RawSample, WdsOptions};
 use crate::input::{self, Bad, Decoded, InferOptions, Sample, Value, jsonl, npy};
@@ -56,17 +57,28 @@ pub(crate) struct Args {
     /// default for unnamed columns. Repeatable or comma-separated. New datasets only.
     #[arg(long, value_name = "COL=CODEC", value_delimiter = ',')]
     compress: Vec<String>,
-    /// Tensor columns (npy, WebDataset .npy fields) to store with all dims ragged, for arrays
-    /// whose shape varies between samples.
-    #[arg(long, value_name = "COL", value_delimiter = ',')]
+    /// Dims that vary between samples: `COL=?,4` (`?` varies, a number is fixed), or a bare
+    /// `COL` for every dim. Without it, ingest infers them from the first samples it reads.
+    /// Repeatable; `img=?,?,3,boxes=?,4` also works.
+    #[arg(long, value_name = "COL[=DIMS]")]
     ragged: Vec<String>,
+    /// Store an input field under another name, OLD=NEW (e.g. img=image). Repeatable or
+    /// comma-separated.
+    #[arg(long, value_name = "OLD=NEW", value_delimiter = ',')]
+    rename: Vec<String>,
+    /// The kind of a column (by its new name), COL=KIND with KIND image, text, json,
+    /// embedding[:cosine|dot|l2], tokens[:VOCAB], bbox[:xyxy|xywh|cxcywh], mask, audio:RATE,
+    /// video[:FPS] or generic. Repeatable or comma-separated.
+    #[arg(long, value_name = "COL=KIND", value_delimiter = ',')]
+    kind: Vec<String>,
     /// Commit message.
     #[arg(short, long)]
     message: Option<String>,
     /// Append to this branch (must exist) instead of main.
     #[arg(long, value_name = "BRANCH")]
     branch: Option<String>,
-    /// Skip corrupt inputs (listed in the summary) instead of stopping the ingest.
+    /// Skip corrupt inputs (listed in the summary) instead of stopping the ingest. A value
+    /// whose shape does not fit its column still stops it (exit 2, with the --ragged to use).
     #[arg(long)]
     skip_bad: bool,
     /// Decoding threads (default: the number of CPUs).
@@ -100,11 +112,18 @@ text columns (first non-null value decides; int then float gives f64; nulls make
 nullable). A tessera.schema.json next to the inputs (written by `tessera export`) restores
 kinds, class names and dtypes.
 
+Shapes: WebDataset columns are inferred from the first samples (up to 256, or 8 MiB): a dim
+that differs among them is stored ragged, a field some of them lack is nullable. A later value
+whose shape does not fit stops the ingest with exit 2 and the --ragged entry that fits it
+(`--ragged tokens=?`). --rename img=image --kind image=image renames and types columns.
+
 An existing dataset gets a new version appended (the inputs must have its columns; image
 folder classes are mapped to its class names by name); a missing one is created. A corrupt
 input stops the ingest before anything is committed (exit 1, its path on stderr), unless
---skip-bad. Data files written before the failure stay unreferenced until garbage-collected.
-Creating a dataset commits an empty version 1 first; the data is version 2.";
+--skip-bad; a schema question (a shape that does not fit, an unknown column) exits 2. A
+dataset this ingest created is removed again when it fails; data files written for an append
+stay unreferenced until garbage-collected. Creating a dataset commits an empty version 1
+first; the data is version 2.";
 
 /// Input formats.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, clap::ValueEnum)]
@@ -359,7 +378,9 @@ pub(crate) fn run(ctx: Ctx, mut args: Args) -> CliResult<Exit> {
     let target_file_bytes = parse_size(&args.file_size).map_err(CliError::usage)?;
     let jobs = args.jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(2, usize::from)).clamp(1, 256);
     let branch = args.branch.clone().unwrap_or_else(|| "main".to_string());
-    let infer = InferOptions { fixed_images: size.is_some(), ragged: args.ragged.iter().cloned().collect() };
+    let ragged = RaggedSpec::parse(&args.ragged).map_err(CliError::usage)?;
+    let edits = ColumnEdits::parse(&args.rename, &args.kind).map_err(CliError::usage)?;
+    let infer = InferOptions { fixed_images: size.is_some(), ragged };
     let image = ImageOptions { size, filter: args.filter.image(), channels: args.channels };
     let folder_columns = FolderColumns {
         image: args.image_column.clone(),
@@ -367,13 +388,15 @@ pub(crate) fn run(ctx: Ctx, mut args: Args) -> CliResult<Exit> {
         encoded: args.keep_encoded.then(|| format!("{}_encoded", args.image_column)),
     };
 
-    let (source, planned, sidecar_dir) = open_source(format, &inputs, &image, &folder_columns, &infer)?;
+    let (source, planned, sidecar_dir) = open_source(format, &inputs, &image, &folder_columns, &infer, &edits)?;
     let sidecar = match &sidecar_dir {
         Some(d) => input::read_sidecar(d)?,
         None => None,
     };
 
-    // The target: an existing dataset to append to, or a location to create one at.
+    // The target: an existing dataset to append to, or a location to create one at. A local
+    // folder this ingest makes is removed again if it fails.
+    let fresh_dir = !location.contains("://") && !Path::new(&location).exists();
     let store = open_target_store(&location)?;
     let base = match tessera::dataset::latest_version(&store, &branch) {
         Ok(_) => Some(Dataset::open_at(&store, &tessera::At::Branch(branch.clone()), Limits::default())?),
@@ -394,14 +417,7 @@ pub(crate) fn run(ctx: Ctx, mut args: Args) -> CliResult<Exit> {
         ctx.info("note: --compress is ignored when appending (compression is part of the existing schema)");
     }
 
-    let total = match &source {
-        Source::Folder(f) => Total::Count(f.files.len() as u64, "images"),
-        Source::Wds(shards) => {
-            Total::Bytes(shards.iter().filter_map(|s| std::fs::metadata(s).ok()).map(|m| m.len()).sum())
-        }
-        Source::Npy(n) => Total::Count(n.rows, "rows"),
-        Source::Jsonl(p) => Total::Count(p.lines, "rows"),
-    };
+    let total = progress_total(&source);
     let ignored = match &source {
         Source::Folder(f) => f.ignored.len(),
         _ => 0,
@@ -426,10 +442,13 @@ pub(crate) fn run(ctx: Ctx, mut args: Args) -> CliResult<Exit> {
         location: location.clone(),
         base,
         options,
-        planned: planned.map(|p| finish_columns(p, sidecar.as_deref(), &compress)).transpose()?,
         sidecar,
         compress,
+        edits,
         infer,
+        pending: Vec::new(),
+        pending_bytes: 0,
+        fresh_dir,
         target: None,
         skip_bad: args.skip_bad,
         skipped: Vec::new(),
@@ -441,6 +460,9 @@ pub(crate) fn run(ctx: Ctx, mut args: Args) -> CliResult<Exit> {
         progress: Progress::new("ingest", total, visible(ctx.quiet)),
     };
 
+    if let Some(p) = planned {
+        sink.start_planned(p)?;
+    }
     let producer = move |send: &mut dyn FnMut(Work) -> bool| produce(source, send);
     let result = pipeline(jobs, producer, &decoder, &mut |out| sink.consume(out));
     sink.progress.finish();
@@ -450,6 +472,18 @@ pub(crate) fn run(ctx: Ctx, mut args: Args) -> CliResult<Exit> {
     let message =
         args.message.take().unwrap_or_else(|| format!("ingest {} from {}", format_name(format), args.inputs.join(" ")));
     sink.finish(&message, format_name(format), ignored)
+}
+
+/// What the progress bar counts for a source.
+fn progress_total(source: &Source) -> Total {
+    match source {
+        Source::Folder(f) => Total::Count(f.files.len() as u64, "images"),
+        Source::Wds(shards) => {
+            Total::Bytes(shards.iter().filter_map(|s| std::fs::metadata(s).ok()).map(|m| m.len()).sum())
+        }
+        Source::Npy(n) => Total::Count(n.rows, "rows"),
+        Source::Jsonl(p) => Total::Count(p.lines, "rows"),
+    }
 }
 
 /// What an opened source yields: the source, its columns when known up front, and the
@@ -463,6 +497,7 @@ fn open_source(
     image: &ImageOptions,
     folder_columns: &FolderColumns,
     infer: &InferOptions,
+    edits: &ColumnEdits,
 ) -> CliResult<Opened> {
     Ok(match format {
         Format::Imagefolder | Format::Auto => {
@@ -503,7 +538,8 @@ fn open_source(
         }
         Format::Npy => {
             let src = npy::open(inputs)?;
-            let cols = src.columns(&infer.ragged);
+            // `--ragged` names the columns as stored; the arrays have their input names.
+            let cols = src.columns(&edits.source_spec(&infer.ragged)).map_err(CliError::usage)?;
             let dir = src.dir.clone();
             (Source::Npy(src), Some(cols), Some(dir))
         }
@@ -513,6 +549,20 @@ fn open_source(
             (Source::Jsonl(plan), Some(cols), Some(jsonl::sidecar_dir(inputs)))
         }
     })
+}
+
+/// Removes `dir` and the folders under it if they hold no file (what a failed ingest into a
+/// new local folder leaves); anything else stays.
+fn remove_empty_dirs(dir: &Path) {
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for e in entries.filter_map(Result::ok) {
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                remove_empty_dirs(&e.path());
+            }
+        }
+    }
+    // Fails (and keeps the folder) when something is left in it.
+    let _ = std::fs::remove_dir(dir);
 }
 
 /// Refuses to turn an unrelated, non-empty local folder into a dataset.
@@ -548,16 +598,30 @@ fn check_classes(schema: &Schema, label: &str, classes: &[String]) -> CliResult<
     Ok(())
 }
 
-/// Applies the sidecar and the `--compress` flags to planned or inferred columns.
+/// Applies `--rename` to the columns a source planned (named after its input fields).
+fn rename_planned(mut cols: Vec<Column>, edits: &ColumnEdits) -> CliResult<Vec<Column>> {
+    let fields: Vec<&str> = cols.iter().map(|c| c.name.as_str()).collect();
+    edits.check_renames(&fields).map_err(CliError::usage)?;
+    for c in &mut cols {
+        c.name = edits.name(&c.name).to_string();
+    }
+    Ok(cols)
+}
+
+/// Applies the sidecar, `--kind` and `--compress` to planned or inferred (renamed) columns.
 fn finish_columns(
     cols: Vec<Column>,
     sidecar: Option<&[Column]>,
     compress: &[(String, Compression)],
+    edits: &ColumnEdits,
 ) -> CliResult<Vec<Column>> {
     let mut cols = match sidecar {
         Some(s) => input::apply_sidecar(cols, s),
         None => cols,
     };
+    let names: Vec<&str> = cols.iter().map(|c| c.name.as_str()).collect();
+    edits.check_kinds(&names).map_err(CliError::usage)?;
+    edits.apply_kinds(&mut cols).map_err(CliError::usage)?;
     for (name, _) in compress {
         if name != "*" && !cols.iter().any(|c| c.name == *name) {
             let names: Vec<&str> = cols.iter().map(|c| c.name.as_str()).collect();
@@ -683,10 +747,16 @@ struct Sink {
     location: String,
     base: Option<Dataset>,
     options: WriteOptions,
-    planned: Option<Vec<Column>>,
     sidecar: Option<Vec<Column>>,
     compress: Vec<(String, Compression)>,
+    edits: ColumnEdits,
     infer: InferOptions,
+    /// Samples held back until the schema is inferred from them (sources without planned
+    /// columns), and their decoded bytes.
+    pending: Vec<Sample>,
+    pending_bytes: u64,
+    /// The dataset is a local folder this ingest made (removed again on failure).
+    fresh_dir: bool,
     target: Option<Target>,
     skip_bad: bool,
     skipped: Vec<Bad>,
@@ -706,49 +776,118 @@ struct Target {
     created: bool,
     writer: Option<DatasetWriter>,
     asm: Assembler,
+    /// Samples the schema was inferred from (0 when planned or appending).
+    inferred_from: usize,
+    /// The dataset existed before this ingest.
+    appending: bool,
 }
 
 /// Rows buffered before a batch goes to the writer.
 const BATCH_ROWS: usize = 1024;
 /// Raw bytes buffered before a batch goes to the writer.
 const BATCH_BYTES: u64 = 8 << 20;
+/// Samples looked at to infer a schema (which dims vary, which fields are optional).
+const INFER_SAMPLES: usize = 256;
+/// Decoded bytes held for inference at most (fewer samples when they are large).
+const INFER_BYTES: u64 = 64 << 20;
+
+/// Decoded bytes of a value (what inference holds in memory).
+fn value_bytes(v: &Value) -> u64 {
+    (match v {
+        Value::Image(i) => i.pixels.len(),
+        Value::Tensor { bytes, .. } | Value::Bytes(bytes) => bytes.len(),
+        Value::Text(t) | Value::Json(t) => t.len(),
+        Value::Class { .. } | Value::Int(_) | Value::Float(_) | Value::Bool(_) | Value::Null => 8,
+    }) as u64
+}
 
 impl Sink {
     fn consume(&mut self, out: Vec<Decoded>) -> CliResult<()> {
         let units = out.len() as u64;
-        let mut rows = 0;
+        let rows_before = self.rows;
         let mut bytes = 0;
         for d in out {
             match d {
-                Ok(sample) => {
+                Ok(mut sample) => {
                     bytes += sample.input_bytes;
-                    if self.target.is_none() {
-                        self.start(&sample)?;
-                    }
-                    let origin = sample.origin.clone();
-                    let in_bytes = sample.input_bytes;
-                    let pushed = match self.target.as_mut() {
-                        Some(t) => t.asm.push(sample),
-                        None => continue,
-                    };
-                    match pushed {
-                        Ok(images) => {
-                            rows += 1;
-                            self.rows += 1;
-                            self.images += images;
-                            self.input_bytes += in_bytes;
+                    for (name, _) in &mut sample.fields {
+                        let new = self.edits.name(name);
+                        if new != name {
+                            *name = new.to_string();
                         }
-                        Err(reason) => self.bad(Bad::new(origin, reason))?,
                     }
-                    if self.target.as_ref().is_some_and(|t| t.asm.rows >= BATCH_ROWS || t.asm.bytes >= BATCH_BYTES) {
-                        self.flush()?;
+                    if self.target.is_none() {
+                        self.pending_bytes += sample.fields.iter().map(|(_, v)| value_bytes(v)).sum::<u64>();
+                        self.pending.push(sample);
+                        if self.pending.len() >= INFER_SAMPLES || self.pending_bytes >= INFER_BYTES {
+                            self.start_pending()?;
+                        }
+                    } else {
+                        self.push(sample)?;
                     }
                 }
                 Err(b) => self.bad(b)?,
             }
         }
-        self.progress.advance(units, rows, bytes);
+        self.progress.advance(units, self.rows - rows_before, bytes);
         Ok(())
+    }
+
+    /// Adds one sample to the column buffers (a bad one is skipped or ends the ingest).
+    fn push(&mut self, sample: Sample) -> CliResult<()> {
+        let Some(t) = self.target.as_mut() else { return Err(CliError::other("no schema yet")) };
+        let (origin, in_bytes) = (sample.origin.clone(), sample.input_bytes);
+        match t.asm.push(sample) {
+            Ok(images) => {
+                self.rows += 1;
+                self.images += images;
+                self.input_bytes += in_bytes;
+            }
+            Err(Reject::Bad(reason)) => self.bad(Bad::new(origin, reason))?,
+            Err(Reject::Schema(e)) => return Err(self.schema_question(&origin, &e)),
+        }
+        if self.target.as_ref().is_some_and(|t| t.asm.rows >= BATCH_ROWS || t.asm.bytes >= BATCH_BYTES) {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    /// A sample that does not fit the schema: exit 2, with the flag that makes it fit where
+    /// there is one. Never skipped: `--skip-bad` would drop every such row.
+    fn schema_question(&self, origin: &str, e: &SchemaMismatch) -> CliError {
+        let Some(t) = self.target.as_ref() else { return CliError::other("no schema yet") };
+        let Some(col) = e.column.and_then(|i| t.schema.columns.get(i)) else {
+            return CliError::usage(format!("{origin}: {}", e.reason));
+        };
+        let mut err = CliError::usage(format!("{origin}: column {:?}: {}", col.name, e.reason));
+        match (&e.shape, columns::ragged_hint(col, e.shape.as_deref().unwrap_or_default())) {
+            (Some(_), Some(hint)) if t.appending => {
+                err = err.note(format!(
+                    "the dataset stores {:?} as {}; an append cannot change it (a new dataset takes {hint})",
+                    col.name,
+                    super::fmt_shape(&col.shape)
+                ));
+            }
+            (Some(_), Some(hint)) => {
+                if t.inferred_from > 0 {
+                    err = err.note(format!(
+                        "the shape was inferred from the first {} samples, which all had {}",
+                        t.inferred_from,
+                        super::fmt_shape(&col.shape)
+                    ));
+                }
+                err = err.note(format!("rerun with {hint} to store the dims that vary as ragged"));
+            }
+            _ if e.missing && t.inferred_from > 0 => {
+                err = err.note(format!(
+                    "all of the first {} samples had this field, so the column is not nullable; a {} beside the inputs can declare it nullable",
+                    t.inferred_from,
+                    input::SIDECAR
+                ));
+            }
+            _ => {}
+        }
+        err
     }
 
     /// A bad input: skipped and listed with `--skip-bad`, else the end of the ingest.
@@ -759,25 +898,76 @@ impl Sink {
             Ok(())
         } else {
             Err(CliError::data(format!("bad input {}: {}", b.origin, b.reason))
-                .note("use --skip-bad to skip bad inputs and list them in the summary"))
+                .note("--skip-bad skips inputs that cannot be decoded and lists each in the summary"))
         }
     }
 
-    /// Fixes the schema (planned, or inferred from the first sample), opens or creates the
-    /// dataset, and starts the writer.
-    fn start(&mut self, first: &Sample) -> CliResult<()> {
-        let cols = if let Some(c) = self.planned.take() {
-            c
-        } else {
-            let mut cols = Vec::new();
-            for (name, v) in &first.fields {
-                let c = input::infer_column(name, v, &self.infer).ok_or_else(|| {
-                    CliError::data(format!("{}: field {name:?} has no value to infer a type from", first.origin))
-                })?;
-                cols.push(c);
+    /// Starts with the columns a source planned (named after its input fields).
+    fn start_planned(&mut self, cols: Vec<Column>) -> CliResult<()> {
+        let cols = rename_planned(cols, &self.edits).and_then(|p| self.finish_columns(p));
+        cols.and_then(|c| self.start(c)).map_err(|e| self.abort_notes(e))
+    }
+
+    /// Applies the sidecar, `--kind` and `--compress` to the (renamed) columns.
+    fn finish_columns(&self, cols: Vec<Column>) -> CliResult<Vec<Column>> {
+        finish_columns(cols, self.sidecar.as_deref(), &self.compress, &self.edits)
+    }
+
+    /// Infers the schema from the held samples, starts, and adds them.
+    fn start_pending(&mut self) -> CliResult<()> {
+        let pending = std::mem::take(&mut self.pending);
+        self.pending_bytes = 0;
+        let cols = self.infer_columns(&pending)?;
+        self.start(cols)?;
+        if let Some(t) = self.target.as_mut()
+            && !t.appending
+        {
+            t.inferred_from = pending.len();
+        }
+        for s in pending {
+            self.push(s)?;
+        }
+        Ok(())
+    }
+
+    /// The columns the samples imply together: in order of first appearance, a dim that
+    /// differs among them ragged (unless `--ragged` gave it), a field that some lack or
+    /// leave null nullable.
+    fn infer_columns(&self, samples: &[Sample]) -> CliResult<Vec<Column>> {
+        // Column, samples with a value, and whether a null was seen.
+        let mut cols: Vec<(Column, usize)> = Vec::new();
+        let mut nulls: Vec<(String, String)> = Vec::new();
+        for s in samples {
+            for (name, v) in &s.fields {
+                let seen = input::infer_column(name, v, &self.infer)
+                    .map_err(|e| CliError::usage(format!("{}: column {name:?}: {e}", s.origin)))?;
+                match (seen, cols.iter_mut().find(|(c, _)| c.name == *name)) {
+                    (Some(seen), Some((c, n))) => {
+                        columns::widen(c, &seen, self.infer.ragged.names(name));
+                        *n += 1;
+                    }
+                    (Some(seen), None) => cols.push((seen, 1)),
+                    (None, _) => nulls.push((name.clone(), s.origin.clone())),
+                }
             }
-            finish_columns(cols, self.sidecar.as_deref(), &self.compress)?
-        };
+        }
+        if let Some((name, origin)) = nulls.iter().find(|(n, _)| !cols.iter().any(|(c, _)| c.name == *n)) {
+            return Err(CliError::usage(format!(
+                "{origin}: field {name:?} is null in all of the first {} samples, so its type is unknown",
+                samples.len()
+            ))
+            .note(format!("a {} beside the inputs can declare its type", input::SIDECAR)));
+        }
+        let sources: Vec<String> = cols.iter().map(|(c, _)| self.edits.source_name(&c.name).to_string()).collect();
+        self.edits.check_renames(&sources.iter().map(String::as_str).collect::<Vec<_>>()).map_err(CliError::usage)?;
+        let out: Vec<Column> =
+            cols.into_iter().map(|(c, n)| if n < samples.len() { c.nullable() } else { c }).collect();
+        self.finish_columns(out)
+    }
+
+    /// Fixes the schema, opens the dataset to append to (or plans a new one), and starts the
+    /// writer.
+    fn start(&mut self, cols: Vec<Column>) -> CliResult<()> {
         let (schema, base) = if let Some(b) = self.base.take() {
             check_columns(b.schema(), &cols)?;
             (b.schema().clone(), Some(b))
@@ -787,7 +977,8 @@ impl Sink {
         };
         let asm = Assembler::new(&schema);
         let writer = base.as_ref().map(|b| b.writer(self.options.clone()));
-        self.target = Some(Target { schema, base, created: false, writer, asm });
+        let appending = base.is_some();
+        self.target = Some(Target { schema, base, created: false, writer, asm, inferred_from: 0, appending });
         Ok(())
     }
 
@@ -814,20 +1005,44 @@ impl Sink {
         Ok(())
     }
 
-    /// Adds what a failure leaves behind to its error.
+    /// Removes what a failed ingest made (the dataset it created, the folder it made) and
+    /// adds what is left behind to its error.
     fn abort_notes(&self, e: CliError) -> CliError {
         let mut e = e.note("no version was committed");
-        if self.appended_bytes >= self.options.target_file_bytes {
+        if self.target.as_ref().is_some_and(|t| t.created) {
+            match self.discard_created() {
+                Ok(()) => e = e.note(format!("the dataset this ingest created at {} was removed", self.location)),
+                Err(why) => {
+                    e = e.note(format!(
+                        "the dataset at {} was created (empty version 1) before the failure and could not be removed: {why}",
+                        self.location
+                    ));
+                }
+            }
+        } else if self.appended_bytes >= self.options.target_file_bytes {
             e = e.note("data files already written for this ingest are unreferenced garbage until collected");
         }
-        if self.target.as_ref().is_some_and(|t| t.created) {
-            e = e.note(format!("the dataset at {} was created (empty version 1) before the failure", self.location));
+        if self.fresh_dir {
+            remove_empty_dirs(Path::new(&self.location));
         }
         e
     }
 
+    /// Deletes every object of the dataset this ingest created, if nobody committed to it
+    /// since (its main branch is still at our empty version 1).
+    fn discard_created(&self) -> CliResult<()> {
+        if tessera::dataset::latest_version(&self.store, "main")? != 1 {
+            return Err(CliError::other("another writer committed to it meanwhile"));
+        }
+        for (key, _) in self.store.list_recursive("")? {
+            self.store.delete(&key)?;
+        }
+        Ok(())
+    }
+
     fn finish(mut self, message: &str, format: &str, ignored: usize) -> CliResult<Exit> {
-        if let Err(e) = self.flush() {
+        let started = if self.target.is_none() && !self.pending.is_empty() { self.start_pending() } else { Ok(()) };
+        if let Err(e) = started.and_then(|()| self.flush()) {
             return Err(self.abort_notes(e));
         }
         let seconds_decode = self.progress.seconds();
@@ -942,6 +1157,28 @@ fn check_columns(schema: &Schema, cols: &[Column]) -> CliResult<()> {
 /// A row's encoding: `None` for null, else full shape and little-endian bytes.
 type Row = Option<(Vec<u64>, Vec<u8>)>;
 
+/// Why a sample cannot be added to the column buffers.
+#[derive(Debug)]
+enum Reject {
+    /// A value breaks a rule of its column (range, dtype, JSON, UTF-8): the input is bad.
+    Bad(String),
+    /// The sample does not fit the schema: a schema question, not a data fault.
+    Schema(SchemaMismatch),
+}
+
+/// A sample that does not fit the schema.
+#[derive(Debug)]
+struct SchemaMismatch {
+    /// The column (index into the schema), when the field is one.
+    column: Option<usize>,
+    /// What does not fit.
+    reason: String,
+    /// The value's shape, when it is the shape that does not fit.
+    shape: Option<Vec<u64>>,
+    /// The sample lacks a non-nullable column.
+    missing: bool,
+}
+
 /// Turns samples into column buffers for the schema, validating each sample completely
 /// before any of its values is added (a bad sample leaves the buffers untouched).
 struct Assembler {
@@ -971,41 +1208,57 @@ impl Assembler {
     }
 
     /// Adds a sample; returns how many image values it held.
-    fn push(&mut self, sample: Sample) -> Result<u64, String> {
+    fn push(&mut self, sample: Sample) -> Result<u64, Reject> {
         let mut rows: Vec<Option<Row>> = vec![None; self.columns.len()];
         let mut images = 0;
         for (name, v) in sample.fields {
             let Some(&i) = self.index.get(&name) else {
-                return Err(format!("field {name:?} is not a column of the dataset"));
+                let names: Vec<&str> = self.columns.iter().map(|c| c.name.as_str()).collect();
+                return Err(Reject::Schema(SchemaMismatch {
+                    column: None,
+                    reason: format!("field {name:?} is not a column of the dataset (columns: {names:?})"),
+                    shape: None,
+                    missing: false,
+                }));
             };
             if rows[i].is_some() {
-                return Err(format!("field {name:?} appears twice"));
+                return Err(Reject::Bad(format!("field {name:?} appears twice")));
             }
             images += u64::from(matches!(v, Value::Image(_)));
-            let row =
-                encode(&self.columns[i], v, self.class_ids[i].as_ref()).map_err(|e| format!("column {name:?}: {e}"))?;
+            let row = encode(&self.columns[i], v, self.class_ids[i].as_ref())
+                .map_err(|e| Reject::Bad(format!("column {name:?}: {e}")))?;
             if let Some((shape, bytes)) = &row {
-                check_shape(&self.columns[i], shape).map_err(|e| format!("column {name:?}: {e}"))?;
+                check_shape(&self.columns[i], shape).map_err(|reason| {
+                    Reject::Schema(SchemaMismatch {
+                        column: Some(i),
+                        reason,
+                        shape: Some(shape.clone()),
+                        missing: false,
+                    })
+                })?;
                 // The value rules of the column's dtype and kind are the reference's.
                 self.columns[i].check_value(bytes).map_err(|e| match e {
-                    tessera::Error::Usage(reason) => format!("column {name:?}: {reason}"),
-                    other => format!("column {name:?}: {other}"),
+                    tessera::Error::Usage(reason) => Reject::Bad(format!("column {name:?}: {reason}")),
+                    other => Reject::Bad(format!("column {name:?}: {other}")),
                 })?;
             }
             rows[i] = Some(row);
         }
-        for (c, r) in self.columns.iter().zip(&rows) {
-            if r.is_none() && !c.nullable {
-                return Err(format!("missing field {:?}", c.name));
-            }
+        if let Some(i) = self.columns.iter().zip(&rows).position(|(c, r)| r.is_none() && !c.nullable) {
+            return Err(Reject::Schema(SchemaMismatch {
+                column: Some(i),
+                reason: "the sample has no value for this column, which is not nullable".into(),
+                shape: None,
+                missing: true,
+            }));
         }
         for (i, r) in rows.into_iter().enumerate() {
             match r.flatten() {
                 Some((shape, bytes)) => {
                     self.bytes += bytes.len() as u64;
-                    self.builders[i].push_row(&shape, &bytes).map_err(|e| e.to_string())?;
+                    self.builders[i].push_row(&shape, &bytes).map_err(|e| Reject::Bad(e.to_string()))?;
                 }
-                None => self.builders[i].push_null().map_err(|e| e.to_string())?,
+                None => self.builders[i].push_null().map_err(|e| Reject::Bad(e.to_string()))?,
             }
         }
         self.rows += 1;

@@ -1,12 +1,12 @@
 //! Ingest sources: what they decode into ([`Value`], [`Sample`]), how a column is inferred
 //! from a value, and the schema sidecar that `tessera export` writes and ingest reads back.
 
+pub(crate) mod columns;
 pub(crate) mod imagefolder;
 pub(crate) mod jsonl;
 pub(crate) mod npy;
 pub(crate) mod wds;
 
-use std::collections::HashSet;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -101,13 +101,21 @@ pub(crate) type Decoded = Result<Sample, Bad>;
 pub(crate) struct InferOptions {
     /// Images are resized to a fixed size (fixed image shape) rather than kept native (ragged).
     pub(crate) fixed_images: bool,
-    /// Tensor columns whose every dim is stored ragged.
-    pub(crate) ragged: HashSet<String>,
+    /// `--ragged`: the dims of tensor (and image) columns that vary between samples.
+    pub(crate) ragged: columns::RaggedSpec,
 }
 
 /// The column a value implies; `None` for a null (type unknown).
-pub(crate) fn infer_column(name: &str, value: &Value, opts: &InferOptions) -> Option<Column> {
+///
+/// # Errors
+/// The value's shape does not fit its `--ragged` entry (a schema question).
+pub(crate) fn infer_column(name: &str, value: &Value, opts: &InferOptions) -> Result<Option<Column>, String> {
     let c = match value {
+        Value::Image(img) if opts.ragged.names(name) => {
+            let shape = [u64::from(img.height), u64::from(img.width), u64::from(img.channels)];
+            Column::new(name, DType::U8, &opts.ragged.dims(name, &shape)?)
+                .with_kind(Kind::Image { layout: ImageLayout::Hwc })
+        }
         Value::Image(img) => {
             let shape = if opts.fixed_images {
                 [
@@ -120,14 +128,7 @@ pub(crate) fn infer_column(name: &str, value: &Value, opts: &InferOptions) -> Op
             };
             Column::new(name, DType::U8, &shape).with_kind(Kind::Image { layout: ImageLayout::Hwc })
         }
-        Value::Tensor { dtype, shape, .. } => {
-            let dims: Vec<Dim> = if opts.ragged.contains(name) {
-                shape.iter().map(|_| Dim::Ragged).collect()
-            } else {
-                shape.iter().map(|&d| Dim::Fixed(d)).collect()
-            };
-            Column::new(name, *dtype, &dims)
-        }
+        Value::Tensor { dtype, shape, .. } => Column::new(name, *dtype, &opts.ragged.dims(name, shape)?),
         Value::Class { names, .. } => {
             Column::new(name, DType::I64, &[]).with_kind(Kind::ClassLabel { names: names.to_vec() })
         }
@@ -137,10 +138,10 @@ pub(crate) fn infer_column(name: &str, value: &Value, opts: &InferOptions) -> Op
         Value::Text(_) => Column::new(name, DType::Utf8, &[]).with_kind(Kind::Text),
         Value::Json(_) => Column::new(name, DType::Utf8, &[]).with_kind(Kind::Json),
         Value::Bytes(_) => Column::new(name, DType::Bytes, &[]),
-        Value::Null => return None,
+        Value::Null => return Ok(None),
     };
     let z = default_compression(&c);
-    Some(c.with_compression(z))
+    Ok(Some(c.with_compression(z)))
 }
 
 /// The default compression of a column: lz4 for images (decodes at several GB/s, so loaders

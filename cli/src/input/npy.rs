@@ -585,27 +585,23 @@ fn group(arrays: Vec<Array>) -> CliResult<NpySource> {
 }
 
 impl NpySource {
-    /// The columns the arrays imply (`ragged` names get all-ragged shapes).
-    pub(crate) fn columns(&self, ragged: &std::collections::HashSet<String>) -> Vec<Column> {
+    /// The columns the arrays imply (`--ragged` gives the dims that vary).
+    ///
+    /// # Errors
+    /// A `--ragged` entry that does not fit an array's row shape (a schema question).
+    pub(crate) fn columns(&self, ragged: &super::columns::RaggedSpec) -> Result<Vec<Column>, String> {
         self.columns
             .iter()
             .map(|c| {
                 let (dtype, dims): (DType, Vec<Dim>) = match &c.layout {
-                    Layout::Fixed { array, row_shape, .. } => {
-                        let dims = if ragged.contains(&c.name) {
-                            row_shape.iter().map(|_| Dim::Ragged).collect()
-                        } else {
-                            row_shape.iter().map(|&d| Dim::Fixed(d)).collect()
-                        };
-                        (array.header.dtype, dims)
-                    }
+                    Layout::Fixed { array, row_shape, .. } => (array.header.dtype, ragged.dims(&c.name, row_shape)?),
                     Layout::Ragged { values, shapes, .. } => {
                         let k = shapes.first().map_or(1, Vec::len);
                         (values.header.dtype, vec![Dim::Ragged; k])
                     }
                 };
                 let col = Column::new(&c.name, dtype, &dims);
-                if c.valid.is_some() { col.nullable() } else { col }
+                Ok(if c.valid.is_some() { col.nullable() } else { col })
             })
             .collect()
     }
