@@ -4,7 +4,8 @@
 # denied, rustdoc with warnings denied); then the Rust workspace (unit, integration and doc
 # tests, the README's console and Rust blocks, conformance against the golden fixtures, and
 # the storage suites against local S3 (moto) and Azure (Azurite) servers on loopback); then
-# the independent Python reader against every fixture.
+# the independent Python reader and writer against every fixture (its own runner, then the
+# Rust runner).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -53,10 +54,14 @@ awk '/^test result:/ { p += $4; f += $6; i += $8 } END { printf "workspace: %d p
 echo "== cargo doc (warnings denied)"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked -j"$JOBS"
 
-echo "== conformance: independent Python reader (conformance/python)"
+echo "== conformance: independent Python reader and writer (conformance/python)"
 .venv/bin/python conformance/python/test_tessera_py.py
 .venv/bin/python conformance/python/test_tessera_write.py
 .venv/bin/python conformance/python/run_fixtures.py
+# The runner with the Python implementation as reader and as writer: what it writes is read
+# back, verified and linted by the reference (conformance/README.md, "Writer cases").
+cargo run -q --locked -p tessera-conformance --bin tessera-conformance -- \
+  --adapter "py=.venv/bin/python conformance/python/adapter.py" --writer
 
 echo "== Python package: build into .venv, pytest (python/tests)"
 bash scripts/python.sh
