@@ -224,6 +224,9 @@ class CommitTests(unittest.TestCase):
             with self.assertRaises(TesseraError, msg=rows) as cm:
                 w.append(rows)
             self.assertEqual(cm.exception.cls, "usage")
+        with self.assertRaises(TesseraError) as cm:  # LIM-04 / LIM-15
+            w.append(self.rows(1, 1), "m" * 65537)
+        self.assertEqual(cm.exception.cls, "limit")
         self.assertEqual(all_files(self.root), before)
 
 

@@ -21,10 +21,10 @@ from tessera_py import model as M
 from tessera_py.envelope import (BODY_LIMIT_MANIFEST, BODY_LIMIT_SEGMENT, BODY_LIMIT_TAG,
                                  MAGIC_MANIFEST, MAGIC_SEGMENT, MAGIC_TAG, check_envelope,
                                  envelope_crc)
-from tessera_py.errors import TesseraError, invalid
+from tessera_py.errors import NotSupportedHere, TesseraError, invalid
 from tessera_py.reader import manifest_key, open_fragments, open_manifest, resolve
 from tessera_py.store import U64_MAX, Store
-from tessera_py.validate import LIM_ROWS, check_manifest, valid_ref_name
+from tessera_py.validate import LIM_META_BYTES, LIM_ROWS, check_manifest, valid_ref_name
 
 from . import datafile
 from .encode import manifest_body, seal, segment_body, stored_crc, tag_body
@@ -142,6 +142,10 @@ class Writer:
         if extra:
             raise usage(f"rows for columns the schema does not have: {extra}")
         cols = sorted(schema.columns, key=lambda c: c.id)
+        for c in cols:
+            if c.compression[0] not in (M.CODEC_NONE, M.CODEC_LZ4, M.CODEC_ZSTD):
+                raise NotSupportedHere(f"column {c.name!r}: this writer does not write "
+                                       f"compression {c.compression[0]}")
         missing = [c.name for c in cols if c.name not in rows_by_name]
         if missing:
             raise usage(f"no rows for columns {missing}")
@@ -207,6 +211,8 @@ class Writer:
     def append(self, rows_by_name: dict, message: str = "") -> int:
         """Appends rows (`{column name: [row, ...]}`, rows as in `rows.py`) to `main` as one
         commit; returns the version created."""
+        if len(message.encode("utf-8")) > LIM_META_BYTES:  # LIM-04, refused before writing
+            raise TesseraError("limit", f"a commit message of over {LIM_META_BYTES} bytes")
         base = open_manifest(self.store, "main")
         schema = base.schema
         columns, n = self._columns(schema, rows_by_name)

@@ -11,13 +11,15 @@ import json
 from dataclasses import dataclass, field
 
 from tessera_py import model as M
+from tessera_py.errors import NotSupportedHere
 
 from .dataset import WriteOptions, Writer
 from .rows import element_count, usage
 
 FORMAT = "tessera-logical/1"
 _DTYPES = {name: code for code, (name, _, _) in enumerate(M.DTYPES)}
-_CODECS = {name: i for i, name in enumerate(M.CODECS)}
+# The column compressions this writer implements (§3.6); others are not supported here.
+_CODECS = {"none": M.CODEC_NONE, "lz4": M.CODEC_LZ4, "zstd": M.CODEC_ZSTD}
 
 
 @dataclass
@@ -113,8 +115,12 @@ def _column(v, cid: int, what: str) -> M.Column:
     if not isinstance(v["shape"], list):
         raise usage(f"{what}.shape: expected an array")
     shape = [M.RAGGED if d is None else _uint(d, f"{what}.shape[]") for d in v["shape"]]
-    comp = _obj(v["compression"], f"{what}.compression", ["codec"], ["level"])
-    codec = _pick(comp["codec"], f"{what}.compression.codec", _CODECS)
+    comp = v["compression"]
+    if isinstance(comp, dict) and comp.get("codec") not in _CODECS:
+        raise NotSupportedHere(f"{what}.compression: this writer writes codecs "
+                               f"{list(_CODECS)}, not {comp.get('codec')!r}")
+    comp = _obj(comp, f"{what}.compression", ["codec"], ["level"])
+    codec = _CODECS[_str(comp["codec"], f"{what}.compression.codec")]
     if (codec == M.CODEC_ZSTD) != ("level" in comp):
         raise usage(f"{what}.compression: a level goes with zstd, and only with zstd")
     level = None

@@ -31,10 +31,6 @@ def element_count(shape) -> int:
     return n
 
 
-def ragged_dims(col: M.Column) -> int:
-    return col.ragged_dims
-
-
 def shapes_values(col: M.Column, row) -> list:
     """The values the shapes block holds for a row (DF-17): its ragged dims in schema order,
     or its byte length for a variable dtype; all 0 for a null row (MOD-06)."""
