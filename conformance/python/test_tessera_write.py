@@ -191,6 +191,17 @@ class CommitTests(unittest.TestCase):
             other.create(self.schema)
         self.assertEqual(cm.exception.cls, "conflict")
 
+    def test_no_link_means_no_create_if_absent(self):
+        """VER-04: a file system without link(2) cannot commit: `unsupported`, and no
+        temporary file is left (VER-11)."""
+        import errno
+        from unittest import mock
+        with mock.patch("os.link", side_effect=OSError(errno.EPERM, "not permitted")):
+            with self.assertRaises(TesseraError) as cm:
+                Writer(self.root).create(self.schema)
+        self.assertEqual(cm.exception.cls, "unsupported")
+        self.assertEqual(all_files(self.root), [])
+
     def test_tags(self):
         w = Writer(self.root, WriteOptions(timestamp_ms=5))
         w.create(self.schema)

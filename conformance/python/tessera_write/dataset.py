@@ -98,7 +98,7 @@ class Writer:
     def _upload(self, key: str, data: bytes):
         """VER-09: create-if-absent; an existing object under a content-addressed name is the
         same object when its size matches."""
-        if not self.fs.create(key, data) and os.path.getsize(self.fs.path(key)) != len(data):
+        if not self.fs.create(key, data) and self.fs.size(key) != len(data):
             raise conflict(f"{key} exists with another size")
 
     def _create_manifest(self, m: M.Manifest) -> bool:

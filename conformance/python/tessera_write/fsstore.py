@@ -70,6 +70,13 @@ class FsStore:
                     created = True
                 except FileExistsError:
                     created = False
+                except OSError as e:
+                    if e.errno in (errno.EPERM, errno.EOPNOTSUPP, errno.ENOSYS, errno.EXDEV):
+                        # No link(2) here: no create-if-absent, so no commits (VER-04).
+                        raise TesseraError("unsupported", f"creating {key}: the file system "
+                                           f"cannot link(2) ({e}), so it offers no "
+                                           f"create-if-absent") from None
+                    raise
             finally:
                 try:
                     os.unlink(tmp)
@@ -79,6 +86,12 @@ class FsStore:
         except OSError as e:
             raise _io(f"creating {key}", e) from None
         return created
+
+    def size(self, key: str) -> int:
+        try:
+            return os.path.getsize(self.path(key))
+        except OSError as e:
+            raise _io(f"stat {key}", e) from None
 
     def get(self, key: str):
         """The bytes of object `key`, or None if it does not exist."""
