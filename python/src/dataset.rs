@@ -222,7 +222,18 @@ fn parse_column(spec: &Bound<'_, PyDict>) -> PyResult<Column> {
 /// One column of rows handed over by `append`: `(name, rows, values, shapes, valid)` with
 /// the rows' bytes back to back, every row's full shape flattened (rank numbers per row:
 /// 1 for `utf8`/`bytes`), and a validity flag per row (null rows contribute no bytes).
-type ColumnRows = (String, usize, Vec<u8>, Vec<u64>, Option<Vec<bool>>);
+pub(crate) type ColumnRows = (String, usize, Vec<u8>, Vec<u64>, Option<Vec<bool>>);
+
+/// The rows handed over by `append` (one `ColumnRows` per column) as a batch of `schema`.
+pub(crate) fn batch_of(schema: &Schema, columns: &[ColumnRows]) -> PyResult<Batch> {
+    let mut batch = Batch::new();
+    for (name, rows, values, shapes, valid) in columns {
+        let col = schema.column(name).ok_or_else(|| usage(format!("the schema has no column {name:?}")))?;
+        let data = column_data(col, *rows, values, shapes, valid.as_deref())?;
+        batch.push(name.clone(), data).py_err()?;
+    }
+    Ok(batch)
+}
 
 fn column_data(
     col: &Column,
@@ -453,13 +464,7 @@ impl PyDataset {
     /// version.
     #[allow(clippy::needless_pass_by_value)] // pyo3 hands arguments over as owned values
     fn append(&self, py: Python<'_>, columns: Vec<ColumnRows>, message: &str) -> PyResult<Self> {
-        let schema = self.inner.schema();
-        let mut batch = Batch::new();
-        for (name, rows, values, shapes, valid) in &columns {
-            let col = schema.column(name).ok_or_else(|| usage(format!("the schema has no column {name:?}")))?;
-            let data = column_data(col, *rows, values, shapes, valid.as_deref())?;
-            batch.push(name.clone(), data).py_err()?;
-        }
+        let batch = batch_of(self.inner.schema(), &columns)?;
         let inner = py.detach(|| self.inner.append(&batch, message, WriteOptions::default())).py_err()?;
         Ok(Self { inner, location: self.location.clone() })
     }
@@ -479,6 +484,17 @@ impl PyDataset {
     /// Tag names, sorted.
     fn tags(&self, py: Python<'_>) -> PyResult<Vec<String>> {
         py.detach(|| self.inner.tags()).py_err()
+    }
+
+    /// Saves rows of this version, in this order, as a view (SPEC.md §"Views").
+    #[pyo3(signature = (name, rows, query=""))]
+    fn save_view(&self, py: Python<'_>, name: &str, rows: Vec<u64>, query: &str) -> PyResult<()> {
+        py.detach(|| self.inner.save_view(name, &rows, query).map(|_| ())).py_err()
+    }
+
+    /// View names, sorted.
+    fn views(&self, py: Python<'_>) -> PyResult<Vec<String>> {
+        py.detach(|| self.inner.views()).py_err()
     }
 
     /// Branch names, sorted.

@@ -334,6 +334,11 @@ class Dataset:
         or values a column's kind does not allow, :class:`ConflictError` when a concurrent
         writer wins and the retries run out.
         """
+        self._native = self._native.append(self._native_columns(data), str(message))
+        return self.version
+
+    def _native_columns(self, data: Mapping[str, Any]) -> List[tuple]:
+        """``append`` input as the native layer's column tuples."""
         schema = {c["name"]: c for c in self._native.schema}
         unknown = [k for k in data if k not in schema]
         if unknown:
@@ -344,7 +349,31 @@ class Dataset:
                 cols.append(_column_rows(schema[name], value))
             except (ValueError, TypeError, OverflowError) as e:  # numpy could not convert the values
                 raise UsageError(f"column {name!r}: {e}") from e
-        self._native = self._native.append(cols, str(message))
+        return cols
+
+    def write_fragments(self, data: Mapping[str, Any], target_file_bytes: Optional[int] = None) -> List[str]:
+        """Writes rows (as ``append`` takes them) as data files of this version's schema
+        *without committing*, and returns one fragment record per fragment written: a short
+        JSON string (SPEC.md §15.7) to send to the one process that commits. Nothing is
+        visible until :meth:`commit_fragments`; files of records never committed are left
+        for ``tessera gc``. ``target_file_bytes`` bounds the raw bytes per data file.
+
+        Parallel writers: every worker calls this on its own ``tessera.open(url)``.
+        """
+        return _native.write_fragments(self._native, self._native_columns(data), target_file_bytes)
+
+    def commit_fragments(self, records: Iterable[str], message: str = "", mode: str = "append") -> int:
+        """Commits fragment records (from :meth:`write_fragments`, in any process) as one new
+        version on top of this one, and moves this object to it; returns the version number.
+
+        ``mode="append"`` adds the records' rows after this version's rows and rebases over
+        concurrent appends; ``mode="overwrite"`` makes a version holding exactly the records'
+        rows and raises :class:`ConflictError` if anything else was committed meanwhile.
+        Every record is checked first: a record naming a missing data file or one of the
+        wrong size raises :class:`InvalidError`, a corrupt footer :class:`MalformedError`,
+        text that is not a record :class:`UsageError`; nothing is committed then.
+        """
+        self._native = _native.commit_fragments(self._native, [str(r) for r in records], str(message), str(mode))
         return self.version
 
     def tag(self, name: str, message: str = "") -> None:
@@ -364,6 +393,16 @@ class Dataset:
     def tags(self) -> List[str]:
         """Tag names, sorted."""
         return self._native.tags()
+
+    def save_view(self, name: str, rows: Sequence[int], query: str = "") -> None:
+        """Saves ``rows`` of this version, in this order, as view ``name``: train on it with
+        ``pytorch(view=name)``. Later commits do not change it (:class:`ConflictError` if the
+        name exists)."""
+        self._native.save_view(name, [int(r) for r in rows], query)
+
+    def views(self) -> List[str]:
+        """View names, sorted."""
+        return self._native.views()
 
     def branches(self) -> List[str]:
         """Branch names, sorted."""
@@ -392,7 +431,10 @@ class Dataset:
 
     # -- training -------------------------------------------------------------------------
     def _loader(self, output: str, device: Optional[str], kwargs: Dict[str, Any]) -> Loader:
-        native = _native.Loader(self.location, version=self.version, branch=self.branch_name, **kwargs)
+        if kwargs.get("view") is None:
+            kwargs.update(version=self.version, branch=self.branch_name)
+        # A view pins its own version (SPEC.md §"Views"), whichever version this object is.
+        native = _native.Loader(self.location, **kwargs)
         return Loader(native, output=output, device=device)
 
     def pytorch(
@@ -407,9 +449,11 @@ class Dataset:
         device: Optional[str] = None,
         rank: Optional[int] = None,
         world_size: Optional[int] = None,
+        view: Optional[str] = None,
         **options: Any,
     ) -> Loader:
-        """A loader yielding dicts of ``torch.Tensor`` (see :class:`Loader`) for this version.
+        """A loader yielding dicts of ``torch.Tensor`` (see :class:`Loader`) for this version,
+        or with ``view=NAME`` for the rows of a saved view (of the version the view pins).
 
         ``shuffle``: ``"global"`` (an exact uniform permutation), ``"block"`` (fragments
         permuted, then rows within windows of ``window_fragments``), or ``None`` (in order).
@@ -431,6 +475,7 @@ class Dataset:
             memory_budget=memory_budget,
             rank=rank,
             world_size=world_size,
+            view=view,
             **options,
         )
         return self._loader("torch", device, kwargs)
@@ -446,6 +491,7 @@ class Dataset:
         memory_budget: Optional[int] = None,
         rank: Optional[int] = None,
         world_size: Optional[int] = None,
+        view: Optional[str] = None,
         **options: Any,
     ) -> Loader:
         """As :meth:`pytorch`, yielding dicts of numpy arrays (no torch needed). The arrays
@@ -460,6 +506,7 @@ class Dataset:
             memory_budget=memory_budget,
             rank=rank,
             world_size=world_size,
+            view=view,
             **options,
         )
         return self._loader("numpy", None, kwargs)

@@ -112,7 +112,17 @@ impl Dataset {
         message: &str,
         options: &WriteOptions,
     ) -> Result<Dataset> {
-        let fragments = records.iter().enumerate().map(|(i, r)| self.check_record(r, i)).collect::<Result<Vec<_>>>()?;
+        // Check on a handle with an empty data-file cache, so every record's files are read
+        // now, even ones this handle validated before (they may have been collected since).
+        let fresh = Dataset::from_log(
+            self.store().clone(),
+            self.manifest().clone(),
+            self.manifest_crc32(),
+            self.fragments().iter().map(|f| f.fragment.clone()),
+            self.limits().clone(),
+        )?;
+        let fragments =
+            records.iter().enumerate().map(|(i, r)| fresh.check_record(r, i)).collect::<Result<Vec<_>>>()?;
         let change = match mode {
             CommitMode::Append => Change::Append(fragments),
             CommitMode::Overwrite => Change::Rewrite(Rewrite {

@@ -1,0 +1,223 @@
+"""Ray Data: parallel ingest with one commit (``tessera.ray.Sink``), nothing visible after a
+failed job, concurrent jobs, and parallel reads (``tessera.ray.Source``). One local Ray
+instance (2 CPUs) serves the whole module."""
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import tessera
+
+if os.environ.get("CI") in (None, "", "0", "false"):
+    ray = pytest.importorskip("ray")
+else:  # in CI a missing Ray is a failure, not a skip (scripts/setup.d/40-ray.sh installs it)
+    import ray
+
+import tessera.ray  # noqa: E402  (needs ray)
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+SCHEMA = [
+    {"name": "id", "dtype": "i64"},
+    {"name": "vec", "dtype": "f32", "shape": [4]},
+    {"name": "tokens", "dtype": "i32", "shape": [None]},
+    {"name": "text", "dtype": "utf8"},
+]
+ROWS = 10_000
+
+
+@pytest.fixture(scope="module", autouse=True)
+def ray_instance():
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    # Classes defined here (BarrierSink) travel to the workers by value: the workers cannot
+    # import this test module.
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    ctx = ray.data.DataContext.get_current()
+    ctx.enable_progress_bars = False
+    yield
+    ray.shutdown()
+
+
+def columns(batch, offset=0):
+    """Ray `map_batches`: every row's values are a function of its id."""
+    ids = batch["id"].astype(np.int64) + offset
+    tokens = np.empty(len(ids), dtype=object)
+    tokens[:] = [np.arange(int(i) % 9, dtype=np.int32) * int(i) for i in ids]
+    return {
+        "id": ids,
+        "vec": np.stack([ids, -ids, ids * 2, ids % 7], axis=1).astype(np.float32),
+        "tokens": tokens,
+        "text": np.array([f"row {int(i)}" for i in ids], dtype=object),
+    }
+
+
+def check_rows(ds, ids):
+    """The dataset's rows are exactly `ids` (in some order), each with its own values."""
+    got = ds.read(columns=["id", "vec", "tokens", "text"])
+    assert sorted(got["id"].tolist()) == sorted(ids), "every row exactly once"
+    for k in range(0, len(ds), 997):
+        i = int(got["id"][k])
+        np.testing.assert_array_equal(got["vec"][k], np.array([i, -i, i * 2, i % 7], dtype=np.float32))
+        np.testing.assert_array_equal(got["tokens"][k], np.arange(i % 9, dtype=np.int32) * i)
+        assert got["text"][k] == f"row {i}"
+
+
+def test_eight_tasks_ingest_one_version(tmp_path):
+    url = str(tmp_path / "ds")
+    sink = tessera.ray.Sink(url, schema=SCHEMA, message="ray ingest")
+    ray.data.range(ROWS, override_num_blocks=8).map_batches(columns).write_datasink(sink)
+    assert (sink.base_version, sink.version, sink.tasks) == (1, 2, 8)
+    ds = tessera.open(url)
+    assert ds.version == 2 and len(ds) == ROWS
+    assert [e["version"] for e in ds.log()] == [2, 1], "one new version"
+    assert ds.log()[0]["message"] == "ray ingest"
+    check_rows(ds, list(range(ROWS)))
+    assert ds.verify()["rows"] == ROWS
+
+
+class Boom(RuntimeError):
+    pass
+
+
+def failing_columns(batch, data_dir):
+    """`columns`, except that the block holding row 9000 fails, once another task's data file
+    exists (so the failed job leaves orphans behind for certain)."""
+    if 9000 in batch["id"]:
+        deadline = time.monotonic() + 60
+        while not any(pathlib.Path(data_dir).glob("*.tsd")) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        raise Boom("task failed on purpose")
+    return columns(batch)
+
+
+def test_a_failed_job_commits_nothing_and_leaves_orphans_for_gc(tmp_path):
+    url = str(tmp_path / "ds")
+    ds = tessera.create(url, SCHEMA)
+    ds.append(columns({"id": np.arange(5)}), message="before")
+    sink = tessera.ray.Sink(url, schema=SCHEMA)
+    job = ray.data.range(ROWS, override_num_blocks=8).map_batches(
+        failing_columns, fn_kwargs={"data_dir": str(tmp_path / "ds" / "data")}
+    )
+    with pytest.raises(Exception) as info:
+        job.write_datasink(sink)
+    assert "task failed on purpose" in str(info.value)
+    assert sink.version is None
+    after = tessera.open(url)
+    assert (after.version, len(after)) == (2, 5), "the dataset opens at the previous version"
+    check_rows(after, list(range(5)))
+    gc = subprocess.run(
+        [tessera_bin(), "gc", url, "--dry-run", "--retention", "0s", "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    report = json.loads(gc.stdout)
+    orphans = [g["path"] for g in report["garbage"]]
+    assert report["dry_run"] is True
+    assert orphans and all(p.startswith("data/") for p in orphans), report
+    assert all((tmp_path / "ds" / p).exists() for p in orphans), "a dry run deletes nothing"
+    # The version before the job still reads and verifies: gc's list holds none of its files.
+    assert tessera.open(url).verify()["rows"] == 5
+
+
+class BarrierSink(tessera.ray.Sink):
+    """A Sink whose commit waits until the other job's sink is about to commit too, so that
+    both jobs commit on top of the same pinned version and one of them must rebase."""
+
+    def __init__(self, *args, marker_dir, name, other, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.marker_dir, self.name, self.other = marker_dir, name, other
+
+    def on_write_complete(self, write_result):
+        pathlib.Path(self.marker_dir, self.name).touch()
+        deadline = time.monotonic() + 120
+        while not pathlib.Path(self.marker_dir, self.other).exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        super().on_write_complete(write_result)
+
+
+def test_two_jobs_appending_at_once_both_land(tmp_path):
+    url = str(tmp_path / "ds")
+    tessera.create(url, SCHEMA)
+    sinks = {
+        name: BarrierSink(url, schema=SCHEMA, marker_dir=str(tmp_path), name=name, other=other)
+        for name, other in (("a", "b"), ("b", "a"))
+    }
+    offsets = {"a": 0, "b": 1_000_000}
+    errors = {}
+
+    def job(name):
+        try:
+            ray.data.range(2_000, override_num_blocks=2).map_batches(
+                columns, fn_kwargs={"offset": offsets[name]}
+            ).write_datasink(sinks[name])
+        except Exception as e:  # noqa: BLE001  (recorded and checked below)
+            errors[name] = e
+
+    threads = [threading.Thread(target=job, args=(n,)) for n in sinks]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=300)
+    assert not any(t.is_alive() for t in threads)
+    landed = [n for n in sinks if n not in errors]
+    for n, e in errors.items():  # an append may only fail with the typed conflict
+        assert isinstance(e, tessera.ConflictError), (n, e)
+    assert landed, errors
+    assert {sinks[n].base_version for n in sinks} == {1}, "both jobs pinned the same version"
+    assert sorted(sinks[n].version for n in landed) == list(range(2, 2 + len(landed)))
+    ds = tessera.open(url)
+    want = [i + offsets[n] for n in landed for i in range(2_000)]
+    check_rows(ds, want)  # no row lost, none twice
+    assert ds.verify()["rows"] == len(want)
+
+
+def test_source_reads_the_exact_rows_with_projection(written):
+    path, _ = written
+    ds = tessera.open(path)
+    names = ["id", "x", "img", "tokens", "mat", "caption", "blob", "opt", "half", "bf"]
+    source = tessera.ray.Source(path, version=ds.version, columns=names)
+    assert len(source.get_read_tasks(3)) == 3  # three fragments, one per task
+    batch = ray.data.read_datasource(source).take_batch(10 * len(ds), batch_format="numpy")
+    assert set(batch) == set(names)  # `opt` is a nullable scalar: Arrow nulls, no ".valid"
+    order = np.argsort(batch["id"])
+    got = {k: v[order] for k, v in batch.items()}
+    ref = ds.read(columns=names)  # the Rust reader's values
+    for name in ("id", "x", "img", "half", "bf"):
+        assert got[name].dtype == ref[name].dtype, name
+        np.testing.assert_array_equal(got[name], ref[name], err_msg=name)
+    for name in ("tokens", "mat"):
+        assert len(got[name]) == len(ref[name])
+        for g, w in zip(got[name], ref[name]):
+            assert g.dtype == w.dtype and g.shape == w.shape, name
+            np.testing.assert_array_equal(g, w, err_msg=name)
+    assert list(got["caption"]) == ref["caption"] and list(got["blob"]) == ref["blob"]
+    null = np.ma.getmaskarray(ref["opt"])
+    assert null.any() and np.isnan(got["opt"][null]).all()
+    np.testing.assert_array_equal(got["opt"][~null], ref["opt"].data[~null])
+    # Projection: only the named columns travel.
+    only = ray.data.read_datasource(tessera.ray.Source(path, columns=["caption"])).take(2)
+    assert [set(r) for r in only] == [{"caption"}, {"caption"}]
+    with pytest.raises(tessera.UsageError):
+        tessera.ray.Source(path, columns=["nope"])
+
+
+def tessera_bin():
+    """The `tessera` CLI built by cargo (scripts/test.sh builds it before the Python tests)."""
+    explicit = os.environ.get("TESSERA_BIN")
+    if explicit:
+        return explicit
+    meta = subprocess.run(
+        ["cargo", "metadata", "--format-version", "1", "--no-deps"], cwd=ROOT, capture_output=True, text=True
+    )
+    target = json.loads(meta.stdout)["target_directory"] if meta.returncode == 0 else str(ROOT / "target")
+    exe = pathlib.Path(target, "debug", "tessera")
+    if not exe.exists():
+        subprocess.run(["cargo", "build", "-p", "tessera-cli"], cwd=ROOT, check=True)
+    return str(exe)
