@@ -510,3 +510,36 @@ class Dataset:
             **options,
         )
         return self._loader("numpy", None, kwargs)
+
+    def jax(
+        self,
+        batch_size: int = 32,
+        columns: Optional[Sequence[str]] = None,
+        shuffle: Optional[str] = "global",
+        seed: int = 0,
+        drop_last: bool = False,
+        workers: int = 2,
+        memory_budget: Optional[int] = None,
+        rank: Optional[int] = None,
+        world_size: Optional[int] = None,
+        **options: Any,
+    ) -> Loader:
+        """As :meth:`numpy`, yielding dicts of ``jax.Array`` made through DLPack
+        (``jax.numpy.from_dlpack``): on the CPU backend they share the loader's buffers, which
+        stay unchanged while any array over them is alive. ``bf16`` columns are
+        ``jnp.bfloat16``. 64-bit columns stay 64-bit only with ``jax_enable_x64`` (JAX
+        otherwise narrows them, which copies). ``jax.device_put`` moves a batch to an
+        accelerator."""
+        kwargs = dict(
+            batch_size=batch_size,
+            columns=None if columns is None else list(columns),
+            shuffle=shuffle,
+            seed=seed,
+            drop_last=drop_last,
+            workers=workers,
+            memory_budget=memory_budget,
+            rank=rank,
+            world_size=world_size,
+            **options,
+        )
+        return self._loader("jax", None, kwargs)

@@ -1,5 +1,6 @@
 """The training loader's Python face: :class:`Loader` (an iterable, one epoch per ``iter()``)
-and :class:`LoaderIterator` (the batches of one epoch).
+and :class:`LoaderIterator` (the batches of one epoch). Output: torch tensors, numpy arrays or
+JAX arrays (through DLPack).
 
 The Rust core does the work on its own threads (fetch, decode, assemble); Python receives
 numpy arrays that are views of the core's batch buffers, and ``torch.from_numpy`` turns them
@@ -37,8 +38,8 @@ class Loader:
     """
 
     def __init__(self, native: Any, output: str = "torch", device: Optional[str] = None):
-        if output not in ("torch", "numpy"):
-            raise UsageError(f"output must be 'torch' or 'numpy', not {output!r}")
+        if output not in ("torch", "numpy", "jax"):
+            raise UsageError(f"output must be 'torch', 'numpy' or 'jax', not {output!r}")
         self._native = native
         self._output = output
         self._device = None if device in (None, "cpu") else device
@@ -46,6 +47,11 @@ class Loader:
         self._pending: Optional[Dict[str, Any]] = None
         self._current: Optional[LoaderIterator] = None
         self._torch = None
+        self._jax = None
+        if output == "jax":
+            import jax  # imported here: the package works without jax
+
+            self._jax = jax
         if output == "torch":
             import torch  # imported here: the package works without torch for numpy()
 
@@ -145,6 +151,8 @@ class Loader:
 
     # -- batches ----------------------------------------------------------------------------
     def _convert(self, pieces) -> Dict[str, Any]:
+        if self._jax is not None:
+            return self._convert_jax(pieces)
         torch = self._torch
         out: Dict[str, Any] = {}
 
@@ -171,6 +179,26 @@ class Loader:
                 out[name + ".offsets"] = side(offsets)
             if valid is not None:
                 out[name + ".valid"] = side(valid)
+        return out
+
+    def _convert_jax(self, pieces) -> Dict[str, Any]:
+        """Batches as ``jax.Array``s through DLPack: on CPU the arrays share the loader's
+        buffers (no copy); the buffer stays alive, unchanged, while any array over it does."""
+        jax = self._jax
+        out: Dict[str, Any] = {}
+
+        def dl(a):
+            return None if a is None else jax.numpy.from_dlpack(a)
+
+        for name, values, lengths, offsets, valid, elem in pieces:
+            if elem in ("utf8", "bytes"):
+                out[name] = values
+                continue
+            arr = dl(values)
+            out[name] = jax.lax.bitcast_convert_type(arr, jax.numpy.bfloat16) if elem == "bf16" else arr
+            for suffix, side in ((".lengths", lengths), (".offsets", offsets), (".valid", valid)):
+                if side is not None:
+                    out[name + suffix] = dl(side)
         return out
 
 
