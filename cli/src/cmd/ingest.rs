@@ -21,10 +21,12 @@ use tessera::{
 
 use super::{Ctx, DatasetArg, emit, emit_json, fmt_bytes, parse_size};
 use crate::error::{CliError, CliResult, Exit};
+use crate::input::audio::{AUDIO_EXTENSIONS, AudioOptions};
 use crate::input::columns::{self, ColumnEdits, RaggedSpec};
 use crate::input::imagefolder::{self, FolderColumns, ImageOptions};
+use crate::input::video::{Sampling, VIDEO_EXTENSIONS, VideoOptions};
 use crate::input::wds::{self, RawSample, WdsOptions};
-use crate::input::{self, Bad, Decoded, InferOptions, Sample, Value, jsonl, npy};
+use crate::input::{self, Bad, Decoded, InferOptions, Sample, Value, jsonl, media, npy};
 use crate::progress::{Progress, Total, visible};
 
 /// Arguments of `tessera ingest`.
@@ -34,7 +36,7 @@ pub(crate) struct Args {
     #[command(flatten)]
     ds: DatasetArg,
     /// Inputs: an image-folder root; .tar shards or a folder of them; .npy/.npz files or a
-    /// folder of them; .jsonl files.
+    /// folder of them; .jsonl files; audio or video files or a folder of them.
     #[arg(value_name = "INPUT")]
     inputs: Vec<String>,
     /// Input format; `auto` decides by file extensions and folder layout.
@@ -93,6 +95,69 @@ pub(crate) struct Args {
     /// Name of the label column (image folders).
     #[arg(long, default_value = "label", value_name = "NAME")]
     label_column: String,
+    #[command(flatten)]
+    media: MediaArgs,
+}
+
+/// Audio and video decoding (folders of media files, WebDataset audio members).
+#[derive(clap::Args, Debug)]
+#[command(next_help_heading = "Audio and video")]
+struct MediaArgs {
+    /// Resample every audio clip to this rate in Hz (rubato's FFT resampler). Without it the
+    /// first clip's rate is the column's and clips at other rates are bad inputs.
+    #[arg(long, value_name = "HZ", value_parser = clap::value_parser!(u32).range(1..=768_000))]
+    sample_rate: Option<u32>,
+    /// Downmix audio to one channel (the mean), stored as [samples] instead of [samples, channels].
+    #[arg(long)]
+    mono: bool,
+    /// Audio sample type: f32 (full scale ±1.0) or i16.
+    #[arg(long, value_enum, default_value = "f32")]
+    audio_dtype: AudioDType,
+    /// Keep every K-th video frame (frames 0, K, 2K, …).
+    #[arg(long, value_name = "K", conflicts_with = "fps", value_parser = clap::value_parser!(u32).range(1..))]
+    every: Option<u32>,
+    /// Sample video frames at this rate (repeating or dropping frames), so every video of the
+    /// column has one frame rate.
+    #[arg(long, value_name = "FPS", value_parser = parse_fps)]
+    fps: Option<f64>,
+    /// Keep at most N frames of each video (decoding stops there).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    max_frames: Option<u32>,
+}
+
+/// Audio sample types.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+enum AudioDType {
+    /// 32-bit float.
+    F32,
+    /// 16-bit signed integer.
+    I16,
+}
+
+fn parse_fps(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(f) if f > 0.0 && f <= 1000.0 => Ok(f),
+        _ => Err("the frame rate must be a number in (0, 1000]".into()),
+    }
+}
+
+impl MediaArgs {
+    fn audio(&self) -> AudioOptions {
+        let dtype = match self.audio_dtype {
+            AudioDType::F32 => DType::F32,
+            AudioDType::I16 => DType::I16,
+        };
+        AudioOptions { sample_rate: self.sample_rate, mono: self.mono, dtype }
+    }
+
+    fn video(&self, image: &ImageOptions) -> VideoOptions {
+        let sampling = match (self.fps, self.every) {
+            (Some(f), _) => Sampling::Fps(f),
+            (None, Some(k)) => Sampling::Every(k),
+            (None, None) => Sampling::All,
+        };
+        VideoOptions { sampling, max_frames: self.max_frames, size: image.size, filter: image.filter }
+    }
 }
 
 const INGEST_HELP: &str = "\
@@ -101,6 +166,8 @@ Examples:
   tessera ingest -d s3://bucket/ds shards/*.tar --skip-bad -m 'add shard batch 7'
   tessera ingest ./ds features.npz labels.npy
   tessera ingest ./captions captions.jsonl
+  tessera ingest ./speech clips/ --sample-rate 16000 --mono
+  tessera ingest ./videos videos/ --fps 4 --max-frames 16 --size 112
 
 Columns: image folders give `image` (u8, kind image hwc; [H, W, C] with --size, else
 [?, ?, C]) and `label` (i64, kind class_label with the sorted folder names). WebDataset fields
@@ -116,6 +183,12 @@ Shapes: WebDataset columns are inferred from the first samples (up to 256, or 8 
 that differs among them is stored ragged, a field some of them lack is nullable. A later value
 whose shape does not fit stops the ingest with exit 2 and the --ragged entry that fits it
 (`--ragged tokens=?`). --rename img=image --kind image=image renames and types columns.
+
+Audio and video files (or folders of them) give `audio` (f32 or i16, kind audio with the
+sample rate; [?, C], or [?] with --mono) or `video` (u8, kind video with the frame rate;
+[?, H, W, 3] with --size, else [?, ?, ?, 3]) and `path` (text). One column has one sample or
+frame rate: --sample-rate and --fps make every clip fit. WebDataset members wav, flac, mp3,
+ogg and m4a decode as audio (column `audio`).
 
 An existing dataset gets a new version appended (the inputs must have its columns; image
 folder classes are mapped to its class names by name); a missing one is created. A corrupt
@@ -138,6 +211,10 @@ enum Format {
     Npy,
     /// JSON Lines.
     Jsonl,
+    /// Audio files (wav, flac, mp3, ogg, m4a) or folders of them.
+    Audio,
+    /// Video files (mp4, mkv, webm, mov, avi) or folders of them.
+    Video,
 }
 
 /// Resampling filters.
@@ -224,6 +301,8 @@ enum Source {
     Wds(Vec<PathBuf>),
     Npy(npy::NpySource),
     Jsonl(jsonl::Plan),
+    Audio(Vec<PathBuf>),
+    Video(Vec<PathBuf>),
 }
 
 /// One unit of work for the decoders.
@@ -231,6 +310,8 @@ enum Work {
     Image(PathBuf, usize),
     Wds(RawSample),
     Lines(Vec<(String, String)>),
+    Audio(PathBuf),
+    Video(PathBuf),
     Ready(Vec<Sample>),
     Bad(Bad),
 }
@@ -241,6 +322,7 @@ struct Decoder {
     folder_columns: FolderColumns,
     wds: WdsOptions,
     jsonl: Option<jsonl::Plan>,
+    video: VideoOptions,
 }
 
 impl Decoder {
@@ -254,6 +336,8 @@ impl Decoder {
                 Some(plan) => lines.into_iter().map(|(origin, l)| jsonl::decode_line(origin, &l, plan)).collect(),
                 None => Vec::new(),
             },
+            Work::Audio(path) => vec![media::audio_sample(&path, &self.wds.audio)],
+            Work::Video(path) => vec![media::video_sample(&path, &self.video)],
             Work::Ready(samples) => samples.into_iter().map(Ok).collect(),
             Work::Bad(b) => vec![Err(b)],
         }
@@ -281,6 +365,10 @@ fn detect(inputs: &[PathBuf]) -> CliResult<Format> {
                 kinds.insert(Format::Npy);
             } else if has(&["jsonl", "ndjson"]) {
                 kinds.insert(Format::Jsonl);
+            } else if has(&AUDIO_EXTENSIONS) {
+                kinds.insert(Format::Audio);
+            } else if has(&VIDEO_EXTENSIONS) {
+                kinds.insert(Format::Video);
             } else if entries.iter().any(|e| e.is_dir()) {
                 kinds.insert(Format::Imagefolder);
             } else {
@@ -294,6 +382,8 @@ fn detect(inputs: &[PathBuf]) -> CliResult<Format> {
                 "tar" => kinds.insert(Format::Wds),
                 "npy" | "npz" => kinds.insert(Format::Npy),
                 "jsonl" | "ndjson" => kinds.insert(Format::Jsonl),
+                e if AUDIO_EXTENSIONS.contains(&e) => kinds.insert(Format::Audio),
+                e if VIDEO_EXTENSIONS.contains(&e) => kinds.insert(Format::Video),
                 _ => return Err(CliError::usage(format!("cannot tell the format of {} (use --format)", p.display()))),
             };
         }
@@ -336,6 +426,8 @@ fn format_name(f: Format) -> &'static str {
         Format::Wds => "wds",
         Format::Npy => "npy",
         Format::Jsonl => "jsonl",
+        Format::Audio => "audio",
+        Format::Video => "video",
     }
 }
 
@@ -429,7 +521,8 @@ pub(crate) fn run(ctx: Ctx, mut args: Args) -> CliResult<Exit> {
     let decoder = Decoder {
         classes,
         folder_columns,
-        wds: WdsOptions { image, keep_encoded: args.keep_encoded },
+        wds: WdsOptions { image, keep_encoded: args.keep_encoded, audio: args.media.audio() },
+        video: args.media.video(&image),
         jsonl: match &source {
             Source::Jsonl(p) => Some(p.clone()),
             _ => None,
@@ -483,6 +576,8 @@ fn progress_total(source: &Source) -> Total {
         }
         Source::Npy(n) => Total::Count(n.rows, "rows"),
         Source::Jsonl(p) => Total::Count(p.lines, "rows"),
+        Source::Audio(files) => Total::Count(files.len() as u64, "clips"),
+        Source::Video(files) => Total::Count(files.len() as u64, "videos"),
     }
 }
 
@@ -548,7 +643,22 @@ fn open_source(
             let cols = plan.columns();
             (Source::Jsonl(plan), Some(cols), Some(jsonl::sidecar_dir(inputs)))
         }
+        // Columns come from the first clip (channels, rate, frame size).
+        Format::Audio => (Source::Audio(media_files(inputs, &AUDIO_EXTENSIONS)?), None, None),
+        Format::Video => (Source::Video(media_files(inputs, &VIDEO_EXTENSIONS)?), None, None),
     })
+}
+
+/// The media files of the inputs (folders expanded by extension, in name order).
+fn media_files(inputs: &[PathBuf], extensions: &[&str]) -> CliResult<Vec<PathBuf>> {
+    if let Some(p) = inputs.iter().find(|p| !p.exists()) {
+        return Err(CliError::not_found(format!("input {} does not exist", p.display())));
+    }
+    let files = input::expand_inputs(inputs, extensions)?;
+    if files.is_empty() {
+        return Err(CliError::not_found(format!("no {} files in the inputs", extensions.join("/"))));
+    }
+    Ok(files)
 }
 
 /// Removes `dir` and the folders under it if they hold no file (what a failed ingest into a
@@ -667,6 +777,20 @@ fn produce(source: Source, send: &mut dyn FnMut(Work) -> bool) {
                     return;
                 }
                 start += per_chunk;
+            }
+        }
+        Source::Audio(files) => {
+            for path in files {
+                if !send(Work::Audio(path)) {
+                    return;
+                }
+            }
+        }
+        Source::Video(files) => {
+            for path in files {
+                if !send(Work::Video(path)) {
+                    return;
+                }
             }
         }
         Source::Jsonl(plan) => jsonl::read_lines(&plan.files, 256, &mut |r| {
@@ -795,6 +919,8 @@ const INFER_BYTES: u64 = 64 << 20;
 fn value_bytes(v: &Value) -> u64 {
     (match v {
         Value::Image(i) => i.pixels.len(),
+        Value::Audio(a) => a.bytes.len(),
+        Value::Video(v) => v.pixels.len(),
         Value::Tensor { bytes, .. } | Value::Bytes(bytes) => bytes.len(),
         Value::Text(t) | Value::Json(t) => t.len(),
         Value::Class { .. } | Value::Int(_) | Value::Float(_) | Value::Bool(_) | Value::Null => 8,
@@ -1318,6 +1444,8 @@ fn encode(c: &Column, v: Value, class_ids: Option<&HashMap<String, i64>>) -> Res
             let shape = if c.shape.len() == 2 && ch == 1 { vec![h, w] } else { vec![h, w, ch] };
             Ok(Some((shape, img.pixels)))
         }
+        Value::Audio(a) => media::audio_row(c, a).map(Some),
+        Value::Video(v) => media::video_row(c, v).map(Some),
         Value::Tensor { dtype, shape, bytes } => {
             if c.dtype.is_variable() {
                 if dtype != DType::U8 || shape.len() != 1 {

@@ -61,7 +61,7 @@ pub(crate) fn decode_image(bytes: &[u8], opts: &ImageOptions) -> Result<ImageVal
 }
 
 /// Resizes so the image covers `tw × th` (shorter side to target), then crops the center.
-fn resize_fill(img: DynamicImage, tw: u32, th: u32, filter: FilterType) -> DynamicImage {
+pub(crate) fn resize_fill(img: DynamicImage, tw: u32, th: u32, filter: FilterType) -> DynamicImage {
     let (w, h) = (img.width(), img.height());
     if (w, h) == (tw, th) {
         return img;

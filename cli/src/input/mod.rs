@@ -1,10 +1,13 @@
 //! Ingest sources: what they decode into ([`Value`], [`Sample`]), how a column is inferred
 //! from a value, and the schema sidecar that `tessera export` writes and ingest reads back.
 
+pub(crate) mod audio;
 pub(crate) mod columns;
 pub(crate) mod imagefolder;
 pub(crate) mod jsonl;
+pub(crate) mod media;
 pub(crate) mod npy;
+pub(crate) mod video;
 pub(crate) mod wds;
 
 use std::path::Path;
@@ -32,6 +35,10 @@ pub(crate) struct ImageValue {
 pub(crate) enum Value {
     /// A decoded image.
     Image(ImageValue),
+    /// A decoded audio clip.
+    Audio(media::AudioValue),
+    /// A decoded video clip.
+    Video(media::VideoValue),
     /// An n-d array (little-endian bytes, C order).
     Tensor {
         /// Element type.
@@ -128,6 +135,8 @@ pub(crate) fn infer_column(name: &str, value: &Value, opts: &InferOptions) -> Re
             };
             Column::new(name, DType::U8, &shape).with_kind(Kind::Image { layout: ImageLayout::Hwc })
         }
+        Value::Audio(a) => media::audio_column(name, a),
+        Value::Video(v) => media::video_column(name, v, opts.fixed_images),
         Value::Tensor { dtype, shape, .. } => Column::new(name, *dtype, &opts.ragged.dims(name, shape)?),
         Value::Class { names, .. } => {
             Column::new(name, DType::I64, &[]).with_kind(Kind::ClassLabel { names: names.to_vec() })
@@ -144,13 +153,13 @@ pub(crate) fn infer_column(name: &str, value: &Value, opts: &InferOptions) -> Re
     Ok(Some(c.with_compression(z)))
 }
 
-/// The default compression of a column: lz4 for images (decodes at several GB/s, so loaders
-/// stay I/O-bound; raw pixels of natural images shrink a little), zstd level 3 for text and
-/// JSON (compresses well, tiny next to tensors), none otherwise (already-encoded bytes and
-/// numeric tensors rarely gain enough to pay for decoding).
+/// The default compression of a column: lz4 for images and video (decodes at several GB/s,
+/// so loaders stay I/O-bound; raw pixels of natural images shrink a little), zstd level 3 for
+/// text and JSON (compresses well, tiny next to tensors), none otherwise (already-encoded
+/// bytes, audio and numeric tensors rarely gain enough to pay for decoding).
 pub(crate) fn default_compression(c: &Column) -> Compression {
     match c.kind {
-        Kind::Image { .. } => Compression::Lz4,
+        Kind::Image { .. } | Kind::Video { .. } => Compression::Lz4,
         Kind::Text | Kind::Json => Compression::Zstd { level: 3 },
         _ => Compression::None,
     }

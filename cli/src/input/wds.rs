@@ -4,6 +4,7 @@
 //! | extension | value | column (bare extension) |
 //! |---|---|---|
 //! | `jpg` `jpeg` `png` `webp` | image tensor (HWC u8) | `image` |
+//! | `wav` `flac` `mp3` `ogg` `oga` `m4a` `aac` | audio clip (see [`super::audio`]) | `audio` |
 //! | `npy` | tensor | `npy` |
 //! | `cls` | i64 label (decimal text) | `label` |
 //! | `txt` | utf8 text | `text` |
@@ -20,6 +21,7 @@ use std::fs::File;
 use std::io::{BufReader, Read};
 use std::path::{Path, PathBuf};
 
+use super::audio::{AUDIO_EXTENSIONS, AudioOptions};
 use super::imagefolder::{IMAGE_EXTENSIONS, ImageOptions, decode_image};
 use super::{Bad, Decoded, Sample, Value, npy};
 
@@ -40,6 +42,7 @@ pub(crate) struct RawSample {
 pub(crate) fn canonical_name(ext: &str) -> &str {
     match ext {
         e if IMAGE_EXTENSIONS.contains(&e) => "image",
+        e if AUDIO_EXTENSIONS.contains(&e) => "audio",
         "cls" => "label",
         "txt" => "text",
         other => other,
@@ -154,6 +157,8 @@ pub(crate) struct WdsOptions {
     pub(crate) image: ImageOptions,
     /// Also keep each image's encoded bytes in a `<name>_encoded` column.
     pub(crate) keep_encoded: bool,
+    /// Audio decoding.
+    pub(crate) audio: AudioOptions,
 }
 
 /// Decodes the files of a sample by extension.
@@ -182,6 +187,10 @@ pub(crate) fn decode_sample(raw: RawSample, opts: &WdsOptions) -> Decoded {
                 if opts.keep_encoded {
                     push(format!("{name}_encoded"), Value::Bytes(data))?;
                 }
+            }
+            e if AUDIO_EXTENSIONS.contains(&e) => {
+                let clip = super::audio::decode_bytes(data, e, &opts.audio).map_err(|e| at(e.to_string()))?;
+                push(name, Value::Audio(clip))?;
             }
             "npy" => {
                 let (dtype, shape, bytes) = npy::parse_array(&data).map_err(at)?;

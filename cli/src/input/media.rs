@@ -1,0 +1,214 @@
+//! What audio and video ingest share: the decoded values, their typed errors, the per-clip
+//! size budget, and how a decoded clip fits a column of kind audio or video (SPEC §3.5).
+
+use std::path::Path;
+
+use tessera::{Column, DType, Dim, Kind};
+
+use super::audio::AudioOptions;
+use super::video::VideoOptions;
+use super::{Bad, Decoded, Sample, Value};
+
+/// The most bytes one decoded clip may take: the largest row a column can hold (LIM-09), so a
+/// hostile header (huge dimensions, endless frames) stops the decode before memory does.
+pub(crate) const MAX_CLIP_BYTES: u64 = tessera::limits::hard::MAX_ROW_BYTES;
+
+/// Decoded audio: samples interleaved as `[samples, channels]` (SPEC KND-04), or `[samples]`
+/// when downmixed to mono.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct AudioValue {
+    /// Samples per second.
+    pub(crate) sample_rate: u32,
+    /// `[samples]` or `[samples, channels]`.
+    pub(crate) shape: Vec<u64>,
+    /// `i16` or `f32`.
+    pub(crate) dtype: DType,
+    /// Little-endian samples, frame by frame.
+    pub(crate) bytes: Vec<u8>,
+}
+
+/// Decoded video: `[frames, height, width, 3]` RGB bytes (SPEC KND-03).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct VideoValue {
+    /// Frames per second × 1000 of the kept frames; 0 when the source does not say.
+    pub(crate) fps_milli: u32,
+    /// Kept frames.
+    pub(crate) frames: u32,
+    /// Rows.
+    pub(crate) height: u32,
+    /// Columns.
+    pub(crate) width: u32,
+    /// The pixels, frame after frame, each HWC.
+    pub(crate) pixels: Vec<u8>,
+}
+
+/// Why a media file could not be decoded. Shown after the input's path; the ingest reports it
+/// as a data fault (or skips the input with `--skip-bad`).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum MediaError {
+    /// The file could not be read.
+    #[error("cannot read: {0}")]
+    Io(#[from] std::io::Error),
+    /// No demuxer or decoder recognises the data.
+    #[error("not a supported {kind} file: {reason}")]
+    Unsupported {
+        /// `audio` or `video`.
+        kind: &'static str,
+        /// The decoder's words.
+        reason: String,
+    },
+    /// The container has no stream of the kind asked for.
+    #[error("no {0} stream")]
+    NoStream(&'static str),
+    /// The stream stops decoding part-way.
+    #[error("corrupt {kind} stream: {reason}")]
+    Corrupt {
+        /// `audio` or `video`.
+        kind: &'static str,
+        /// The decoder's words.
+        reason: String,
+    },
+    /// Fewer frames decoded than the container declares.
+    #[error("truncated {kind} stream: decoded {decoded} of {declared} declared frames")]
+    Truncated {
+        /// `audio` or `video`.
+        kind: &'static str,
+        /// Frames decoded.
+        decoded: u64,
+        /// Frames the container declares.
+        declared: u64,
+    },
+    /// The declared dimensions are out of range.
+    #[error("declared {what} is out of range")]
+    BadDimensions {
+        /// What (e.g. `size 100000x100000`).
+        what: String,
+    },
+    /// The decoded clip would exceed [`MAX_CLIP_BYTES`].
+    #[error(
+        "decodes to more than {limit} bytes, the largest row a column holds [LIM-09]{hint}",
+        limit = MAX_CLIP_BYTES
+    )]
+    TooLarge {
+        /// How to stay below the limit (a flag), with a leading separator.
+        hint: &'static str,
+    },
+    /// Nothing decoded.
+    #[error("no {0} decoded")]
+    Empty(&'static str),
+    /// The resampler refused the rates or failed.
+    #[error("cannot resample from {from} Hz to {to} Hz: {reason}")]
+    Resample {
+        /// Source rate.
+        from: u32,
+        /// Target rate.
+        to: u32,
+        /// The resampler's words.
+        reason: String,
+    },
+    /// This build has no video decoding.
+    #[cfg(not(feature = "video"))]
+    #[error("this tessera was built without video support (cargo feature `video`, needs FFmpeg)")]
+    NoVideoSupport,
+}
+
+/// A folder-of-files sample: the decoded clip in column `audio` or `video` and the file's path
+/// in column `path` (text), so rows can be joined with labels kept elsewhere.
+fn file_sample(path: &Path, column: &str, decoded: Result<Value, MediaError>) -> Decoded {
+    let origin = path.display().to_string();
+    let value = decoded.map_err(|e| Bad::new(&origin, e.to_string()))?;
+    let input_bytes = std::fs::metadata(path).map_or(0, |m| m.len());
+    let fields = vec![(column.to_string(), value), ("path".to_string(), Value::Text(origin.clone()))];
+    Ok(Sample { origin, fields, input_bytes })
+}
+
+/// Decodes an audio file into a sample (see [`file_sample`]).
+pub(crate) fn audio_sample(path: &Path, opts: &AudioOptions) -> Decoded {
+    file_sample(path, "audio", super::audio::decode_file(path, opts).map(Value::Audio))
+}
+
+/// Decodes a video file into a sample (see [`file_sample`]).
+pub(crate) fn video_sample(path: &Path, opts: &VideoOptions) -> Decoded {
+    file_sample(path, "video", super::video::decode_file(path, opts).map(Value::Video))
+}
+
+/// The column a decoded clip implies: ragged samples or frames (clips differ in length),
+/// fixed channels; video frames fixed in size when `fixed_frames` (`--size`), else ragged.
+pub(crate) fn audio_column(name: &str, a: &AudioValue) -> Column {
+    let dims: Vec<Dim> = match a.shape.as_slice() {
+        [_, c] => vec![Dim::Ragged, Dim::Fixed(*c)],
+        _ => vec![Dim::Ragged],
+    };
+    Column::new(name, a.dtype, &dims).with_kind(Kind::Audio { sample_rate: a.sample_rate })
+}
+
+/// See [`audio_column`].
+pub(crate) fn video_column(name: &str, v: &VideoValue, fixed_frames: bool) -> Column {
+    let hw = |n: u32| if fixed_frames { Dim::Fixed(u64::from(n)) } else { Dim::Ragged };
+    Column::new(name, DType::U8, &[Dim::Ragged, hw(v.height), hw(v.width), Dim::Fixed(3)])
+        .with_kind(Kind::Video { fps_milli: v.fps_milli })
+}
+
+/// The row of an audio clip in column `c`: the dtype and the kind's sample rate must agree
+/// (the column has one rate; other rates need `--sample-rate`). Shape checks are the caller's.
+///
+/// # Errors
+/// A message naming the flag that makes the clip fit.
+pub(crate) fn audio_row(c: &Column, a: AudioValue) -> Result<(Vec<u64>, Vec<u8>), String> {
+    if let Kind::Audio { sample_rate } = c.kind
+        && sample_rate != a.sample_rate
+    {
+        return Err(format!(
+            "sample rate {} Hz differs from the column's {sample_rate} Hz (pass --sample-rate {sample_rate} to resample)",
+            a.sample_rate
+        ));
+    }
+    if c.dtype != a.dtype {
+        return Err(format!("{} samples cannot go in a {} column (see --audio-dtype)", a.dtype, c.dtype));
+    }
+    Ok((a.shape, a.bytes))
+}
+
+/// The row of a video clip in column `c`: u8, and the kind's frame rate must agree (the
+/// column has one rate; other rates need `--fps`).
+///
+/// # Errors
+/// A message naming the flag that makes the clip fit.
+pub(crate) fn video_row(c: &Column, v: VideoValue) -> Result<(Vec<u64>, Vec<u8>), String> {
+    if let Kind::Video { fps_milli } = c.kind
+        && fps_milli != v.fps_milli
+    {
+        return Err(format!(
+            "frame rate {} fps differs from the column's {} fps (pass --fps to sample every video at one rate)",
+            f64::from(v.fps_milli) / 1000.0,
+            f64::from(fps_milli) / 1000.0
+        ));
+    }
+    if c.dtype != DType::U8 {
+        return Err(format!("8-bit video cannot go in a {} column", c.dtype));
+    }
+    let shape = vec![u64::from(v.frames), u64::from(v.height), u64::from(v.width), 3];
+    Ok((shape, v.pixels))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clips_must_match_the_column_kind() {
+        let a = AudioValue { sample_rate: 16_000, shape: vec![2, 1], dtype: DType::I16, bytes: vec![0; 4] };
+        let col = audio_column("audio", &a);
+        assert_eq!(col.shape, vec![Dim::Ragged, Dim::Fixed(1)]);
+        assert!(audio_row(&col, a.clone()).is_ok());
+        let other = AudioValue { sample_rate: 8_000, ..a.clone() };
+        assert!(audio_row(&col, other).unwrap_err().contains("--sample-rate 16000"));
+        let f32s = AudioValue { dtype: DType::F32, bytes: vec![0; 8], ..a };
+        assert!(audio_row(&col, f32s).is_err());
+
+        let v = VideoValue { fps_milli: 25_000, frames: 1, height: 2, width: 2, pixels: vec![0; 12] };
+        let col = video_column("video", &v, true);
+        assert_eq!(video_row(&col, v.clone()).unwrap().0, vec![1, 2, 2, 3]);
+        assert!(video_row(&col, VideoValue { fps_milli: 30_000, ..v }).unwrap_err().contains("--fps"));
+    }
+}
