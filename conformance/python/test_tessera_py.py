@@ -113,6 +113,13 @@ class Lz4Tests(unittest.TestCase):
         with self.assertRaises(lz4.Lz4Error):
             lz4.decompress(seq(b"abc", 3, 4), 7)
 
+    def test_trailing_input(self):
+        # DF-27: decoding consumes exactly stored_len bytes; liblz4 refuses leftovers.
+        src = seq(b"abc", 3, 10) + seq(b"XYZ12")
+        for extra in (b"\x00", b"\x10z", seq(b"more!")):
+            with self.assertRaises(lz4.Lz4Error):
+                lz4.decompress(src + extra, 18)
+
     def test_compress_roundtrip(self):
         # liblz4's compressor keeps the end-of-block rules its decoder checks (DF-27).
         rng = random.Random(2)
