@@ -488,6 +488,18 @@ impl PyDataset {
 
     /// Saves rows of this version, in this order, as a view (SPEC.md §"Views").
     #[pyo3(signature = (name, rows, query=""))]
+    #[allow(clippy::needless_pass_by_value)] // pyo3 extracts a Python list as an owned Vec
+    fn save_view(&self, py: Python<'_>, name: &str, rows: Vec<u64>, query: &str) -> PyResult<()> {
+        py.detach(|| self.inner.save_view(name, &rows, query).map(|_| ())).py_err()
+    }
+
+    /// View names, sorted.
+    fn views(&self, py: Python<'_>) -> PyResult<Vec<String>> {
+        py.detach(|| self.inner.views()).py_err()
+    }
+
+    /// Saves rows of this version, in this order, as a view (SPEC.md §"Views").
+    #[pyo3(signature = (name, rows, query=""))]
     fn save_view(&self, py: Python<'_>, name: &str, rows: Vec<u64>, query: &str) -> PyResult<()> {
         py.detach(|| self.inner.save_view(name, &rows, query).map(|_| ())).py_err()
     }

@@ -59,7 +59,7 @@ impl PyLoader {
     /// Opens a loader. `rank`/`world_size` default to torchrun's `RANK`/`WORLD_SIZE`.
     #[new]
     #[pyo3(signature = (
-        location, *, version=None, tag=None, branch=None, batch_size=32, columns=None, shuffle="global",
+        location, *, version=None, tag=None, branch=None, view=None, batch_size=32, columns=None, shuffle="global",
         window_fragments=4, seed=0, drop_last=false, workers=2, prefetch_batches=6, memory_budget=None,
         rank=None, world_size=None, verify_checksums=true, skip_bad_samples=false, u64_as_i64_bits=false,
         ragged_offsets=false,
@@ -71,6 +71,7 @@ impl PyLoader {
         version: Option<u64>,
         tag: Option<String>,
         branch: Option<String>,
+        view: Option<String>,
         batch_size: usize,
         columns: Option<Vec<String>>,
         shuffle: Option<&str>,
@@ -89,6 +90,7 @@ impl PyLoader {
     ) -> PyResult<Self> {
         let mut cfg = LoaderConfig::new(location);
         cfg.at = at_of(version, tag, branch)?;
+        cfg.view = view;
         cfg.columns = columns;
         cfg.batch_size = batch_size;
         cfg.shuffle = match shuffle {
@@ -174,7 +176,9 @@ impl PyLoader {
     /// The global rows of this rank's batches of `epoch`, in order (no data is read).
     fn plan_rows(&self, epoch: u64) -> PyResult<Vec<Vec<u64>>> {
         let plan = self.inner.plan(epoch).py_err()?;
-        Ok(plan.batches().map(<[u64]>::to_vec).collect())
+        // Over a view the plan orders positions in the view; report the version's rows.
+        let row = |p: u64| self.inner.view().and_then(|v| v.rows.get(usize::try_from(p).ok()?).copied()).unwrap_or(p);
+        Ok(plan.batches().map(|b| b.iter().map(|&p| row(p)).collect()).collect())
     }
 
     /// Peak bytes held per memory use since the loader opened.
