@@ -498,17 +498,6 @@ impl PyDataset {
         py.detach(|| self.inner.views()).py_err()
     }
 
-    /// Saves rows of this version, in this order, as a view (SPEC.md §"Views").
-    #[pyo3(signature = (name, rows, query=""))]
-    fn save_view(&self, py: Python<'_>, name: &str, rows: Vec<u64>, query: &str) -> PyResult<()> {
-        py.detach(|| self.inner.save_view(name, &rows, query).map(|_| ())).py_err()
-    }
-
-    /// View names, sorted.
-    fn views(&self, py: Python<'_>) -> PyResult<Vec<String>> {
-        py.detach(|| self.inner.views()).py_err()
-    }
-
     /// Branch names, sorted.
     fn branches(&self, py: Python<'_>) -> PyResult<Vec<String>> {
         py.detach(|| self.inner.branches()).py_err()

@@ -404,16 +404,6 @@ class Dataset:
         """View names, sorted."""
         return self._native.views()
 
-    def save_view(self, name: str, rows: Sequence[int], query: str = "") -> None:
-        """Saves ``rows`` of this version, in this order, as view ``name``: train on it with
-        ``pytorch(view=name)``. Later commits do not change it (:class:`ConflictError` if the
-        name exists)."""
-        self._native.save_view(name, [int(r) for r in rows], query)
-
-    def views(self) -> List[str]:
-        """View names, sorted."""
-        return self._native.views()
-
     def branches(self) -> List[str]:
         """Branch names, sorted."""
         return self._native.branches()
