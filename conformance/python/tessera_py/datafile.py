@@ -2,7 +2,7 @@
 
 import struct
 
-from . import lz4, model as M, zstd_codec
+from . import image, lz4, model as M, zstd_codec
 from .envelope import MAGIC_DATA, MAGIC_TRAILER, crc32
 from .errors import NotSupportedHere, TesseraError, invalid, limit, malformed
 from .validate import (LIM_BLOCK_RAW, LIM_FOOTER, LIM_PAGES, LIM_RATIO, LIM_ROW_BYTES,
@@ -117,6 +117,10 @@ def open_data_file(store, ref: M.DataFileRef, frag: M.Fragment, schema_cols: dic
         for i, p in enumerate(ch.pages):
             if p.row_count < 1:
                 raise invalid(f"{w}: page {i} has 0 rows")
+            if image.is_image(p.block.codec) and (col.compression[0] != M.COMPRESSION_ENCODED
+                                                  or p.row_count != 1):
+                raise invalid(f"{w}: page {i} is an image page: only one row of an encoded "
+                              f"column can be (CMP-06)")
             if fixed and p.block.raw_len != p.row_count * rb:
                 raise invalid(f"{w}: page {i} raw_len {p.block.raw_len}, expected "
                               f"{p.row_count} rows x {rb} bytes")
@@ -255,7 +259,10 @@ def read_column(df: DataFile, col: M.Column, live) -> ColumnRows:
                           f"bytes")
         # 3.3, 3.4
         raw = _stored(df, b, w)
-        dec = memoryview(_decode(raw, b, w))
+        if image.is_image(b.codec):  # one row (CMP-06): its shape is checked first (CMP-07)
+            dec = memoryview(image.decode(b.codec, raw, shapes[0], b.raw_len, w))
+        else:
+            dec = memoryview(_decode(raw, b, w))
         # 3.5 and split into rows
         off = 0
         for k in range(n):

@@ -41,7 +41,7 @@ def kind_json(k: M.Kind) -> dict:
 
 def column_json(c: M.Column) -> dict:
     codec, level = c.compression
-    comp = {"codec": M.CODECS[codec]}
+    comp = {"codec": "encoded" if codec == M.COMPRESSION_ENCODED else M.CODECS[codec]}
     if codec == M.CODEC_ZSTD:
         comp["level"] = level
     return {"id": c.id, "name": c.name, "dtype": M.dtype_name(c.dtype),

@@ -20,8 +20,10 @@ KIND_NAMES = ["generic", "image", "video", "audio", "text", "tokens", "embedding
 IMAGE_LAYOUTS = ["hwc", "chw", "hw"]
 METRICS = ["unspecified", "cosine", "dot", "l2"]
 BBOX_FORMATS = ["xyxy", "xywh", "cxcywh"]
-CODECS = ["none", "lz4", "zstd"]
+CODECS = ["none", "lz4", "zstd", "jpeg", "png", "webp"]  # 3 to 5: image codecs (CMP-06)
 CODEC_NONE, CODEC_LZ4, CODEC_ZSTD = 0, 1, 2
+COMPRESSION_ENCODED = 3  # Compression::Encoded (CMP-05); not a block codec
+READER_FLAG_ENCODED_IMAGES = 1  # FLG-08
 
 RAGGED = None  # a Dim is an int (Fixed(n)) or None (Ragged)
 
@@ -231,7 +233,7 @@ def _kind(d: Decoder) -> Kind:
 
 
 def _compression(d: Decoder) -> tuple:
-    v = d.variant(3, "Compression")
+    v = d.variant(4, "Compression")  # 3: Encoded (CMP-05)
     return (v, d.i32("Zstd.level") if v == 2 else None)
 
 
@@ -343,7 +345,7 @@ def decode_tag(body) -> Tag:
 
 def _block(d: Decoder) -> Block:
     return Block(d.u64("Block.offset"), d.u64("Block.stored_len"), d.u64("Block.raw_len"),
-                 d.variant(3, "Codec"), d.u32("Block.crc32"))
+                 d.variant(len(CODECS), "Codec"), d.u32("Block.crc32"))
 
 
 def _page(d: Decoder) -> Page:

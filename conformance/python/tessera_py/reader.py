@@ -5,12 +5,12 @@
 import struct
 from dataclasses import dataclass
 
-from . import model as M
+from . import image, model as M
 from .datafile import ColumnRows, open_data_file, read_column
 from .envelope import (BODY_LIMIT_MANIFEST, BODY_LIMIT_SEGMENT, BODY_LIMIT_TAG,
                        MAGIC_DELETION, MAGIC_MANIFEST, MAGIC_SEGMENT, MAGIC_TAG,
                        check_envelope, envelope_crc)
-from .errors import TesseraError, invalid, limit
+from .errors import NotSupportedHere, TesseraError, invalid, limit
 from .store import U64_MAX, Store
 from .validate import LIM_ROWS, check_manifest, check_path, valid_ref_name
 
@@ -28,9 +28,12 @@ def _flags_hook(obj, body_len):
     """VAL-05 step 2: reader_flags before decoding the body (FLG-03)."""
     if body_len >= 8:
         flags = struct.unpack_from("<Q", obj, 24)[0]
-        if flags:
+        # FLG-08: ENCODED_IMAGES is known when Pillow is there to decode image pages.
+        if flags & M.READER_FLAG_ENCODED_IMAGES and not image.available():
+            raise NotSupportedHere("ENCODED_IMAGES versions need Pillow (scripts/setup.d/30-encoded.sh)")
+        if flags & ~M.READER_FLAG_ENCODED_IMAGES:
             raise TesseraError("unsupported", f"manifest sets reader_flags {flags:#x}; this "
-                               f"reader knows no reader flag bits")
+                               f"reader knows only bit 0 (ENCODED_IMAGES)")
 
 
 def load_manifest(obj: bytes, branch: str, version: int) -> M.Manifest:

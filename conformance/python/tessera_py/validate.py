@@ -82,6 +82,16 @@ def is_fixed(col: M.Column) -> bool:
 IMAGE_DTYPES = {1, 2, 9, 10, 11}  # u8 u16 f16 bf16 f32
 
 
+def encodable(col: M.Column) -> bool:
+    """CMP-05: dtype u8, kind image, layout hw, or hwc with a last dim Fixed(1..=4)."""
+    if col.dtype != 1 or M.KIND_NAMES[col.kind.type] != "image":
+        return False
+    layout = M.IMAGE_LAYOUTS[col.kind.params["layout"]]
+    if layout == "hw":
+        return len(col.shape) == 2
+    return layout == "hwc" and len(col.shape) == 3 and col.shape[2] in (1, 2, 3, 4)
+
+
 def check_kind(col: M.Column):
     """KND-02 to KND-10 (`invalid`), with LIM-13 (`limit`) after the ClassLabel dtype/rank."""
     k, dt, shape = col.kind, col.dtype, col.shape
@@ -183,10 +193,16 @@ def check_manifest(m: M.Manifest, key_branch: str, key_version: int):
         codec, level = col.compression
         if codec == M.CODEC_ZSTD and not 1 <= level <= 22:
             raise invalid(f"{where}: zstd level {level} outside 1..=22")
+        if codec == M.COMPRESSION_ENCODED and not encodable(col):
+            raise invalid(f"{where}: encoded columns must be u8 images, layout hw or hwc with a "
+                          f"fixed last dim of 1 to 4 (CMP-05)")
         check_metadata(col.metadata, where)
         if is_fixed(col) and fixed_row_bytes(col) > LIM_ROW_BYTES:
             raise limit(f"{where}: row byte size {fixed_row_bytes(col)} over {LIM_ROW_BYTES}")
         check_kind(col)
+    if any(c.compression[0] == M.COMPRESSION_ENCODED for c in cols) \
+            and not m.reader_flags & M.READER_FLAG_ENCODED_IMAGES:
+        raise invalid("an encoded column without the ENCODED_IMAGES reader flag (FLG-08)")
     names = [c.name.encode("utf-8") for c in cols]
     if len(set(names)) != len(names):
         raise invalid("duplicate column names (MOD-03)")

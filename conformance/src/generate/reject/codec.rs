@@ -95,7 +95,7 @@ pub(super) fn codecs(em: &mut Emitter) -> Result<()> {
         Spec::new(
             "n-codec-0001-unknown-codec-index",
             &["ENC-02", "CMP-03"],
-            "a page block's codec has variant index 3, which no codec has (footer CRC, trailer and reference \
+            "a page block's codec has variant index 6, which no codec has (footer CRC, trailer and reference \
              re-sealed)",
         ),
         "malformed",
@@ -107,7 +107,7 @@ pub(super) fn codecs(em: &mut Emitter) -> Result<()> {
                     page0(f, TOKENS)?.codec = Codec::Lz4;
                     Ok(())
                 },
-                3,
+                6,
             )
         },
     )?;

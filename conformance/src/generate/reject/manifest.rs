@@ -251,10 +251,10 @@ pub(super) fn manifests(em: &mut Emitter) -> Result<()> {
         Spec::new(
             "n-manifest-0022-unknown-compression-variant",
             &["ENC-02", "CMP-02", "FLG-06"],
-            "a schema column's compression has variant index 3 (CRC re-sealed)",
+            "a schema column's compression has variant index 4, one past Encoded (CRC re-sealed)",
         ),
         |m| m.schema.columns[ID as usize].compression = Compression::Lz4,
-        3,
+        4,
     )?;
     manifest_variant_case(
         em,

@@ -8,6 +8,7 @@
 mod base;
 mod codec;
 mod datafile;
+mod encoded;
 mod envelope;
 mod limits;
 mod manifest;
@@ -30,6 +31,7 @@ pub(crate) fn all(em: &mut Emitter) -> Result<()> {
     datafile::datafiles(em)?;
     datafile::reading(em)?;
     codec::codecs(em)?;
+    encoded::encoded(em)?;
     tags::refs(em)?;
     Ok(())
 }
