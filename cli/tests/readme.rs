@@ -35,10 +35,23 @@ fn readme_console_blocks() {
     std::fs::write(&case, readme).expect("copy of the README");
     std::fs::create_dir(scratch.path().join("README.out")).expect("the sandbox marker");
 
-    trycmd::TestCases::new()
+    let cases = trycmd::TestCases::new();
+    cases
         .register_bin("tessera", PathBuf::from(env!("CARGO_BIN_EXE_tessera")))
         .register_bin("make_inputs", example("make_inputs"))
         .env("NO_COLOR", "1")
-        .case(&case)
-        .run();
+        .case(&case);
+    // The tour's media part makes its clips with the ffmpeg and sox tools, as a user would
+    // (scripts/setup.d/20-media.sh installs them; without them those steps fail).
+    for tool in ["ffmpeg", "sox"] {
+        if let Some(path) = on_path(tool) {
+            cases.register_bin(tool, path);
+        }
+    }
+    cases.run();
+}
+
+/// Where `PATH` has an executable `name`.
+fn on_path(name: &str) -> Option<PathBuf> {
+    std::env::split_paths(&std::env::var_os("PATH")?).map(|d| d.join(name)).find(|p| p.is_file())
 }
