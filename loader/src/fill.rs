@@ -25,7 +25,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use tessera::Codec;
-use tessera::datafile::{self, Block};
+use tessera::datafile::{self, Block, ChunkIndex};
 
 use crate::assemble::ColumnPlan;
 use crate::batch::{HostBatch as Batch, HostColumn, SkippedSample};
@@ -137,16 +137,23 @@ fn verify(block: &Block, stored: &[u8], verify: bool, what: &dyn Fn() -> String)
     datafile::verify_block(block, stored, verify, what).map_err(|e| from_format(&what(), e))
 }
 
-/// Verifies (optionally) and decodes a stored page into owned raw bytes, through the
-/// reference's decoder.
-fn decode_page(block: &Block, stored: &[u8], check: bool, what: &dyn Fn() -> String) -> Result<Bytes> {
+/// Verifies (optionally) and decodes page `page` of `chunk` from its stored bytes into owned
+/// raw bytes, through the reference's decoder (image pages against their row's shape).
+fn decode_page(
+    chunk: &ChunkIndex,
+    page: usize,
+    stored: &[u8],
+    check: bool,
+    what: &dyn Fn() -> String,
+) -> Result<Bytes> {
+    let block = &chunk.pages()[page].block;
     if block.codec == Codec::None {
         verify(block, stored, check, what)?;
         return Ok(Bytes::copy_from_slice(stored));
     }
     // Sizes were bounded by the footer's validation: at most the block limit.
     let mut raw = vec![0u8; block.raw_len as usize];
-    datafile::decode_block_into(block, stored, &mut raw, check, what).map_err(|e| from_format(&what(), e))?;
+    chunk.decode_page_into(page, stored, &mut raw, check, what).map_err(|e| from_format(&what(), e))?;
     Ok(Bytes::from(raw))
 }
 

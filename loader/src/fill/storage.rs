@@ -10,7 +10,7 @@ use std::ops::Range;
 
 use bytes::Bytes;
 use tessera::Codec;
-use tessera::datafile::{self, Block};
+use tessera::datafile::Block;
 
 use super::{
     BatchFill, FileRef, FillError, FillResult, Worker, clone_fault, column_buf, decode_page, slot_error, verify,
@@ -33,6 +33,9 @@ struct RowRead {
 struct SingleRead {
     col: usize,
     j: usize,
+    /// The column's position in its data file and the page's index there.
+    pos: usize,
+    page: usize,
     block: Block,
 }
 
@@ -159,7 +162,7 @@ impl Worker {
                     && chunk.pages()[page].row_count == 1
                     && fill.plans[col].direct_range(layout, group[0].0).is_some_and(|d| d.len() as u64 == block.raw_len)
                 {
-                    needs.push(Need::Single(SingleRead { col, j: group[0].0, block }));
+                    needs.push(Need::Single(SingleRead { col, j: group[0].0, pos, page, block }));
                 } else {
                     needs.push(Need::Page(PageRead { rows: PageRows { pos, col, items: group }, page, block }));
                 }
@@ -354,10 +357,9 @@ impl Worker {
                 let buf = column_buf(fill.set, col)?;
                 let r = match land {
                     Land::Slot(..) => verify(block, &buf[dst.clone()], check, &what),
-                    Land::Arena(r) => {
-                        datafile::decode_block_into(block, &self.arena[r.clone()], &mut buf[dst.clone()], check, &what)
-                            .map_err(|e| from_format(&what(), e))
-                    }
+                    Land::Arena(r) => file.meta.chunks[single.pos]
+                        .decode_page_into(single.page, &self.arena[r.clone()], &mut buf[dst.clone()], check, &what)
+                        .map_err(|e| from_format(&what(), e)),
                 };
                 plan.pad(buf, j, dst.len());
                 if let Err(e) = r.and_then(|()| ColumnPlan::check_direct(layout, buf, dst)) {
@@ -371,7 +373,7 @@ impl Worker {
                 let decoded = if block.codec == Codec::None {
                     verify(block, stored, check, &what).map(|()| None)
                 } else {
-                    decode_page(block, stored, check, &what).map(Some)
+                    decode_page(&file.meta.chunks[rows.pos], *page, stored, check, &what).map(Some)
                 };
                 match decoded {
                     Ok(owned) => {
@@ -419,13 +421,13 @@ impl Worker {
                 }
             }
             Need::Single(single) => {
-                if let Err(e) = self.read_single(fill, file.key(), &single) {
+                if let Err(e) = self.read_single(fill, file, &single) {
                     slot_error(&mut fill.fails, single.j, e)?;
                 }
             }
             Need::Page(read) => {
                 let fetched = stored.is_some();
-                match self.read_page(file.key(), &read, stored) {
+                match self.read_page(file, &read, stored) {
                     Ok(raw) => {
                         let PageRead { rows, page, .. } = &read;
                         self.write_rows(fill, file.meta, rows, &raw)?;
@@ -483,8 +485,9 @@ impl Worker {
 
     /// A page that is exactly one wanted row: read (uncompressed) or decompressed (through
     /// the scratch buffer) straight into the row's slot, then CRC-checked.
-    fn read_single(&mut self, fill: &mut BatchFill<'_>, key: &str, single: &SingleRead) -> Result<()> {
+    fn read_single(&mut self, fill: &mut BatchFill<'_>, file: FileRef<'_>, single: &SingleRead) -> Result<()> {
         let sh = self.sh.clone();
+        let key = file.key();
         let (col, j, block) = (single.col, single.j, &single.block);
         let layout = &sh.catalog.columns[col];
         let plan = &fill.plans[col];
@@ -506,7 +509,8 @@ impl Worker {
         let mut tmp = std::mem::take(&mut self.scratch);
         let buf = column_buf(fill.set, col)?;
         let r = sh.fetcher.read_into(key, block.offset, &mut tmp[..n], &sh.stopped).and_then(|()| {
-            datafile::decode_block_into(block, &tmp[..n], &mut buf[dst.clone()], check, &what)
+            file.meta.chunks[single.pos]
+                .decode_page_into(single.page, &tmp[..n], &mut buf[dst.clone()], check, &what)
                 .map_err(|e| from_format(&what(), e))
         });
         self.scratch = tmp;
@@ -515,8 +519,9 @@ impl Worker {
     }
 
     /// A whole page, verified and decoded (from fetched bytes, or read now).
-    fn read_page(&mut self, key: &str, read: &PageRead, stored: Option<Bytes>) -> Result<Bytes> {
+    fn read_page(&mut self, file: FileRef<'_>, read: &PageRead, stored: Option<Bytes>) -> Result<Bytes> {
         let sh = self.sh.clone();
+        let (key, chunk) = (file.key(), &file.meta.chunks[read.rows.pos]);
         let (col, page, block) = (read.rows.col, read.page, &read.block);
         let check = sh.set.verify;
         let what = || format!("{key}: column {:?} page {page}", sh.catalog.columns[col].name);
@@ -526,7 +531,7 @@ impl Worker {
                 verify(block, &bytes, check, &what)?;
                 return Ok(bytes);
             }
-            return decode_page(block, &bytes, check, &what);
+            return decode_page(chunk, page, &bytes, check, &what);
         }
         if block.codec == Codec::None {
             // Read straight into the page's own buffer: it becomes the cached raw bytes.
@@ -542,7 +547,7 @@ impl Worker {
         let r = sh
             .fetcher
             .read_into(key, block.offset, &mut tmp[..n], &sh.stopped)
-            .and_then(|()| decode_page(block, &tmp[..n], check, &what));
+            .and_then(|()| decode_page(chunk, page, &tmp[..n], check, &what));
         self.scratch = tmp;
         r
     }

@@ -105,7 +105,9 @@ impl Worker {
                     self.scratch(n)?;
                     let mut stored = std::mem::take(&mut self.scratch);
                     let r = sh.fetcher.read_into(&key, block.offset, &mut stored[..n], &sh.stopped);
-                    let decoded = r.and_then(|()| decode_page(&block, &stored[..n], sh.set.verify, &|| what(pos, p)));
+                    let decoded = r.and_then(|()| {
+                        decode_page(&meta.chunks[pos], p, &stored[..n], sh.set.verify, &|| what(pos, p))
+                    });
                     self.scratch = stored;
                     decoded
                 };
@@ -117,8 +119,8 @@ impl Worker {
                 self.begin_inflight(ranges.iter().map(|r| r.end - r.start).sum())?;
                 let got = sh.fetcher.fetch(&key, &ranges, &sh.stopped)?;
                 for (k, stored) in chunk.zip(got) {
-                    let (pos, p, block) = list[k];
-                    let raw = decode_page(&block, &stored, sh.set.verify, &|| what(pos, p));
+                    let (pos, p, _) = list[k];
+                    let raw = decode_page(&meta.chunks[pos], p, &stored, sh.set.verify, &|| what(pos, p));
                     record_page(&mut out[pos], p, raw)?;
                 }
             }
