@@ -156,11 +156,11 @@ fn flat_values(dtype: DType, scalar: bool, data: &ColumnData) -> QueryResult<Arr
         DType::F64 => Arc::new(Float64Array::from(data.to_vec::<f64>()?)),
         DType::Utf8 => {
             let rows = (0..data.len()).map(|i| data.is_valid(i).then(|| data.str_row(i)).flatten());
-            Arc::new(StringViewArray::from_iter(rows))
+            Arc::new(rows.collect::<StringViewArray>())
         }
         DType::Bytes => {
             let rows = (0..data.len()).map(|i| data.is_valid(i).then(|| data.row(i)));
-            Arc::new(BinaryViewArray::from_iter(rows))
+            Arc::new(rows.collect::<BinaryViewArray>())
         }
     })
 }
@@ -220,9 +220,9 @@ pub(crate) fn class_names(c: &Column, data: &ColumnData) -> QueryResult<ArrayRef
     if c.shape.is_empty() {
         // Rows that are null, or whose id has no name, are null.
         let rows = ids.iter().enumerate().map(|(i, id)| if data.is_valid(i) { id.and_then(name) } else { None });
-        return Ok(Arc::new(StringViewArray::from_iter(rows)));
+        return Ok(Arc::new(rows.collect::<StringViewArray>()));
     }
-    let names_flat = StringViewArray::from_iter(ids.iter().map(|id| id.and_then(name)));
+    let names_flat: StringViewArray = ids.iter().map(|id| id.and_then(name)).collect();
     let size = c.dtype.item_size() as u64;
     let offsets: Vec<i64> = data.offsets().iter().map(|&o| (o / size) as i64).collect();
     let item = Arc::new(Field::new("item", DataType::Utf8View, true));

@@ -120,7 +120,7 @@ impl PruningStatistics for FragmentStats<'_> {
         }
         self.stat_type(&column.name)?;
         let counts = self.per_fragment(&column.name).map(|s| s.map(|s| s.null_count));
-        Some(Arc::new(UInt64Array::from_iter(counts)))
+        Some(Arc::new(counts.collect::<UInt64Array>()))
     }
 
     fn row_counts(&self) -> Option<ArrayRef> {

@@ -342,7 +342,7 @@ impl Reader {
 /// Offsets of the rows where `expr` is true, or `None` when it cannot be evaluated here.
 fn matching(fields: &[usize], arrays: &[ArrayRef], expr: &Arc<dyn PhysicalExpr>, table: &Schema) -> Option<Vec<u32>> {
     let schema = Arc::new(table.project(fields).ok()?);
-    let rows = arrays.first().map_or(0, |a| a.len());
+    let rows = arrays.first().map_or(0, Array::len);
     let batch = RecordBatch::try_new_with_options(
         schema,
         arrays.to_vec(),

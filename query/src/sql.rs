@@ -105,7 +105,7 @@ pub(crate) fn with_rowid_selected(statement: &Statement) -> Option<Statement> {
         SelectItem::UnnamedExpr(e) => is_rowid(e),
         SelectItem::Wildcard(_) | SelectItem::QualifiedWildcard(..) => true,
         SelectItem::ExprWithAlias { alias, .. } => alias.value == ROWID,
-        _ => false,
+        SelectItem::ExprWithAliases { aliases, .. } => aliases.iter().any(|a| a.value == ROWID),
     });
     if !named {
         select.projection.push(SelectItem::UnnamedExpr(SqlExpr::Identifier(Ident::new(ROWID))));

@@ -2,9 +2,9 @@
 //!
 //! Planning a scan (`TableProvider::scan`) decides which fragments to read: the pushed-down
 //! filters become one predicate; DataFusion's `PruningPredicate` checks it against each
-//! fragment's manifest statistics ([`crate::prune`]) and drops the fragments that cannot
+//! fragment's manifest statistics (module `prune`) and drops the fragments that cannot
 //! match. The remaining fragments are split into contiguous runs, one per partition, each
-//! read by [`crate::scan::DatasetScan`].
+//! read by the scan (module `scan`).
 //!
 //! Every filter is pushed down as *inexact*: the scan uses it to prune fragments and to skip
 //! rows before it reads the other columns, and DataFusion still applies it exactly afterwards.

@@ -223,3 +223,23 @@ fn errors_point_at_the_position_and_list_columns() {
     let e = q.sql("SELECT cosine_distance(emb, [1, 2]) FROM ds").unwrap_err();
     assert!(e.to_string().contains("4 and 2 elements"), "{e}");
 }
+
+#[test]
+fn statistics_never_prune_nan_or_negative_zero_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    let schema = Schema::new([Column::new("y", DType::F32, &[])]).unwrap();
+    let mut ds = Dataset::create(dir.path().to_str().unwrap(), schema, &WriteOptions::default()).unwrap();
+    // Statistics skip NaN and see -0.0 as 0.0; Arrow orders NaN above all and -0.0 below 0.0.
+    for values in [[1.0f32, f32::NAN], [0.0, -0.0], [5.0, 6.0]] {
+        let batch = Batch::new().with("y", ColumnData::from_scalars(&values)).unwrap();
+        ds = ds.append(&batch, "rows", WriteOptions::default()).unwrap();
+    }
+    let q = QueryEngine::new(ds).unwrap();
+    let ids = |sql: &str| u64s(&q.sql(sql).unwrap().batches, 0);
+    assert_eq!(ids("SELECT _rowid FROM ds WHERE y > 5.5 ORDER BY _rowid"), vec![1, 5]);
+    assert_eq!(ids("SELECT _rowid FROM ds WHERE y < 0 ORDER BY _rowid"), vec![3]);
+    assert_eq!(ids("SELECT _rowid FROM ds WHERE y > 10"), vec![1]);
+    assert_eq!(ids("SELECT _rowid FROM ds WHERE y < -1"), Vec::<u64>::new());
+    // The fragment of 5 and 6 is pruned by `y < -1`, and that one only.
+    assert!(q.scan_stats().pruned >= 1);
+}
