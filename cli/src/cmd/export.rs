@@ -15,6 +15,10 @@
 //! extension's default column name (`image` for png, `label` for cls, `text` for txt) is
 //! written as `KEY.EXT`, any other as `KEY.COL.EXT`. Null values are left out of the sample
 //! (a sample whose values are all null is kept as a lone `KEY.__key__` file).
+//!
+//! `--format parquet`: `data.parquet` in the Hugging Face datasets layout (see [`parquet`]).
+
+mod parquet;
 
 use std::fs::File;
 use std::io::{BufWriter, Seek, SeekFrom, Write};
@@ -64,6 +68,8 @@ pub(crate) enum ExportFormat {
     Npy,
     /// WebDataset tar shards.
     Wds,
+    /// One Parquet file (Hugging Face datasets layout: images as PNG, class names kept).
+    Parquet,
 }
 
 /// Column names become file names: refuse the ones that cannot.
@@ -104,6 +110,7 @@ pub(crate) fn run(ctx: Ctx, args: &Args) -> CliResult<Exit> {
             let shard_bytes = parse_size(&args.shard_size).map_err(CliError::usage)?;
             export_wds(&ds, &cols, &args.out, args.shard_rows.max(1), shard_bytes, &mut progress)?
         }
+        ExportFormat::Parquet => parquet::export_parquet(&ds, &cols, &args.out, &mut progress)?,
     };
     input::write_sidecar(&args.out, &cols)?;
     progress.finish();
@@ -114,7 +121,11 @@ pub(crate) fn run(ctx: Ctx, args: &Args) -> CliResult<Exit> {
     if ctx.json {
         emit_json(&json!({
             "branch": ds.branch(), "version": ds.version(), "out": args.out.display().to_string(),
-            "format": match args.format { ExportFormat::Npy => "npy", ExportFormat::Wds => "wds" },
+            "format": match args.format {
+                ExportFormat::Npy => "npy",
+                ExportFormat::Wds => "wds",
+                ExportFormat::Parquet => "parquet",
+            },
             "rows": ds.row_count(), "files": names, "bytes": bytes, "seconds": seconds,
         }));
     } else {

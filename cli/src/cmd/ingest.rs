@@ -24,6 +24,7 @@ use crate::error::{CliError, CliResult, Exit};
 use crate::input::audio::{AUDIO_EXTENSIONS, AudioOptions};
 use crate::input::columns::{self, ColumnEdits, RaggedSpec};
 use crate::input::imagefolder::{self, FolderColumns, ImageOptions};
+use crate::input::parquet::{self, ARROW_EXTENSIONS, PARQUET_EXTENSIONS};
 use crate::input::video::{Sampling, VIDEO_EXTENSIONS, VideoOptions};
 use crate::input::wds::{self, RawSample, WdsOptions};
 use crate::input::{self, Bad, Decoded, InferOptions, Sample, Value, jsonl, media, npy};
@@ -211,6 +212,10 @@ enum Format {
     Npy,
     /// JSON Lines.
     Jsonl,
+    /// Parquet files (.parquet, .pq), e.g. a Hugging Face dataset's.
+    Parquet,
+    /// Arrow IPC files, file or stream format (.arrow, .arrows, .feather, .ipc).
+    Arrow,
     /// Audio files (wav, flac, mp3, ogg, m4a) or folders of them.
     Audio,
     /// Video files (mp4, mkv, webm, mov, avi) or folders of them.
@@ -301,6 +306,7 @@ enum Source {
     Wds(Vec<PathBuf>),
     Npy(npy::NpySource),
     Jsonl(jsonl::Plan),
+    Table(parquet::TableSource),
     Audio(Vec<PathBuf>),
     Video(Vec<PathBuf>),
 }
@@ -310,6 +316,7 @@ enum Work {
     Image(PathBuf, usize),
     Wds(RawSample),
     Lines(Vec<(String, String)>),
+    Table(parquet::TableChunk),
     Audio(PathBuf),
     Video(PathBuf),
     Ready(Vec<Sample>),
@@ -336,6 +343,7 @@ impl Decoder {
                 Some(plan) => lines.into_iter().map(|(origin, l)| jsonl::decode_line(origin, &l, plan)).collect(),
                 None => Vec::new(),
             },
+            Work::Table(chunk) => parquet::decode_chunk(&chunk, &self.wds.image),
             Work::Audio(path) => vec![media::audio_sample(&path, &self.wds.audio)],
             Work::Video(path) => vec![media::video_sample(&path, &self.video)],
             Work::Ready(samples) => samples.into_iter().map(Ok).collect(),
@@ -365,6 +373,10 @@ fn detect(inputs: &[PathBuf]) -> CliResult<Format> {
                 kinds.insert(Format::Npy);
             } else if has(&["jsonl", "ndjson"]) {
                 kinds.insert(Format::Jsonl);
+            } else if has(&PARQUET_EXTENSIONS) {
+                kinds.insert(Format::Parquet);
+            } else if has(&ARROW_EXTENSIONS) {
+                kinds.insert(Format::Arrow);
             } else if has(&AUDIO_EXTENSIONS) {
                 kinds.insert(Format::Audio);
             } else if has(&VIDEO_EXTENSIONS) {
@@ -382,6 +394,8 @@ fn detect(inputs: &[PathBuf]) -> CliResult<Format> {
                 "tar" => kinds.insert(Format::Wds),
                 "npy" | "npz" => kinds.insert(Format::Npy),
                 "jsonl" | "ndjson" => kinds.insert(Format::Jsonl),
+                e if PARQUET_EXTENSIONS.contains(&e) => kinds.insert(Format::Parquet),
+                e if ARROW_EXTENSIONS.contains(&e) => kinds.insert(Format::Arrow),
                 e if AUDIO_EXTENSIONS.contains(&e) => kinds.insert(Format::Audio),
                 e if VIDEO_EXTENSIONS.contains(&e) => kinds.insert(Format::Video),
                 _ => return Err(CliError::usage(format!("cannot tell the format of {} (use --format)", p.display()))),
@@ -426,6 +440,8 @@ fn format_name(f: Format) -> &'static str {
         Format::Wds => "wds",
         Format::Npy => "npy",
         Format::Jsonl => "jsonl",
+        Format::Parquet => "parquet",
+        Format::Arrow => "arrow",
         Format::Audio => "audio",
         Format::Video => "video",
     }
@@ -576,6 +592,7 @@ fn progress_total(source: &Source) -> Total {
         }
         Source::Npy(n) => Total::Count(n.rows, "rows"),
         Source::Jsonl(p) => Total::Count(p.lines, "rows"),
+        Source::Table(t) => t.rows.map_or(Total::Bytes(t.bytes), |r| Total::Count(r, "rows")),
         Source::Audio(files) => Total::Count(files.len() as u64, "clips"),
         Source::Video(files) => Total::Count(files.len() as u64, "videos"),
     }
@@ -643,6 +660,13 @@ fn open_source(
             let cols = plan.columns();
             (Source::Jsonl(plan), Some(cols), Some(jsonl::sidecar_dir(inputs)))
         }
+        // Columns come from the first rows (list lengths, image channels), like WebDataset's.
+        Format::Parquet | Format::Arrow => {
+            let exts: &[&str] = if format == Format::Parquet { &PARQUET_EXTENSIONS } else { &ARROW_EXTENSIONS };
+            let files = table_files(inputs, exts)?;
+            let dir = files.first().and_then(|f| f.parent()).map(Path::to_path_buf);
+            (Source::Table(parquet::open(files, format == Format::Parquet)?), None, dir)
+        }
         // Columns come from the first clip (channels, rate, frame size).
         Format::Audio => (Source::Audio(media_files(inputs, &AUDIO_EXTENSIONS)?), None, None),
         Format::Video => (Source::Video(media_files(inputs, &VIDEO_EXTENSIONS)?), None, None),
@@ -657,6 +681,18 @@ fn media_files(inputs: &[PathBuf], extensions: &[&str]) -> CliResult<Vec<PathBuf
     let files = input::expand_inputs(inputs, extensions)?;
     if files.is_empty() {
         return Err(CliError::not_found(format!("no {} files in the inputs", extensions.join("/"))));
+    }
+    Ok(files)
+}
+
+/// The table files of the inputs (folders expanded by extension, in name order).
+fn table_files(inputs: &[PathBuf], extensions: &[&str]) -> CliResult<Vec<PathBuf>> {
+    if let Some(p) = inputs.iter().find(|p| !p.exists()) {
+        return Err(CliError::not_found(format!("input {} does not exist", p.display())));
+    }
+    let files = input::expand_inputs(inputs, extensions)?;
+    if files.is_empty() {
+        return Err(CliError::not_found(format!("no .{} files in the inputs", extensions.join("/."))));
     }
     Ok(files)
 }
@@ -793,6 +829,12 @@ fn produce(source: Source, send: &mut dyn FnMut(Work) -> bool) {
                 }
             }
         }
+        Source::Table(t) => t.read(&mut |r| {
+            send(match r {
+                Ok(chunk) => Work::Table(chunk),
+                Err(b) => Work::Bad(b),
+            })
+        }),
         Source::Jsonl(plan) => jsonl::read_lines(&plan.files, 256, &mut |r| {
             send(match r {
                 Ok(lines) => Work::Lines(lines),

@@ -7,6 +7,7 @@ pub(crate) mod imagefolder;
 pub(crate) mod jsonl;
 pub(crate) mod media;
 pub(crate) mod npy;
+pub(crate) mod parquet;
 pub(crate) mod video;
 pub(crate) mod wds;
 

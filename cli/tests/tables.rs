@@ -1,0 +1,208 @@
+//! Tables in and out: Parquet and Arrow IPC ingest (the Hugging Face datasets layout with
+//! encoded images and class names), `export --format parquet`, and the round trip
+//! ingest → export → ingest giving the same canonical dump. Inputs are written here with
+//! arrow-rs, the way `datasets` lays them out.
+
+mod common;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use arrow::array::{
+    ArrayRef, BinaryArray, BooleanArray, Decimal128Array, FixedSizeListArray, Float32Array, Int16Array, Int64Array,
+    ListArray, RecordBatch, StringArray, StructArray, UInt8Array,
+};
+use arrow::datatypes::{DataType, Field, Fields, Int32Type, Schema};
+use common::*;
+use tessera::{DType, Dataset, Dim, ImageLayout, Kind};
+
+/// The pictures of the test table.
+fn pictures() -> Vec<image::RgbImage> {
+    (0..6).map(|i| picture(5 + i, 4 + 2 * (i % 2), i)).collect()
+}
+
+/// A Hugging Face style table: `image` {bytes: PNG, path}, `label` `ClassLabel`, `caption`
+/// with a null, `emb` list<f32> of one length, `tokens` list<i32> of varying lengths,
+/// `pair` fixed-size list<i16>, `flag` bool, `small` u8.
+fn hf_batch(corrupt_row: Option<usize>) -> RecordBatch {
+    let pngs: Vec<Option<Vec<u8>>> = pictures()
+        .iter()
+        .enumerate()
+        .map(|(i, p)| Some(if Some(i) == corrupt_row { b"\x89PNG not really".to_vec() } else { png_bytes(p) }))
+        .collect();
+    let image_fields =
+        Fields::from(vec![Field::new("bytes", DataType::Binary, true), Field::new("path", DataType::Utf8, true)]);
+    let paths: ArrayRef = Arc::new((0..6).map(|i| Some(format!("img{i}.png"))).collect::<StringArray>());
+    let image = StructArray::new(image_fields, vec![Arc::new(pngs.into_iter().collect::<BinaryArray>()), paths], None);
+    let label = Int64Array::from(vec![0, 2, 1, 1, 0, 2]);
+    let caption = StringArray::from(vec![Some("a cat"), Some("ü"), None, Some(""), Some("dog"), Some("x")]);
+    let emb = ListArray::from_iter_primitive::<arrow::datatypes::Float32Type, _, _>(
+        (0..6).map(|i| Some(vec![Some(i as f32), Some(0.5), Some(-1.0)])),
+    );
+    let tokens =
+        ListArray::from_iter_primitive::<Int32Type, _, _>((0..6).map(|i| Some((0..i).map(move |t| Some(t * 10 + i)))));
+    let pair = FixedSizeListArray::new(
+        Arc::new(Field::new("item", DataType::Int16, true)),
+        2,
+        Arc::new(Int16Array::from((0..12).collect::<Vec<i16>>())),
+        None,
+    );
+    let flag = BooleanArray::from(vec![true, false, true, true, false, false]);
+    let small = UInt8Array::from(vec![1, 2, 3, 4, 5, 255]);
+    let columns: Vec<(&str, ArrayRef)> = vec![
+        ("image", Arc::new(image)),
+        ("label", Arc::new(label)),
+        ("caption", Arc::new(caption)),
+        ("emb", Arc::new(emb)),
+        ("tokens", Arc::new(tokens)),
+        ("pair", Arc::new(pair)),
+        ("flag", Arc::new(flag)),
+        ("small", Arc::new(small)),
+    ];
+    let fields: Vec<Field> =
+        columns.iter().map(|(n, a)| Field::new(*n, a.data_type().clone(), *n == "caption")).collect();
+    let features = r#"{"info": {"features": {"image": {"_type": "Image"}, "label": {"names": ["cat", "dog", "bird"], "_type": "ClassLabel"}, "caption": {"dtype": "string", "_type": "Value"}}}}"#;
+    let schema = Schema::new(fields).with_metadata([("huggingface".to_string(), features.to_string())].into());
+    RecordBatch::try_new(Arc::new(schema), columns.into_iter().map(|(_, a)| a).collect()).unwrap()
+}
+
+fn write_parquet(path: &Path, batch: &RecordBatch) {
+    let mut w =
+        parquet::arrow::ArrowWriter::try_new(std::fs::File::create(path).unwrap(), batch.schema(), None).unwrap();
+    w.write(batch).unwrap();
+    w.close().unwrap();
+}
+
+#[test]
+fn hugging_face_parquet_decodes_images_and_class_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("hf");
+    std::fs::create_dir_all(&src).unwrap();
+    write_parquet(&src.join("train-00000-of-00001.parquet"), &hf_batch(None));
+    let ds = dir.path().join("ds");
+    let out = json(&["ingest", s(&ds), s(&src)]);
+    assert_eq!(
+        (out["rows"].as_u64(), out["images"].as_u64(), out["format"].as_str()),
+        (Some(6), Some(6), Some("parquet"))
+    );
+    let d = Dataset::open(s(&ds)).unwrap();
+    let col = |n: &str| d.schema().column(n).unwrap().clone();
+    assert_eq!(col("image").kind, Kind::Image { layout: ImageLayout::Hwc });
+    assert_eq!(col("image").shape, [Dim::Ragged, Dim::Ragged, Dim::Fixed(3)]);
+    assert_eq!(col("label").kind, Kind::ClassLabel { names: vec!["cat".into(), "dog".into(), "bird".into()] });
+    assert_eq!((col("caption").dtype, col("caption").nullable), (DType::Utf8, true));
+    assert_eq!((col("emb").dtype, col("emb").shape), (DType::F32, vec![Dim::Fixed(3)]));
+    assert_eq!((col("tokens").dtype, col("tokens").shape), (DType::I32, vec![Dim::Ragged]));
+    assert_eq!((col("pair").dtype, col("pair").shape), (DType::I16, vec![Dim::Fixed(2)]));
+    assert_eq!((col("flag").dtype, col("small").dtype), (DType::Bool, DType::U8));
+    let rows = d.read_rows(0..6, None).unwrap();
+    for (i, p) in pictures().iter().enumerate() {
+        assert_eq!(rows.get("image").unwrap().row(i), p.as_raw().as_slice(), "PNG pixels of row {i}");
+        assert_eq!(rows.get("image").unwrap().row_shape(i), vec![u64::from(p.height()), u64::from(p.width()), 3]);
+    }
+    assert_eq!(rows.get("label").unwrap().to_vec::<i64>().unwrap(), vec![0, 2, 1, 1, 0, 2]);
+    assert_eq!(rows.get("caption").unwrap().str_row(1), Some("ü"));
+    assert!(!rows.get("caption").unwrap().is_valid(2));
+    let tokens = rows.get("tokens").unwrap();
+    assert_eq!(tokens.row_shape(0), vec![0]);
+    assert_eq!(tokens.row(3), [3i32, 13, 23].iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>());
+    assert_eq!(rows.get("pair").unwrap().to_vec::<i16>().unwrap(), (0..12).collect::<Vec<i16>>());
+    assert_eq!(rows.get("small").unwrap().values(), [1, 2, 3, 4, 5, 255]);
+    assert_eq!(rows.get("flag").unwrap().to_vec::<bool>().unwrap(), [true, false, true, true, false, false]);
+}
+
+#[test]
+fn parquet_round_trip_gives_the_same_dump() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("in.parquet");
+    write_parquet(&src, &hf_batch(None));
+    let first = dir.path().join("first");
+    ok(&["ingest", s(&first), s(&src), "-q", "--kind", "emb=embedding"]);
+    let out = dir.path().join("out");
+    let exported = json(&["export", s(&first), "-o", s(&out), "--format", "parquet"]);
+    assert_eq!(exported["files"], serde_json::json!(["data.parquet"]));
+    let second = dir.path().join("second");
+    ok(&["ingest", s(&second), s(&out), "-q"]);
+    assert_eq!(digest(&first), digest(&second), "ingest -> export -> ingest keeps schema and values");
+
+    // The exported file is an ordinary Hugging Face table: without the sidecar, the images,
+    // class names and tensors still come back (only tessera's kinds beyond those are lost).
+    std::fs::remove_file(out.join("tessera.schema.json")).unwrap();
+    let third = dir.path().join("third");
+    ok(&["ingest", s(&third), s(&out), "-q"]);
+    let (a, b) = (Dataset::open(s(&first)).unwrap(), Dataset::open(s(&third)).unwrap());
+    for name in ["image", "label", "caption", "tokens", "pair", "flag", "small"] {
+        assert_eq!(a.schema().column(name), b.schema().column(name), "{name}");
+    }
+    assert_eq!(digest(&first).1, digest(&third).1, "the same values");
+}
+
+#[test]
+fn arrow_ipc_files_and_streams_ingest() {
+    let dir = tempfile::tempdir().unwrap();
+    let batch = hf_batch(None);
+    let file = dir.path().join("t.arrow");
+    let mut w =
+        arrow::ipc::writer::FileWriter::try_new(std::fs::File::create(&file).unwrap(), &batch.schema()).unwrap();
+    w.write(&batch).unwrap();
+    w.finish().unwrap();
+    let stream = dir.path().join("s.arrows");
+    let mut w =
+        arrow::ipc::writer::StreamWriter::try_new(std::fs::File::create(&stream).unwrap(), &batch.schema()).unwrap();
+    w.write(&batch).unwrap();
+    w.write(&batch.slice(0, 2)).unwrap();
+    w.finish().unwrap();
+    let a = dir.path().join("a");
+    assert_eq!(json(&["ingest", s(&a), s(&file)])["rows"], 6);
+    let b = dir.path().join("b");
+    assert_eq!(json(&["ingest", s(&b), s(&stream)])["rows"], 8);
+    let d = Dataset::open(s(&b)).unwrap();
+    let rows = d.read_rows(6..8, Some(&["image", "label"])).unwrap();
+    assert_eq!(rows.get("image").unwrap().row(1), pictures()[1].as_raw().as_slice());
+    assert_eq!(rows.get("label").unwrap().to_vec::<i64>().unwrap(), vec![0, 2]);
+}
+
+#[test]
+fn bad_tables_fail_with_the_row_and_leave_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    // An image that does not decode: a data fault naming the file and row; --skip-bad skips it.
+    let src = dir.path().join("bad.parquet");
+    write_parquet(&src, &hf_batch(Some(4)));
+    let ds = dir.path().join("ds");
+    let (code, _, stderr) = fails(&["ingest", s(&ds), s(&src)]);
+    assert_eq!(code, 1, "{stderr}");
+    assert!(stderr.contains("bad.parquet:4") && stderr.contains("\"image\""), "{stderr}");
+    assert!(!ds.exists(), "{stderr}");
+    let out = json(&["ingest", s(&ds), s(&src), "--skip-bad"]);
+    assert_eq!(out["rows"], 5);
+    assert!(out["skipped"][0]["input"].as_str().unwrap().ends_with("bad.parquet:4"));
+
+    // A truncated file: a data fault, nothing left behind.
+    let good = dir.path().join("good.parquet");
+    write_parquet(&good, &hf_batch(None));
+    let bytes = std::fs::read(&good).unwrap();
+    let cut = dir.path().join("cut.parquet");
+    std::fs::write(&cut, &bytes[..bytes.len() / 2]).unwrap();
+    let ds2 = dir.path().join("ds2");
+    let (code, _, stderr) = fails(&["ingest", s(&ds2), s(&cut)]);
+    assert_eq!(code, 1, "{stderr}");
+    assert!(stderr.contains("cut.parquet") && !ds2.exists(), "{stderr}");
+
+    // A column type ingest does not map: a schema question (exit 2) naming the column.
+    let dec = Decimal128Array::from(vec![1, 2]).with_precision_and_scale(10, 2).unwrap();
+    let schema = Schema::new(vec![Field::new("price", arrow::array::Array::data_type(&dec).clone(), false)]);
+    let batch = RecordBatch::try_new(Arc::new(schema), vec![Arc::new(dec)]).unwrap();
+    let dec_file = dir.path().join("dec.parquet");
+    write_parquet(&dec_file, &batch);
+    let (code, _, stderr) = fails(&["ingest", s(&dir.path().join("ds3")), s(&dec_file)]);
+    assert!(code == 2 && stderr.contains("price"), "{stderr}");
+
+    // Files of different schemas in one ingest: a schema question too.
+    let other = dir.path().join("mixed");
+    std::fs::create_dir_all(&other).unwrap();
+    write_parquet(&other.join("a.parquet"), &hf_batch(None));
+    let f32s = Float32Array::from(vec![1.0]);
+    let schema = Schema::new(vec![Field::new("x", DataType::Float32, false)]);
+    write_parquet(&other.join("b.parquet"), &RecordBatch::try_new(Arc::new(schema), vec![Arc::new(f32s)]).unwrap());
+    assert_eq!(fails(&["ingest", s(&dir.path().join("ds4")), s(&other)]).0, 2);
+}
