@@ -9,8 +9,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 use arrow::array::{
-    ArrayRef, BinaryArray, BooleanArray, Decimal128Array, FixedSizeListArray, Float32Array, Int16Array, Int64Array,
-    ListArray, RecordBatch, StringArray, StructArray, UInt8Array,
+    Array, ArrayRef, BinaryArray, BooleanArray, Decimal128Array, FixedSizeListArray, Float32Array, Int16Array,
+    Int64Array, ListArray, RecordBatch, StringArray, StructArray, UInt8Array,
 };
 use arrow::datatypes::{DataType, Field, Fields, Int32Type, Schema};
 use common::*;
@@ -190,7 +190,7 @@ fn bad_tables_fail_with_the_row_and_leave_nothing() {
 
     // A column type ingest does not map: a schema question (exit 2) naming the column.
     let dec = Decimal128Array::from(vec![1, 2]).with_precision_and_scale(10, 2).unwrap();
-    let schema = Schema::new(vec![Field::new("price", arrow::array::Array::data_type(&dec).clone(), false)]);
+    let schema = Schema::new(vec![Field::new("price", dec.data_type().clone(), false)]);
     let batch = RecordBatch::try_new(Arc::new(schema), vec![Arc::new(dec)]).unwrap();
     let dec_file = dir.path().join("dec.parquet");
     write_parquet(&dec_file, &batch);
@@ -205,4 +205,49 @@ fn bad_tables_fail_with_the_row_and_leave_nothing() {
     let schema = Schema::new(vec![Field::new("x", DataType::Float32, false)]);
     write_parquet(&other.join("b.parquet"), &RecordBatch::try_new(Arc::new(schema), vec![Arc::new(f32s)]).unwrap());
     assert_eq!(fails(&["ingest", s(&dir.path().join("ds4")), s(&other)]).0, 2);
+}
+
+/// A mono 16-bit PCM WAV file.
+fn wav(rate: u32, samples: &[i16]) -> Vec<u8> {
+    let data: Vec<u8> = samples.iter().flat_map(|s| s.to_le_bytes()).collect();
+    let mut out = b"RIFF".to_vec();
+    out.extend_from_slice(&(36 + data.len() as u32).to_le_bytes());
+    out.extend_from_slice(b"WAVEfmt ");
+    out.extend_from_slice(&16u32.to_le_bytes());
+    out.extend_from_slice(&1u16.to_le_bytes()); // PCM
+    out.extend_from_slice(&1u16.to_le_bytes()); // mono
+    out.extend_from_slice(&rate.to_le_bytes());
+    out.extend_from_slice(&(rate * 2).to_le_bytes());
+    out.extend_from_slice(&2u16.to_le_bytes());
+    out.extend_from_slice(&16u16.to_le_bytes());
+    out.extend_from_slice(b"data");
+    out.extend_from_slice(&(data.len() as u32).to_le_bytes());
+    out.extend_from_slice(&data);
+    out
+}
+
+#[test]
+fn hugging_face_audio_structs_decode_to_the_samples() {
+    let dir = tempfile::tempdir().unwrap();
+    let clips: Vec<Vec<i16>> = (0..3).map(|i| (0..100 + 50 * i).map(|t| (t * 37 - 900 * i) as i16).collect()).collect();
+    let fields =
+        Fields::from(vec![Field::new("bytes", DataType::Binary, true), Field::new("path", DataType::Utf8, true)]);
+    let bytes: BinaryArray = clips.iter().map(|c| Some(wav(16_000, c))).collect();
+    let paths: StringArray = (0..3).map(|i| Some(format!("clip{i}.wav"))).collect();
+    let audio = StructArray::new(fields, vec![Arc::new(bytes), Arc::new(paths)], None);
+    let features = r#"{"info": {"features": {"speech": {"sampling_rate": 16000, "_type": "Audio"}}}}"#;
+    let schema = Schema::new(vec![Field::new("speech", audio.data_type().clone(), false)])
+        .with_metadata([("huggingface".to_string(), features.to_string())].into());
+    let src = dir.path().join("speech.parquet");
+    write_parquet(&src, &RecordBatch::try_new(Arc::new(schema), vec![Arc::new(audio)]).unwrap());
+    let ds = dir.path().join("ds");
+    ok(&["ingest", s(&ds), s(&src), "-q", "--audio-dtype", "i16"]);
+    let d = Dataset::open(s(&ds)).unwrap();
+    let col = d.schema().column("speech").unwrap();
+    assert_eq!((col.dtype, &col.kind), (DType::I16, &Kind::Audio { sample_rate: 16_000 }));
+    let rows = d.read_rows(0..3, None).unwrap();
+    for (i, clip) in clips.iter().enumerate() {
+        let got = rows.get("speech").unwrap().row(i);
+        assert_eq!(got, clip.iter().flat_map(|s| s.to_le_bytes()).collect::<Vec<u8>>().as_slice(), "clip {i}");
+    }
 }

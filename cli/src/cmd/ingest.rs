@@ -343,7 +343,7 @@ impl Decoder {
                 Some(plan) => lines.into_iter().map(|(origin, l)| jsonl::decode_line(origin, &l, plan)).collect(),
                 None => Vec::new(),
             },
-            Work::Table(chunk) => parquet::decode_chunk(&chunk, &self.wds.image),
+            Work::Table(chunk) => parquet::decode_chunk(&chunk, &self.wds),
             Work::Audio(path) => vec![media::audio_sample(&path, &self.wds.audio)],
             Work::Video(path) => vec![media::video_sample(&path, &self.video)],
             Work::Ready(samples) => samples.into_iter().map(Ok).collect(),

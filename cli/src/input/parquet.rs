@@ -9,11 +9,13 @@
 //! | binary (also large, view, fixed-size) | bytes |
 //! | list / large list / fixed-size list, nested | tensor (a row's nested lists must be rectangular) |
 //! | struct of `bytes` + `path` (Hugging Face `Image`) | the image, decoded like image files |
+//! | the same struct marked `Audio` in the metadata | the clip, decoded like audio files |
 //! | dictionary | its values |
 //!
 //! Hugging Face datasets keep their features in the schema metadata (`huggingface`): a
 //! `ClassLabel` integer column becomes a class label with its names, an `Image` struct an
-//! image. Whether a list dim varies is inferred from the rows like any other input
+//! image, an `Audio` struct an audio clip (its `path` extension, else `wav`, names the
+//! container); without the metadata a `{bytes, path}` struct is taken for an image. Whether a list dim varies is inferred from the rows like any other input
 //! (`--ragged` overrides). A `tessera.schema.json` beside the files (written by `tessera
 //! export --format parquet`) restores the exported schema.
 //!
@@ -31,7 +33,8 @@ use arrow::datatypes::{self as adt, DataType, SchemaRef};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use tessera::DType;
 
-use super::imagefolder::{ImageOptions, decode_image};
+use super::imagefolder::decode_image;
+use super::wds::WdsOptions;
 use super::{Bad, Decoded, Sample, Value};
 use crate::error::{CliError, CliResult};
 
@@ -50,6 +53,8 @@ const CHUNK_BYTES: usize = 2 << 20;
 pub(crate) enum Feature {
     /// Encoded image bytes in a `{bytes, path}` struct.
     Image,
+    /// Encoded audio bytes in a `{bytes, path}` struct.
+    Audio,
     /// Integer class ids with these names.
     ClassLabel(Arc<[String]>),
 }
@@ -147,6 +152,7 @@ fn hf_features(schema: &SchemaRef) -> HashMap<String, Feature> {
         .filter_map(|(name, f)| {
             let feature = match f.get("_type").and_then(serde_json::Value::as_str)? {
                 "Image" => Feature::Image,
+                "Audio" => Feature::Audio,
                 "ClassLabel" => {
                     let names = f.get("names")?.as_array()?.iter().map(|n| n.as_str().map(str::to_string));
                     Feature::ClassLabel(names.collect::<Option<Vec<_>>>()?.into())
@@ -305,8 +311,8 @@ fn cast_columns(batch: &RecordBatch) -> Result<RecordBatch, String> {
     RecordBatch::try_new(Arc::new(adt::Schema::new(fields)), columns).map_err(|e| e.to_string())
 }
 
-/// Turns a chunk's rows into samples, decoding images.
-pub(crate) fn decode_chunk(chunk: &TableChunk, image: &ImageOptions) -> Vec<Decoded> {
+/// Turns a chunk's rows into samples, decoding images and audio.
+pub(crate) fn decode_chunk(chunk: &TableChunk, opts: &WdsOptions) -> Vec<Decoded> {
     let schema = chunk.batch.schema();
     let per_row = (chunk.batch.get_array_memory_size() / chunk.batch.num_rows().max(1)) as u64;
     (0..chunk.batch.num_rows())
@@ -314,7 +320,7 @@ pub(crate) fn decode_chunk(chunk: &TableChunk, image: &ImageOptions) -> Vec<Deco
             let origin = format!("{}:{}", chunk.file, chunk.first_row + i as u64);
             let mut fields = Vec::with_capacity(schema.fields().len());
             for ((f, col), feature) in schema.fields().iter().zip(chunk.batch.columns()).zip(chunk.features.iter()) {
-                let v = value(col, i, feature.as_ref(), image)
+                let v = value(col, i, feature.as_ref(), opts)
                     .map_err(|e| Bad::new(&origin, format!("column {:?}: {e}", f.name())))?;
                 fields.push((f.name().clone(), v));
             }
@@ -418,7 +424,7 @@ fn empty_shape(dt: &DataType) -> Result<(DType, Vec<u64>), String> {
 }
 
 /// Row `i` of a column as a value.
-fn value(col: &ArrayRef, i: usize, feature: Option<&Feature>, image: &ImageOptions) -> Result<Value, String> {
+fn value(col: &ArrayRef, i: usize, feature: Option<&Feature>, opts: &WdsOptions) -> Result<Value, String> {
     if col.is_null(i) {
         return Ok(Value::Null);
     }
@@ -456,17 +462,22 @@ fn value(col: &ArrayRef, i: usize, feature: Option<&Feature>, image: &ImageOptio
         DataType::Struct(_) => {
             let s = col.as_struct_opt().ok_or("not a struct")?;
             let bytes = s.column_by_name("bytes").ok_or("a struct without `bytes`")?;
+            let path = s
+                .column_by_name("path")
+                .and_then(|p| p.as_string_opt::<i32>().filter(|p| !p.is_null(i)).map(|p| p.value(i).to_string()))
+                .unwrap_or_default();
             if bytes.is_null(i) {
-                let path = s
-                    .column_by_name("path")
-                    .and_then(|p| p.as_string_opt::<i32>().map(|p| p.value(i).to_string()))
-                    .unwrap_or_default();
-                return Err(format!("the image is not embedded (no bytes; path {path:?})"));
+                return Err(format!("the media is not embedded (no bytes; path {path:?})"));
             }
-            let Value::Bytes(data) = value(bytes, i, None, image)? else {
+            let Value::Bytes(data) = value(bytes, i, None, opts)? else {
                 return Err("`bytes` is not binary".into());
             };
-            Value::Image(decode_image(&data, image)?)
+            if feature == Some(&Feature::Audio) {
+                let ext = Path::new(&path).extension().and_then(|e| e.to_str()).unwrap_or("wav").to_ascii_lowercase();
+                Value::Audio(super::audio::decode_bytes(data, &ext, &opts.audio).map_err(|e| e.to_string())?)
+            } else {
+                Value::Image(decode_image(&data, &opts.image)?)
+            }
         }
         other => return Err(format!("Arrow type {other} is not mapped")),
     })
