@@ -2,7 +2,7 @@
 """Conformance adapter for tessera-py (reader: tessera_py, writer: tessera_write).
 
   adapter.py [--page-bytes N] [--file-bytes N] info
-  adapter.py [--page-bytes N] [--file-bytes N] read <dataset-dir> [--version N] [--branch B] [--tag T]
+  adapter.py [--page-bytes N] [--file-bytes N] read <dataset-dir> [--version N] [--branch B] [--tag T] [--view V]
   adapter.py [--page-bytes N] [--file-bytes N] write <logical.json> <out-dir>
 
 The leading options set the writer's page and data file targets (default 256 KiB and 64 MiB);
@@ -21,6 +21,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from tessera_py import NotSupportedHere, Store, TesseraError, dump, open_version  # noqa: E402
 from tessera_py import lz4, zstd_codec  # noqa: E402
+from tessera_py.view import dump_view, open_view  # noqa: E402
 from tessera_write import WriteOptions, write_file  # noqa: E402
 
 EXIT_REJECT = 1
@@ -46,11 +47,11 @@ def usage(msg: str) -> int:
 
 def read(args: list) -> int:
     root = None
-    opts = {"version": None, "branch": None, "tag": None}
+    opts = {"version": None, "branch": None, "tag": None, "view": None}
     i = 0
     while i < len(args):
         a = args[i]
-        if a in ("--version", "--branch", "--tag"):
+        if a in ("--version", "--branch", "--tag", "--view"):
             if i + 1 >= len(args):
                 return usage(f"{a} needs a value")
             key = a[2:]
@@ -69,6 +70,8 @@ def read(args: list) -> int:
         return usage("read needs a dataset directory")
     if opts["tag"] is not None and (opts["version"] is not None or opts["branch"] is not None):
         return usage("--tag cannot be combined with --version or --branch")
+    if opts["view"] is not None and any(opts[k] is not None for k in ("version", "branch", "tag")):
+        return usage("--view cannot be combined with --version, --branch or --tag")
     version = None
     if opts["version"] is not None:
         if not opts["version"].isdigit() or not opts["version"].isascii():
@@ -79,8 +82,11 @@ def read(args: list) -> int:
         return EXIT_REJECT
     store = Store(root)
     try:
-        v = open_version(store, branch=opts["branch"], version=version, tag=opts["tag"])
-        out = dump(store, v)
+        if opts["view"] is not None:
+            out = dump_view(store, *open_view(store, opts["view"]))
+        else:
+            v = open_version(store, branch=opts["branch"], version=version, tag=opts["tag"])
+            out = dump(store, v)
     except TesseraError as e:
         print(f"error[{e.cls}]: {e.message}", file=sys.stderr)
         return EXIT_REJECT

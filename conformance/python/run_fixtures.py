@@ -78,6 +78,8 @@ def adapter_args(case: dict) -> list:
         out += ["--branch", str(args["branch"])]
     if "version" in args:
         out += ["--version", str(args["version"])]
+    if "view" in args:
+        out += ["--view", str(args["view"])]
     return out
 
 

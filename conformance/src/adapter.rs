@@ -422,6 +422,9 @@ impl Adapter {
                     if let Some(t) = &a.tag {
                         extra.extend(["--tag".into(), t.into()]);
                     }
+                    if let Some(v) = &a.view {
+                        extra.extend(["--view".into(), v.into()]);
+                    }
                 }
                 interpret(run_command(argv, &extra, timeout), true)
             }

@@ -141,6 +141,10 @@ pub struct Args {
     /// A tag (alone).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tag: Option<String>,
+    /// A view (alone): read the rows it lists, in its order, of the version it pins
+    /// (SPEC.md §"Views").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub view: Option<String>,
 }
 
 impl Args {
@@ -152,10 +156,13 @@ impl Args {
         if self.tag.is_some() && (self.version.is_some() || self.branch.is_some()) {
             return Err("args: `tag` cannot be combined with `version` or `branch`".into());
         }
+        if self.view.is_some() && (self.version.is_some() || self.branch.is_some() || self.tag.is_some()) {
+            return Err("args: `view` cannot be combined with `version`, `branch` or `tag`".into());
+        }
         if self.version == Some(0) {
             return Err("args: versions start at 1".into());
         }
-        if self.version.is_none() && self.branch.is_none() && self.tag.is_none() {
+        if self.version.is_none() && self.branch.is_none() && self.tag.is_none() && self.view.is_none() {
             return Err("args: empty table (omit `args` to read the latest version of main)".into());
         }
         Ok(())
@@ -173,6 +180,9 @@ impl Args {
         }
         if let Some(v) = self.version {
             parts.push(format!("version = {v}"));
+        }
+        if let Some(v) = &self.view {
+            parts.push(format!("view = {}", toml_string(v)));
         }
         format!("{{ {} }}", parts.join(", "))
     }
@@ -560,7 +570,7 @@ mod tests {
             expect: Expect::Reject,
             error: vec!["malformed".into()],
             operation: Operation::Read,
-            args: Some(Args { version: Some(2), branch: Some("dev".into()), tag: None }),
+            args: Some(Args { version: Some(2), branch: Some("dev".into()), ..Args::default() }),
             timeout_ms: Some(2500),
             description: "a \"quoted\" fault".into(),
             provenance: "gen:tessera-fixtures".into(),
@@ -586,7 +596,7 @@ mod tests {
         u.error = vec!["bogus".into()];
         assert!(u.validate(CaseClass::Reject, "datafile", &m.id).is_err());
         let mut t = m.clone();
-        t.args = Some(Args { tag: Some("t".into()), version: Some(1), branch: None });
+        t.args = Some(Args { tag: Some("t".into()), version: Some(1), ..Args::default() });
         assert!(t.validate(CaseClass::Reject, "datafile", &m.id).is_err());
         assert!(CaseMeta::parse(&format!("{}extra = 1\n", m.to_toml())).is_err(), "unknown fields are refused");
         for bad in ["x-a-0001-b", "n-A-0001-b", "n-a-001-b", "n-a-0001-", "n-a-0001"] {

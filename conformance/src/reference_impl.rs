@@ -9,7 +9,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::Path;
 
 use serde_json::Value;
-use tessera::{At, Dataset, Limits, Store};
+use tessera::{At, Dataset, Limits, Store, View};
 
 use crate::case::Args;
 
@@ -41,7 +41,7 @@ impl Outcome {
     }
 }
 
-/// The version a read opens, for the arguments of a case.
+/// The version a read opens, for the arguments of a case (a view names its own: see `open`).
 #[must_use]
 pub fn at_for(args: Option<&Args>) -> At {
     match args {
@@ -53,23 +53,36 @@ pub fn at_for(args: Option<&Args>) -> At {
     }
 }
 
+/// Opens what a case's `args` name: a version, a tag's version (through `open_tag`, which
+/// also checks the manifest CRC the tag recorded), or a view with its pinned version
+/// (`open_view`, VAL-18).
+fn open(location: &str, args: Option<&Args>, limits: &Limits) -> tessera::Result<(Dataset, Option<View>)> {
+    let store = Store::open(location)?;
+    if let Some(name) = args.and_then(|a| a.view.as_ref()) {
+        return Dataset::open_view(&store, name, limits.clone()).map(|(ds, v)| (ds, Some(v)));
+    }
+    let ds = match at_for(args) {
+        At::Tag(t) => Dataset::open_tag(&store, &t, limits.clone())?,
+        at => Dataset::open_at(&store, &at, limits.clone())?,
+    };
+    Ok((ds, None))
+}
+
+/// The canonical dump of what `args` name: a version, or a view's rows.
+fn dump(location: &str, args: Option<&Args>, limits: &Limits) -> tessera::Result<Value> {
+    match open(location, args, limits)? {
+        (ds, Some(view)) => tessera::dump::dump_view(&ds, &view),
+        (ds, None) => tessera::dump::dump(&ds),
+    }
+}
+
 /// Reads the dataset at `input` as a case with `args` asks, catching panics.
 #[must_use]
 pub fn read(input: &Path, args: Option<&Args>) -> Outcome {
     let Some(location) = input.to_str() else {
         return Outcome::Crashed(format!("input path {} is not UTF-8", input.display()));
     };
-    let at = at_for(args);
-    let run = || -> tessera::Result<Value> {
-        let store = Store::open(location)?;
-        let ds = match &at {
-            // Opening by tag goes through `open_tag`, which also checks the manifest CRC the
-            // tag recorded.
-            At::Tag(t) => Dataset::open_tag(&store, t, Limits::default())?,
-            at => Dataset::open_at(&store, at, Limits::default())?,
-        };
-        tessera::dump::dump(&ds)
-    };
+    let run = || -> tessera::Result<Value> { dump(location, args, &Limits::default()) };
     match catch_unwind(AssertUnwindSafe(run)) {
         Ok(Ok(v)) => Outcome::Accepted(v),
         Ok(Err(e)) => Outcome::Rejected { class: e.class().as_str().to_string(), message: e.to_string() },
@@ -95,15 +108,7 @@ fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
 /// The first fault, as `[class] message`, or the panic's text.
 pub fn verify(input: &Path, args: Option<&Args>) -> Result<(), String> {
     let location = input.to_str().ok_or_else(|| format!("input path {} is not UTF-8", input.display()))?;
-    let at = at_for(args);
-    let run = || -> tessera::Result<()> {
-        let store = Store::open(location)?;
-        let ds = match &at {
-            At::Tag(t) => Dataset::open_tag(&store, t, Limits::default())?,
-            at => Dataset::open_at(&store, at, Limits::default())?,
-        };
-        ds.verify().map(drop)
-    };
+    let run = || -> tessera::Result<()> { open(location, args, &Limits::default())?.0.verify().map(drop) };
     match catch_unwind(AssertUnwindSafe(run)) {
         Ok(Ok(())) => Ok(()),
         Ok(Err(e)) => Err(format!("[{}] {e}", e.class().as_str())),
@@ -117,15 +122,7 @@ pub fn read_with_limits(input: &Path, args: Option<&Args>, limits: &Limits) -> O
     let Some(location) = input.to_str() else {
         return Outcome::Crashed(format!("input path {} is not UTF-8", input.display()));
     };
-    let at = at_for(args);
-    let run = || -> tessera::Result<Value> {
-        let store = Store::open(location)?;
-        let ds = match &at {
-            At::Tag(t) => Dataset::open_tag(&store, t, limits.clone())?,
-            at => Dataset::open_at(&store, at, limits.clone())?,
-        };
-        tessera::dump::dump(&ds)
-    };
+    let run = || -> tessera::Result<Value> { dump(location, args, limits) };
     match catch_unwind(AssertUnwindSafe(run)) {
         Ok(Ok(v)) => Outcome::Accepted(v),
         Ok(Err(e)) => Outcome::Rejected { class: e.class().as_str().to_string(), message: e.to_string() },

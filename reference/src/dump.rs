@@ -34,6 +34,33 @@ pub fn dump(ds: &Dataset) -> Result<Value> {
     }))
 }
 
+/// Dumps the rows of a view of `ds` (the version the view pins), in the view's order: the
+/// dump of a version holding exactly those rows (SPEC.md §"Views", VAL-18). Only the view's
+/// rows are read.
+///
+/// # Errors
+/// Any read or validation error.
+pub fn dump_view(ds: &Dataset, view: &crate::view::View) -> Result<Value> {
+    let schema = &ds.schema().columns;
+    let mut data: Vec<ColumnData> = schema.iter().map(ColumnData::for_column).collect();
+    for &row in &view.rows {
+        let one = ds.read_row(row, None)?;
+        for (c, out) in schema.iter().zip(&mut data) {
+            let got = one.get(&c.name).ok_or_else(|| crate::Error::usage("column missing from batch"))?;
+            out.extend_from(got, 0..1)?;
+        }
+    }
+    let columns: Map<String, Value> = schema.iter().zip(&data).map(|(c, d)| (c.name.clone(), dump_column(d))).collect();
+    Ok(json!({
+        "dump": "tessera-dump/1",
+        "branch": ds.branch(),
+        "version": ds.version(),
+        "row_count": view.rows.len(),
+        "schema": schema_json(ds),
+        "columns": columns,
+    }))
+}
+
 fn schema_json(ds: &Dataset) -> Value {
     let cols: Vec<Value> = ds.schema().columns.iter().map(column_json).collect();
     json!({ "columns": cols, "metadata": pairs(&ds.schema().metadata) })

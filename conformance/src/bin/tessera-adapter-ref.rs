@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! tessera-adapter-ref info
-//! tessera-adapter-ref read <dataset-dir> [--version N] [--branch B] [--tag T]
+//! tessera-adapter-ref read <dataset-dir> [--version N] [--branch B] [--tag T] [--view V]
 //! tessera-adapter-ref write <logical.json> <out-dir>
 //! ```
 //!
@@ -30,7 +30,7 @@ use tessera_conformance::logical::{Logical, RefWrite};
 use tessera_conformance::reference_impl::{self, Outcome};
 
 const USAGE: &str = "usage: tessera-adapter-ref info\n       tessera-adapter-ref read <dataset-dir> [--version N] \
-                     [--branch B] [--tag T]\n       tessera-adapter-ref write <logical.json> <out-dir>";
+                     [--branch B] [--tag T] [--view V]\n       tessera-adapter-ref write <logical.json> <out-dir>";
 
 /// Exit status of a crash (what a Rust panic exits with).
 const EXIT_CRASH: u8 = 101;
@@ -78,6 +78,7 @@ fn read(args: &[String]) -> ExitCode {
             },
             "--branch" => a.branch = Some(value.clone()),
             "--tag" => a.tag = Some(value.clone()),
+            "--view" => a.view = Some(value.clone()),
             other => return usage(&format!("unknown option {other:?}")),
         }
     }

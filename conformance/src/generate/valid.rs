@@ -31,6 +31,7 @@ pub(crate) fn all(em: &mut Emitter) -> Result<()> {
     schemas(em)?;
     multimodal(em)?;
     reading(em)?;
+    super::reject::views::valid(em)?;
     Ok(())
 }
 

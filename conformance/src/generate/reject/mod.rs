@@ -16,6 +16,7 @@ mod paths;
 mod segment;
 mod tags;
 mod unsupported;
+pub(super) mod views;
 
 use super::Result;
 use super::emit::Emitter;
@@ -33,5 +34,6 @@ pub(crate) fn all(em: &mut Emitter) -> Result<()> {
     codec::codecs(em)?;
     encoded::encoded(em)?;
     tags::refs(em)?;
+    views::reject(em)?;
     Ok(())
 }
