@@ -12,7 +12,7 @@ fn images_dataset(dir: &std::path::Path) -> std::path::PathBuf {
     let root = dir.join("train");
     image_folder(&root, &["a", "b", "c"], 2);
     let ds = dir.join("ds");
-    ok(&["ingest", s(&ds), s(&root), "-q", "--keep-encoded", "-m", "first"]);
+    ok(&["ingest", s(&ds), s(&root), "-q", "--keep-original", "-m", "first"]);
     ds
 }
 
@@ -22,7 +22,7 @@ fn inspect_tag_branch_diff() {
     let ds = images_dataset(dir.path());
     let more = dir.path().join("more");
     image_folder(&more, &["b"], 3);
-    ok(&["ingest", "-d", s(&ds), s(&more), "-q", "--keep-encoded", "-m", "second"]);
+    ok(&["ingest", "-d", s(&ds), s(&more), "-q", "--keep-original", "-m", "second"]);
 
     let info = json(&["info", s(&ds)]);
     assert_eq!(
@@ -60,7 +60,7 @@ fn inspect_tag_branch_diff() {
     let b = json(&["branch", s(&ds), "dev", "--from-version", "2"]);
     assert_eq!(b["branch"], "dev");
     assert_eq!(fails(&["branch", s(&ds), "dev"]).0, 4);
-    ok(&["ingest", s(&ds), s(&more), "--branch", "dev", "-q", "--keep-encoded"]);
+    ok(&["ingest", s(&ds), s(&more), "--branch", "dev", "-q", "--keep-original"]);
     let branches = json(&["branch", "--list", "-d", s(&ds)]);
     assert_eq!(branches.as_array().unwrap().len(), 2);
     assert_eq!(json(&["info", s(&ds), "--branch", "dev"])["rows"], 9);
@@ -75,7 +75,7 @@ fn inspect_tag_branch_diff() {
     assert_eq!(img["shape"].as_array().unwrap().len(), 3);
     assert!(img["max"].as_f64().unwrap() >= img["mean"].as_f64().unwrap());
     assert_eq!(row["columns"]["label"]["class"], "b");
-    assert!(row["columns"]["image_encoded"]["bytes"].as_u64().unwrap() > 0);
+    assert!(row["columns"]["image_original"]["bytes"].as_u64().unwrap() > 0);
     let text = ok(&["show", s(&ds), "0", "--columns", "label"]);
     assert!(text.contains("0 (a)"), "{text}");
     assert_eq!(fails(&["show", s(&ds), "99"]).0, 3);
@@ -204,7 +204,7 @@ fn export_npy_and_wds_round_trip() {
     let mut ar = tar::Archive::new(shard.as_slice());
     let names: Vec<String> =
         ar.entries().unwrap().map(|e| e.unwrap().path().unwrap().to_string_lossy().into_owned()).collect();
-    assert_eq!(names[..3], ["000000000.png", "000000000.cls", "000000000.image_encoded.bin"]);
+    assert_eq!(names[..3], ["000000000.png", "000000000.cls", "000000000.image_original.bin"]);
     // A non-empty output folder is refused.
     assert_eq!(fails(&["export", s(&images), "--out", s(&out)]).0, 4);
 }

@@ -13,7 +13,7 @@ fn image_folder_native_shape_matches_independent_decode() {
     let files = image_folder(&root, &["dog", "cat", "bird"], 4);
     std::fs::write(root.join("cat").join("notes.txt"), "not an image").unwrap();
     let ds = dir.path().join("ds");
-    let summary = json(&["ingest", s(&ds), s(&root), "--keep-encoded", "-m", "first"]);
+    let summary = json(&["ingest", s(&ds), s(&root), "--keep-original", "-m", "first"]);
     assert_eq!(summary["rows"], 12);
     assert_eq!(summary["images"], 12);
     assert_eq!(summary["created"], true);
@@ -30,10 +30,10 @@ fn image_folder_native_shape_matches_independent_decode() {
     let label = d.schema().column("label").unwrap();
     assert_eq!(label.dtype, DType::I64);
     assert_eq!(label.kind, Kind::ClassLabel { names: vec!["bird".into(), "cat".into(), "dog".into()] });
-    assert_eq!(d.schema().column("image_encoded").unwrap().dtype, DType::Bytes);
+    assert_eq!(d.schema().column("image_original").unwrap().dtype, DType::Bytes);
 
     let rows = d.read_rows(0..12, None).unwrap();
-    let (img, lab, enc) = (rows.get("image").unwrap(), rows.get("label").unwrap(), rows.get("image_encoded").unwrap());
+    let (img, lab, enc) = (rows.get("image").unwrap(), rows.get("label").unwrap(), rows.get("image_original").unwrap());
     let labels = lab.to_vec::<i64>().unwrap();
     for (i, (path, class)) in files.iter().enumerate() {
         let bytes = std::fs::read(path).unwrap();
@@ -146,11 +146,11 @@ fn webdataset_shards_decode_by_extension() {
         std::fs::write(shards.join(format!("shard-{shard}.tar")), b.into_inner().unwrap()).unwrap();
     }
     let ds = dir.path().join("ds");
-    let out = json(&["ingest", s(&ds), s(&shards), "--keep-encoded"]);
+    let out = json(&["ingest", s(&ds), s(&shards), "--keep-original"]);
     assert_eq!(out["rows"], 6);
     let d = Dataset::open(s(&ds)).unwrap();
     let names: Vec<&str> = d.schema().columns.iter().map(|c| c.name.as_str()).collect();
-    assert_eq!(names, ["image", "image_encoded", "label", "text", "json", "emb"]);
+    assert_eq!(names, ["image", "image_original", "label", "text", "json", "emb"]);
     let col = |n: &str| d.schema().column(n).unwrap().clone();
     assert_eq!(col("text").kind, Kind::Text);
     assert_eq!(col("json").kind, Kind::Json);
@@ -158,7 +158,7 @@ fn webdataset_shards_decode_by_extension() {
     assert_eq!(col("emb").shape, vec![Dim::Fixed(2)]);
     let rows = d.read_rows(0..6, None).unwrap();
     for (i, img) in images.iter().enumerate() {
-        let enc = rows.get("image_encoded").unwrap().row(i);
+        let enc = rows.get("image_original").unwrap().row(i);
         let want = image::load_from_memory(enc).unwrap().to_rgb8();
         if i % 2 == 0 {
             assert_eq!(&want, img, "PNG is lossless");

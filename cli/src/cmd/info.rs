@@ -166,6 +166,9 @@ pub(crate) fn run(ctx: Ctx, args: &Args) -> CliResult<Exit> {
         ]);
     }
     s += &render_table(&table, "  ");
+    if ds.schema().columns.iter().any(|c| c.compression == tessera::Compression::Encoded) {
+        s += "  (encoded: stored = the image files, raw = their decoded pixels)\n";
+    }
     emit(&s);
     Ok(Exit::Ok)
 }

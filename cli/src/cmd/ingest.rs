@@ -53,10 +53,17 @@ pub(crate) struct Args {
     /// Channels images are converted to: 1 (gray), 3 (RGB) or 4 (RGBA).
     #[arg(long, default_value_t = 3, value_parser = parse_channels)]
     channels: u8,
-    /// Also store each image's original encoded bytes (column `<image column>_encoded`, dtype bytes).
+    /// Store image columns as their JPEG, PNG or WebP files, byte for byte (compression
+    /// `encoded`: lossy or lossless as the files are, decoded by readers and loaders). Images
+    /// resized by --size, or whose channels differ from --channels, are stored decoded.
     #[arg(long)]
     keep_encoded: bool,
-    /// Per-column compression, COL=CODEC with CODEC none, lz4, zstd or zstd:LEVEL; `*` sets the
+    /// Also store each image's original file bytes in an extra `bytes` column
+    /// `<image column>_original`.
+    #[arg(long)]
+    keep_original: bool,
+    /// Per-column compression, COL=CODEC with CODEC none, lz4, zstd, zstd:LEVEL or encoded (image
+    /// files as they are, see --keep-encoded); `*` sets the
     /// default for unnamed columns. Repeatable or comma-separated. New datasets only.
     #[arg(long, value_name = "COL=CODEC", value_delimiter = ',')]
     compress: Vec<String>,
@@ -273,15 +280,16 @@ fn parse_image_size(s: &str) -> CliResult<(u32, u32)> {
     Ok((h, w))
 }
 
-/// Parses `none`, `lz4`, `zstd`, `zstd:LEVEL`.
+/// Parses `none`, `lz4`, `zstd`, `zstd:LEVEL`, `encoded`.
 fn parse_codec(s: &str) -> Result<Compression, String> {
     match s.trim() {
         "none" => Ok(Compression::None),
+        "encoded" => Ok(Compression::Encoded),
         "lz4" => Ok(Compression::Lz4),
         "zstd" => Ok(Compression::Zstd { level: 3 }),
         other => match other.strip_prefix("zstd:").map(str::parse::<i32>) {
             Some(Ok(level)) if (1..=22).contains(&level) => Ok(Compression::Zstd { level }),
-            _ => Err(format!("bad codec {other:?} (none, lz4, zstd or zstd:1..22)")),
+            _ => Err(format!("bad codec {other:?} (none, lz4, zstd, zstd:1..22 or encoded)")),
         },
     }
 }
@@ -489,11 +497,12 @@ pub(crate) fn run(ctx: Ctx, mut args: Args) -> CliResult<Exit> {
     let ragged = RaggedSpec::parse(&args.ragged).map_err(CliError::usage)?;
     let edits = ColumnEdits::parse(&args.rename, &args.kind).map_err(CliError::usage)?;
     let infer = InferOptions { fixed_images: size.is_some(), ragged };
-    let image = ImageOptions { size, filter: args.filter.image(), channels: args.channels };
+    let keep_files = args.keep_encoded || compress.iter().any(|(_, z)| *z == Compression::Encoded);
+    let image = ImageOptions { size, filter: args.filter.image(), channels: args.channels, keep_files };
     let folder_columns = FolderColumns {
         image: args.image_column.clone(),
         label: args.label_column.clone(),
-        encoded: args.keep_encoded.then(|| format!("{}_encoded", args.image_column)),
+        encoded: args.keep_original.then(|| format!("{}_original", args.image_column)),
     };
 
     let (source, planned, sidecar_dir) = open_source(format, &inputs, &image, &folder_columns, &infer, &edits)?;
@@ -537,7 +546,7 @@ pub(crate) fn run(ctx: Ctx, mut args: Args) -> CliResult<Exit> {
     let decoder = Decoder {
         classes,
         folder_columns,
-        wds: WdsOptions { image, keep_encoded: args.keep_encoded, audio: args.media.audio() },
+        wds: WdsOptions { image, keep_original: args.keep_original, audio: args.media.audio() },
         video: args.media.video(&image),
         jsonl: match &source {
             Source::Jsonl(p) => Some(p.clone()),
@@ -553,6 +562,7 @@ pub(crate) fn run(ctx: Ctx, mut args: Args) -> CliResult<Exit> {
         options,
         sidecar,
         compress,
+        keep_encoded: args.keep_encoded,
         edits,
         infer,
         pending: Vec::new(),
@@ -759,6 +769,7 @@ fn finish_columns(
     cols: Vec<Column>,
     sidecar: Option<&[Column]>,
     compress: &[(String, Compression)],
+    keep_encoded: bool,
     edits: &ColumnEdits,
 ) -> CliResult<Vec<Column>> {
     let mut cols = match sidecar {
@@ -778,6 +789,8 @@ fn finish_columns(
     for c in &mut cols {
         if let Some((_, z)) = compress.iter().find(|(n, _)| *n == c.name) {
             c.compression = *z;
+        } else if keep_encoded && c.encodable() {
+            c.compression = Compression::Encoded;
         } else if let Some(z) = default {
             c.compression = z;
         }
@@ -915,6 +928,8 @@ struct Sink {
     options: WriteOptions,
     sidecar: Option<Vec<Column>>,
     compress: Vec<(String, Compression)>,
+    /// `--keep-encoded`: image columns that `--compress` does not name are stored `encoded`.
+    keep_encoded: bool,
     edits: ColumnEdits,
     infer: InferOptions,
     /// Samples held back until the schema is inferred from them (sources without planned
@@ -1078,7 +1093,7 @@ impl Sink {
 
     /// Applies the sidecar, `--kind` and `--compress` to the (renamed) columns.
     fn finish_columns(&self, cols: Vec<Column>) -> CliResult<Vec<Column>> {
-        finish_columns(cols, self.sidecar.as_deref(), &self.compress, &self.edits)
+        finish_columns(cols, self.sidecar.as_deref(), &self.compress, self.keep_encoded, &self.edits)
     }
 
     /// Infers the schema from the held samples, starts, and adds them.
@@ -1378,6 +1393,7 @@ impl Assembler {
     /// Adds a sample; returns how many image values it held.
     fn push(&mut self, sample: Sample) -> Result<u64, Reject> {
         let mut rows: Vec<Option<Row>> = vec![None; self.columns.len()];
+        let mut files: Vec<Option<Arc<[u8]>>> = vec![None; self.columns.len()];
         let mut images = 0;
         for (name, v) in sample.fields {
             let Some(&i) = self.index.get(&name) else {
@@ -1393,6 +1409,11 @@ impl Assembler {
                 return Err(Reject::Bad(format!("field {name:?} appears twice")));
             }
             images += u64::from(matches!(v, Value::Image(_)));
+            // An image file kept as the row's stored form (an encoded column) [CMP-06].
+            files[i] = match &v {
+                Value::Image(img) if self.columns[i].compression == Compression::Encoded => img.file.clone(),
+                _ => None,
+            };
             let row = encode(&self.columns[i], v, self.class_ids[i].as_ref())
                 .map_err(|e| Reject::Bad(format!("column {name:?}: {e}")))?;
             if let Some((shape, bytes)) = &row {
@@ -1424,7 +1445,11 @@ impl Assembler {
             match r.flatten() {
                 Some((shape, bytes)) => {
                     self.bytes += bytes.len() as u64;
-                    self.builders[i].push_row(&shape, &bytes).map_err(|e| Reject::Bad(e.to_string()))?;
+                    let pushed = match &files[i] {
+                        Some(file) => self.builders[i].push_encoded(file),
+                        None => self.builders[i].push_row(&shape, &bytes),
+                    };
+                    pushed.map_err(|e| Reject::Bad(e.to_string()))?;
                 }
                 None => self.builders[i].push_null().map_err(|e| Reject::Bad(e.to_string()))?,
             }

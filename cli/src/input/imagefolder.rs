@@ -26,6 +26,8 @@ pub(crate) struct ImageOptions {
     pub(crate) filter: FilterType,
     /// Channels to convert to: 1 (luma), 3 (RGB) or 4 (RGBA).
     pub(crate) channels: u8,
+    /// Keep the file of an image whose pixels are its exact decode (for encoded columns).
+    pub(crate) keep_files: bool,
 }
 
 /// Decodes a JPEG, PNG or WebP image and shapes it as `opts` asks.
@@ -40,6 +42,12 @@ pub(crate) fn decode_image(bytes: &[u8], opts: &ImageOptions) -> Result<ImageVal
         None => return Err("not a JPEG, PNG or WebP image".into()),
     }
     let img = reader.decode().map_err(|e| format!("cannot decode image: {e}"))?;
+    // The file is the stored form only if the pixels are exactly its decode [CMP-07].
+    let native = matches!(
+        (img.color(), opts.channels),
+        (image::ColorType::L8, 1) | (image::ColorType::Rgb8, 3) | (image::ColorType::Rgba8, 4)
+    );
+    let file = (opts.keep_files && native && opts.size.is_none()).then(|| Arc::from(bytes));
     // Convert first: resizing fewer (or 8-bit) channels is cheaper.
     let img = match opts.channels {
         1 => DynamicImage::ImageLuma8(img.into_luma8()),
@@ -57,7 +65,7 @@ pub(crate) fn decode_image(bytes: &[u8], opts: &ImageOptions) -> Result<ImageVal
         DynamicImage::ImageRgb8(b) => b.into_raw(),
         other => other.into_rgb8().into_raw(),
     };
-    Ok(ImageValue { height, width, channels: opts.channels, pixels })
+    Ok(ImageValue { height, width, channels: opts.channels, pixels, file })
 }
 
 /// Resizes so the image covers `tw × th` (shorter side to target), then crops the center.
@@ -194,7 +202,7 @@ mod tests {
 
     #[test]
     fn rejects_garbage() {
-        let opts = ImageOptions { size: None, filter: FilterType::Triangle, channels: 3 };
+        let opts = ImageOptions { size: None, filter: FilterType::Triangle, channels: 3, keep_files: false };
         assert!(decode_image(b"not an image", &opts).is_err());
         // A truncated PNG: signature only.
         assert!(decode_image(&[0x89, b'P', b'N', b'G', 13, 10, 26, 10], &opts).is_err());

@@ -29,6 +29,9 @@ pub(crate) struct ImageValue {
     pub(crate) channels: u8,
     /// The pixels, HWC.
     pub(crate) pixels: Vec<u8>,
+    /// The file the pixels are the exact decode of (no resize, no channel conversion), kept
+    /// when the image may be stored encoded (`--keep-encoded`).
+    pub(crate) file: Option<Arc<[u8]>>,
 }
 
 /// One decoded field of a sample.

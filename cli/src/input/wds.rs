@@ -155,8 +155,8 @@ fn read_shard(shard: &Path, seen: &mut HashSet<String>, emit: &mut dyn FnMut(Res
 pub(crate) struct WdsOptions {
     /// Image decoding.
     pub(crate) image: ImageOptions,
-    /// Also keep each image's encoded bytes in a `<name>_encoded` column.
-    pub(crate) keep_encoded: bool,
+    /// Also keep each image's original file bytes in a `<name>_original` column.
+    pub(crate) keep_original: bool,
     /// Audio decoding.
     pub(crate) audio: AudioOptions,
 }
@@ -184,8 +184,8 @@ pub(crate) fn decode_sample(raw: RawSample, opts: &WdsOptions) -> Decoded {
             e if IMAGE_EXTENSIONS.contains(&e) => {
                 let img = decode_image(&data, &opts.image).map_err(at)?;
                 push(name.clone(), Value::Image(img))?;
-                if opts.keep_encoded {
-                    push(format!("{name}_encoded"), Value::Bytes(data))?;
+                if opts.keep_original {
+                    push(format!("{name}_original"), Value::Bytes(data))?;
                 }
             }
             e if AUDIO_EXTENSIONS.contains(&e) => {
