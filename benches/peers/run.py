@@ -317,6 +317,10 @@ def main(argv: Optional[List[str]] = None) -> int:
           f"{args.workers} workers, median of {args.repeat} round(s)); {when}; {platform.machine()}, "
           f"{os.cpu_count()} cores; 1-minute load average from {min(loads):.1f} to {max(loads):.1f}")
     print(table(results, limit))
+    print()
+    for r in results:
+        print(f"- **{r['name']}**: {r['config']}.")
+    print()
     py, rs = runs.get("tessera_python", []), runs.get("tessera_rust", [])
     if py and rs:
         # Paired by round (the two run back to back), then the median.

@@ -9,7 +9,8 @@ FORMAT = "mds"
 CHECKED = True
 CONFIG = (
     "`StreamingDataset(local=…, shuffle=True)`: its default `py1e` shuffle, whose block "
-    "(≥ 262,144 samples) spans this whole dataset; shards read in place (no remote, no copy); "
+    "(262,144 samples) is larger than this dataset, so rows mix across all shards; shards read "
+    "in place (no remote, no copy); "
     "`DataLoader(num_workers=2, persistent_workers=True)` with the padding collate; 64 MB "
     "shards, no compression"
 )
