@@ -56,12 +56,16 @@ impl View {
         h.finalize().into()
     }
 
-    /// Opens the version this view pins, checking the binding again `[VIEW-05]`.
+    /// Opens the version this view pins in `store`, checking the binding (the manifest's
+    /// SHA-256 and the rows against its row count) again `[VIEW-05]`: a view read from one
+    /// store opens only the same version in another.
     ///
     /// # Errors
-    /// As [`Dataset::open_view`].
+    /// `invalid` when the store holds another manifest at the target's key, or none; any
+    /// error opening the version.
     pub fn open_dataset(&self, store: &Store, limits: Limits) -> Result<Dataset> {
-        Dataset::open_view(store, &self.name, limits).map(|(ds, _)| ds)
+        let (manifest, crc) = bind(store, self, &limits)?;
+        Dataset::from_manifest(store.clone(), manifest, crc, limits)
     }
 }
 
@@ -101,6 +105,15 @@ fn read_view(store: &Store, name: &str, limits: &Limits) -> Result<(View, Manife
     if View::digest_rows(&view.rows) != view.rows_sha256 {
         return Err(Error::invalid(&key, "rows_sha256 differs from the SHA-256 of the rows [VIEW-04]"));
     }
+    let (manifest, crc) = bind(store, &view, limits)?;
+    Ok((view, manifest, crc))
+}
+
+/// VAL-18 steps 9 to 12 for a decoded view: its target manifest, checked, hashed and
+/// compared, and its rows checked against that version; returns the manifest and its
+/// envelope CRC.
+fn bind(store: &Store, view: &View, limits: &Limits) -> Result<(Manifest, u32)> {
+    let key = view_key(&view.name);
     let target = paths::manifest_key(&view.target.branch, view.target.version);
     // A view names a stored manifest exactly; a missing one means a damaged or foreign view.
     let manifest_bytes =
@@ -116,7 +129,7 @@ fn read_view(store: &Store, name: &str, limits: &Limits) -> Result<(View, Manife
         ));
     }
     check_rows(&view.rows, manifest.row_count).map_err(|reason| Error::invalid(&key, reason))?;
-    Ok((view, manifest, envelope::stored_crc(&manifest_bytes)))
+    Ok((manifest, envelope::stored_crc(&manifest_bytes)))
 }
 
 /// Every row id below `row_count`, none twice `[VIEW-06]`; the reason otherwise.

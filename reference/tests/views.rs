@@ -72,6 +72,10 @@ fn a_view_copied_from_another_dataset_is_invalid() {
     let e = ds_b.view("v").unwrap_err();
     assert_eq!(e.class(), ErrorClass::Invalid, "{e}");
     assert!(e.to_string().contains("VIEW-05"), "{e}");
+    // A view read from A opens A's version, and not B's version of the same number.
+    let view = ds_a.view("v").unwrap();
+    assert_eq!(view.open_dataset(ds_a.store(), Limits::default()).unwrap().version(), 2);
+    assert_eq!(view.open_dataset(ds_b.store(), Limits::default()).unwrap_err().class(), ErrorClass::Invalid);
 }
 
 #[test]
