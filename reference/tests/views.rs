@@ -125,3 +125,19 @@ fn deleting_a_view_changes_no_version() {
     // The name can be reused; the new view is another object.
     assert_eq!(ds.save_view("v", &[3], "q2").unwrap().rows, vec![3]);
 }
+
+#[test]
+fn garbage_collection_keeps_what_a_view_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let loc = dir.path().to_str().unwrap();
+    let v2 = new_dataset(loc, 6);
+    v2.save_view("v", &[5, 1], "q").unwrap();
+    // Later versions drop every row the view reads; only main@2 still references them.
+    let v3 = v2.delete_rows(&[0, 1, 2, 3, 4, 5], "drop all", &WriteOptions::default()).unwrap();
+    assert_eq!(v3.row_count(), 0);
+    let store = Store::open(loc).unwrap();
+    let report = tessera::gc::collect_garbage(&store, std::time::Duration::ZERO, false).unwrap();
+    assert!(report.garbage.is_empty(), "{report:?}");
+    assert_eq!(view_ids(&store, "v"), vec![5, 1]);
+    assert_eq!(v3.views().unwrap(), vec!["v".to_string()]);
+}
