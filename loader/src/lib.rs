@@ -52,6 +52,11 @@
 //! remaining batches, also with another world size when the global batch is unchanged, and
 //! refuses a state from another dataset version, seed or order settings.
 //!
+//! A **view** ([`LoaderConfig::with_view`], SPEC.md §"Views") is read exactly like a version:
+//! the order is over the view's positions, each mapped to its row of the pinned version
+//! ([`HostBatch::rows`] are the version's row ids), and the resume state binds to the view
+//! ([`view_id`]), so a state from another view or from the bare version is refused.
+//!
 //! ## Shuffle modes and their quality
 //! * Global ([`ShuffleMode::Global`]): an exact uniform permutation of all rows (8 bytes per row).
 //!   Adjacent-pair retention ≈ 1/N, mean normalised displacement ≈ 1/3 — the reference
