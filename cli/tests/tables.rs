@@ -125,6 +125,17 @@ fn parquet_round_trip_gives_the_same_dump() {
     ok(&["ingest", s(&second), s(&out), "-q"]);
     assert_eq!(digest(&first), digest(&second), "ingest -> export -> ingest keeps schema and values");
 
+    // The sidecar follows --rename: the renamed column keeps its exported schema.
+    let renamed = dir.path().join("renamed");
+    ok(&["ingest", s(&renamed), s(&out), "-q", "--rename", "label=class"]);
+    let d = Dataset::open(s(&renamed)).unwrap();
+    assert!(d.schema().column("label").is_none());
+    assert_eq!(
+        d.schema().column("class").unwrap().kind,
+        Dataset::open(s(&first)).unwrap().schema().column("label").unwrap().kind
+    );
+    assert_eq!(d.schema().column("emb").unwrap().kind, Kind::Embedding { metric: tessera::Metric::Unspecified });
+
     // The exported file is an ordinary Hugging Face table: without the sidecar, the images,
     // class names and tensors still come back (only tessera's kinds beyond those are lost).
     std::fs::remove_file(out.join("tessera.schema.json")).unwrap();

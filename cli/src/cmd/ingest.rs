@@ -506,8 +506,11 @@ pub(crate) fn run(ctx: Ctx, mut args: Args) -> CliResult<Exit> {
     };
 
     let (source, planned, sidecar_dir) = open_source(format, &inputs, &image, &folder_columns, &infer, &edits)?;
+    // The sidecar names the columns as the input files do: --rename applies to it too.
     let sidecar = match &sidecar_dir {
-        Some(d) => input::read_sidecar(d)?,
+        Some(d) => input::read_sidecar(d)?.map(|cols| {
+            cols.into_iter().map(|c| Column { name: edits.name(&c.name).to_string(), ..c }).collect::<Vec<_>>()
+        }),
         None => None,
     };
 

@@ -70,6 +70,9 @@ pub(crate) struct TableSource {
     pub(crate) rows: Option<u64>,
     /// Bytes of all files.
     pub(crate) bytes: u64,
+    /// Per file: its bytes per row (Parquet), for the input MB/s; Arrow IPC rows count
+    /// their in-memory size, which is about their size in the file.
+    row_bytes: Vec<Option<u64>>,
     /// Per top-level field: its Hugging Face feature, when the metadata gives one.
     features: Arc<[Option<Feature>]>,
 }
@@ -85,6 +88,8 @@ pub(crate) struct TableChunk {
     batch: RecordBatch,
     /// The Hugging Face features, per column.
     features: Arc<[Option<Feature>]>,
+    /// Input bytes per row.
+    row_bytes: u64,
 }
 
 /// The integer element type of an Arrow primitive type (`None` for others).
@@ -174,16 +179,21 @@ pub(crate) fn open(files: Vec<PathBuf>, parquet: bool) -> CliResult<TableSource>
     let mut schema: Option<SchemaRef> = None;
     let mut rows = Some(0u64);
     let mut bytes = 0;
+    let mut row_bytes = Vec::with_capacity(files.len());
     for f in &files {
         let file = File::open(f).map_err(|e| CliError::io(f, &e))?;
-        bytes += file.metadata().map_err(|e| CliError::io(f, &e))?.len();
+        let size = file.metadata().map_err(|e| CliError::io(f, &e))?.len();
+        bytes += size;
         let bad = |e: &dyn std::fmt::Display| CliError::data(format!("{}: {e}", f.display()));
         let s = if parquet {
             let b = ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| bad(&e))?;
-            rows = rows.map(|r| r + b.metadata().file_metadata().num_rows().max(0) as u64);
+            let n = b.metadata().file_metadata().num_rows().max(0) as u64;
+            rows = rows.map(|r| r + n);
+            row_bytes.push(Some(size / n.max(1)));
             b.schema().clone()
         } else {
             rows = None;
+            row_bytes.push(None);
             ipc_batches(file).map_err(|e| bad(&e))?.schema()
         };
         match &schema {
@@ -211,7 +221,7 @@ pub(crate) fn open(files: Vec<PathBuf>, parquet: bool) -> CliResult<TableSource>
     }
     let hf = hf_features(&schema);
     let features = schema.fields().iter().map(|f| hf.get(f.name()).cloned()).collect();
-    Ok(TableSource { files, parquet, rows, bytes, features })
+    Ok(TableSource { files, parquet, rows, bytes, row_bytes, features })
 }
 
 /// A reader of Arrow IPC record batches: the file format, else the stream format (what the
@@ -233,7 +243,7 @@ impl TableSource {
     /// Reads the files in order and hands chunks of rows (or a file's fault) to `emit`;
     /// stops when `emit` returns false. A file that cannot be read is one bad input.
     pub(crate) fn read(&self, emit: &mut dyn FnMut(Result<TableChunk, Bad>) -> bool) {
-        for path in &self.files {
+        for (path, row_bytes) in self.files.iter().zip(&self.row_bytes) {
             let name: Arc<str> = path.display().to_string().into();
             let batches: Box<dyn Iterator<Item = Result<RecordBatch, String>>> = match self.batches(path) {
                 Ok(b) => b,
@@ -259,6 +269,7 @@ impl TableSource {
                 let n = batch.num_rows();
                 let per_row = batch.get_array_memory_size() / n.max(1);
                 let step = (CHUNK_BYTES / per_row.max(1)).clamp(1, n.max(1));
+                let row_bytes = row_bytes.unwrap_or(per_row as u64);
                 let mut at = 0;
                 while at < n {
                     let len = step.min(n - at);
@@ -267,6 +278,7 @@ impl TableSource {
                         first_row: row + at as u64,
                         batch: batch.slice(at, len),
                         features: self.features.clone(),
+                        row_bytes,
                     };
                     if !emit(Ok(chunk)) {
                         return;
@@ -314,7 +326,6 @@ fn cast_columns(batch: &RecordBatch) -> Result<RecordBatch, String> {
 /// Turns a chunk's rows into samples, decoding images and audio.
 pub(crate) fn decode_chunk(chunk: &TableChunk, opts: &WdsOptions) -> Vec<Decoded> {
     let schema = chunk.batch.schema();
-    let per_row = (chunk.batch.get_array_memory_size() / chunk.batch.num_rows().max(1)) as u64;
     (0..chunk.batch.num_rows())
         .map(|i| {
             let origin = format!("{}:{}", chunk.file, chunk.first_row + i as u64);
@@ -324,7 +335,7 @@ pub(crate) fn decode_chunk(chunk: &TableChunk, opts: &WdsOptions) -> Vec<Decoded
                     .map_err(|e| Bad::new(&origin, format!("column {:?}: {e}", f.name())))?;
                 fields.push((f.name().clone(), v));
             }
-            Ok(Sample { origin, fields, input_bytes: per_row })
+            Ok(Sample { origin, fields, input_bytes: chunk.row_bytes })
         })
         .collect()
 }
