@@ -169,9 +169,10 @@ fn audio_resampled_and_downmixed() {
     // A clip at another rate does not fit the column's rate unless resampled.
     let other = dir.path().join("other.wav");
     tool("sox", &["-n", "-r", "8000", "-c", "1", "-b", "16", s(&other), "synth", "0.5", "sine", "300"]);
-    let (code, _, stderr) = fails(&["ingest", s(&ds), s(&other), "--mono", "-q"]);
-    assert_eq!(code, 1);
-    assert!(stderr.contains("--sample-rate 16000"), "{stderr}");
+    // A schema question (exit 2) whose answer is the flag, not a bad input to skip.
+    let (code, _, stderr) = fails(&["ingest", s(&ds), s(&other), "--mono", "-q", "--skip-bad"]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("--sample-rate 16000") && !stderr.contains("use --skip-bad"), "{stderr}");
     ok(&["ingest", s(&ds), s(&other), "--mono", "--sample-rate", "16000", "-q"]);
     assert_eq!(rows(&ds, "audio")[1].0, vec![8_000]);
 }

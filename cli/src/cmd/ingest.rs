@@ -1411,6 +1411,9 @@ impl Assembler {
             if rows[i].is_some() {
                 return Err(Reject::Bad(format!("field {name:?} appears twice")));
             }
+            if let Some(reason) = media::kind_mismatch(&self.columns[i], &v) {
+                return Err(Reject::Schema(SchemaMismatch { column: Some(i), reason, shape: None, missing: false }));
+            }
             images += u64::from(matches!(v, Value::Image(_)));
             // An image file kept as the row's stored form (an encoded column) [CMP-06].
             files[i] = match &v {

@@ -149,41 +149,40 @@ pub(crate) fn video_column(name: &str, v: &VideoValue, fixed_frames: bool) -> Co
         .with_kind(Kind::Video { fps_milli: v.fps_milli })
 }
 
-/// The row of an audio clip in column `c`: the dtype and the kind's sample rate must agree
-/// (the column has one rate; other rates need `--sample-rate`). Shape checks are the caller's.
-///
-/// # Errors
-/// A message naming the flag that makes the clip fit.
-pub(crate) fn audio_row(c: &Column, a: AudioValue) -> Result<(Vec<u64>, Vec<u8>), String> {
-    if let Kind::Audio { sample_rate } = c.kind
-        && sample_rate != a.sample_rate
-    {
-        return Err(format!(
+/// Why a clip does not fit the kind of column `c`: a column has one sample rate (audio) or
+/// frame rate (video), and a clip at another rate is a schema question whose answer is a flag
+/// (`--sample-rate`, `--fps`), not a bad input to skip. `None` when it fits or is no clip.
+pub(crate) fn kind_mismatch(c: &Column, v: &Value) -> Option<String> {
+    match (&c.kind, v) {
+        (Kind::Audio { sample_rate }, Value::Audio(a)) if *sample_rate != a.sample_rate => Some(format!(
             "sample rate {} Hz differs from the column's {sample_rate} Hz (pass --sample-rate {sample_rate} to resample)",
             a.sample_rate
-        ));
+        )),
+        (Kind::Video { fps_milli }, Value::Video(v)) if *fps_milli != v.fps_milli => Some(format!(
+            "frame rate {} fps differs from the column's {} fps (pass --fps to sample every video at one rate)",
+            f64::from(v.fps_milli) / 1000.0,
+            f64::from(*fps_milli) / 1000.0
+        )),
+        _ => None,
     }
+}
+
+/// The row of an audio clip in column `c` (rates are [`kind_mismatch`]'s, shapes the caller's).
+///
+/// # Errors
+/// A dtype that differs from the column's.
+pub(crate) fn audio_row(c: &Column, a: AudioValue) -> Result<(Vec<u64>, Vec<u8>), String> {
     if c.dtype != a.dtype {
         return Err(format!("{} samples cannot go in a {} column (see --audio-dtype)", a.dtype, c.dtype));
     }
     Ok((a.shape, a.bytes))
 }
 
-/// The row of a video clip in column `c`: u8, and the kind's frame rate must agree (the
-/// column has one rate; other rates need `--fps`).
+/// The row of a video clip in column `c` (see [`audio_row`]).
 ///
 /// # Errors
-/// A message naming the flag that makes the clip fit.
+/// A column that is not u8.
 pub(crate) fn video_row(c: &Column, v: VideoValue) -> Result<(Vec<u64>, Vec<u8>), String> {
-    if let Kind::Video { fps_milli } = c.kind
-        && fps_milli != v.fps_milli
-    {
-        return Err(format!(
-            "frame rate {} fps differs from the column's {} fps (pass --fps to sample every video at one rate)",
-            f64::from(v.fps_milli) / 1000.0,
-            f64::from(fps_milli) / 1000.0
-        ));
-    }
     if c.dtype != DType::U8 {
         return Err(format!("8-bit video cannot go in a {} column", c.dtype));
     }
@@ -200,15 +199,16 @@ mod tests {
         let a = AudioValue { sample_rate: 16_000, shape: vec![2, 1], dtype: DType::I16, bytes: vec![0; 4] };
         let col = audio_column("audio", &a);
         assert_eq!(col.shape, vec![Dim::Ragged, Dim::Fixed(1)]);
+        assert!(kind_mismatch(&col, &Value::Audio(a.clone())).is_none());
         assert!(audio_row(&col, a.clone()).is_ok());
         let other = AudioValue { sample_rate: 8_000, ..a.clone() };
-        assert!(audio_row(&col, other).unwrap_err().contains("--sample-rate 16000"));
+        assert!(kind_mismatch(&col, &Value::Audio(other)).unwrap().contains("--sample-rate 16000"));
         let f32s = AudioValue { dtype: DType::F32, bytes: vec![0; 8], ..a };
         assert!(audio_row(&col, f32s).is_err());
 
         let v = VideoValue { fps_milli: 25_000, frames: 1, height: 2, width: 2, pixels: vec![0; 12] };
         let col = video_column("video", &v, true);
         assert_eq!(video_row(&col, v.clone()).unwrap().0, vec![1, 2, 2, 3]);
-        assert!(video_row(&col, VideoValue { fps_milli: 30_000, ..v }).unwrap_err().contains("--fps"));
+        assert!(kind_mismatch(&col, &Value::Video(VideoValue { fps_milli: 30_000, ..v })).unwrap().contains("--fps"));
     }
 }

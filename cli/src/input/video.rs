@@ -7,6 +7,9 @@
 //! container declares, makes the file bad rather than silently shorter. Built only with the
 //! cargo feature `video` (on by default); without it every video is a bad input that says so.
 
+// Without FFmpeg the sampling and sizing code has no caller but its tests.
+#![cfg_attr(not(feature = "video"), allow(dead_code))]
+
 use std::path::Path;
 
 use image::imageops::FilterType;
@@ -175,7 +178,12 @@ mod ffmpeg_decode {
             if (frame.width(), frame.height()) != self.size {
                 return Err(MediaError::Corrupt { kind: "video", reason: "frame size changes mid-stream".into() });
             }
-            let t = frame.timestamp().map(|ts| (ts - self.start.unwrap_or(0)) as f64 * self.time_base);
+            // Seconds since the stream's start; `None` without timestamps (the picker then
+            // counts frames at the stream's rate).
+            let t = frame
+                .timestamp()
+                .filter(|_| self.time_base > 0.0)
+                .map(|ts| ts.saturating_sub(self.start.unwrap_or(0)) as f64 * self.time_base);
             let copies = self.picker.copies(t);
             if copies == 0 || self.full() {
                 return Ok(());
