@@ -37,7 +37,8 @@ pub(crate) struct Args {
     #[command(flatten)]
     ds: DatasetArg,
     /// Inputs: an image-folder root; .tar shards or a folder of them; .npy/.npz files or a
-    /// folder of them; .jsonl files; audio or video files or a folder of them.
+    /// folder of them; .jsonl files; audio or video files or a folder of them; Parquet or
+    /// Arrow IPC files or a folder of them.
     #[arg(value_name = "INPUT")]
     inputs: Vec<String>,
     /// Input format; `auto` decides by file extensions and folder layout.
@@ -187,10 +188,11 @@ text columns (first non-null value decides; int then float gives f64; nulls make
 nullable). A tessera.schema.json next to the inputs (written by `tessera export`) restores
 kinds, class names and dtypes.
 
-Shapes: WebDataset columns are inferred from the first samples (up to 256, or 8 MiB): a dim
-that differs among them is stored ragged, a field some of them lack is nullable. A later value
-whose shape does not fit stops the ingest with exit 2 and the --ragged entry that fits it
-(`--ragged tokens=?`). --rename img=image --kind image=image renames and types columns.
+Shapes: WebDataset, Parquet and Arrow columns are inferred from the first samples (up to 256,
+or 64 MiB decoded): a dim that differs among them is stored ragged, a field some of them lack
+is nullable. A later value whose shape does not fit stops the ingest with exit 2 and the
+--ragged entry that fits it (`--ragged tokens=?`). --rename img=image --kind image=image
+renames and types columns.
 
 Audio and video files (or folders of them) give `audio` (f32 or i16, kind audio with the
 sample rate; [?, C], or [?] with --mono) or `video` (u8, kind video with the frame rate;
