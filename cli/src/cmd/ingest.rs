@@ -151,21 +151,23 @@ fn parse_fps(s: &str) -> Result<f64, String> {
 }
 
 impl MediaArgs {
-    fn audio(&self) -> AudioOptions {
+    /// The decoders' options; video frames are sized like images (`--size`, `--filter`).
+    fn decode_options(&self, image: ImageOptions, keep_original: bool) -> WdsOptions {
         let dtype = match self.audio_dtype {
             AudioDType::F32 => DType::F32,
             AudioDType::I16 => DType::I16,
         };
-        AudioOptions { sample_rate: self.sample_rate, mono: self.mono, dtype }
-    }
-
-    fn video(&self, image: &ImageOptions) -> VideoOptions {
         let sampling = match (self.fps, self.every) {
             (Some(f), _) => Sampling::Fps(f),
             (None, Some(k)) => Sampling::Every(k),
             (None, None) => Sampling::All,
         };
-        VideoOptions { sampling, max_frames: self.max_frames, size: image.size, filter: image.filter }
+        WdsOptions {
+            image,
+            keep_original,
+            audio: AudioOptions { sample_rate: self.sample_rate, mono: self.mono, dtype },
+            video: VideoOptions { sampling, max_frames: self.max_frames, size: image.size, filter: image.filter },
+        }
     }
 }
 
@@ -339,7 +341,6 @@ struct Decoder {
     folder_columns: FolderColumns,
     wds: WdsOptions,
     jsonl: Option<jsonl::Plan>,
-    video: VideoOptions,
 }
 
 impl Decoder {
@@ -355,7 +356,7 @@ impl Decoder {
             },
             Work::Table(chunk) => parquet::decode_chunk(&chunk, &self.wds),
             Work::Audio(path) => vec![media::audio_sample(&path, &self.wds.audio)],
-            Work::Video(path) => vec![media::video_sample(&path, &self.video)],
+            Work::Video(path) => vec![media::video_sample(&path, &self.wds.video)],
             Work::Ready(samples) => samples.into_iter().map(Ok).collect(),
             Work::Bad(b) => vec![Err(b)],
         }
@@ -551,8 +552,7 @@ pub(crate) fn run(ctx: Ctx, mut args: Args) -> CliResult<Exit> {
     let decoder = Decoder {
         classes,
         folder_columns,
-        wds: WdsOptions { image, keep_original: args.keep_original, audio: args.media.audio() },
-        video: args.media.video(&image),
+        wds: args.media.decode_options(image, args.keep_original),
         jsonl: match &source {
             Source::Jsonl(p) => Some(p.clone()),
             _ => None,

@@ -23,6 +23,7 @@ use std::path::{Path, PathBuf};
 
 use super::audio::{AUDIO_EXTENSIONS, AudioOptions};
 use super::imagefolder::{IMAGE_EXTENSIONS, ImageOptions, decode_image};
+use super::video::VideoOptions;
 use super::{Bad, Decoded, Sample, Value, npy};
 
 /// The files of one sample, undecoded.
@@ -157,8 +158,10 @@ pub(crate) struct WdsOptions {
     pub(crate) image: ImageOptions,
     /// Also keep each image's original file bytes in a `<name>_original` column.
     pub(crate) keep_original: bool,
-    /// Audio decoding.
+    /// Audio decoding (members here, files and table cells elsewhere).
     pub(crate) audio: AudioOptions,
+    /// Video decoding (video files; video members of shards stay bytes).
+    pub(crate) video: VideoOptions,
 }
 
 /// Decodes the files of a sample by extension.
