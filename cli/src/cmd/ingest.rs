@@ -113,7 +113,7 @@ pub(crate) struct Args {
 #[command(next_help_heading = "Audio and video")]
 struct MediaArgs {
     /// Resample every audio clip to this rate in Hz (rubato's FFT resampler). Without it the
-    /// first clip's rate is the column's and clips at other rates are bad inputs.
+    /// first clip's rate is the column's, and a clip at another rate stops the ingest (exit 2).
     #[arg(long, value_name = "HZ", value_parser = clap::value_parser!(u32).range(1..=768_000))]
     sample_rate: Option<u32>,
     /// Downmix audio to one channel (the mean), stored as [samples] instead of [samples, channels].
@@ -122,7 +122,7 @@ struct MediaArgs {
     /// Audio sample type: f32 (full scale ±1.0) or i16.
     #[arg(long, value_enum, default_value = "f32")]
     audio_dtype: AudioDType,
-    /// Keep every K-th video frame (frames 0, K, 2K, …).
+    /// Keep every K-th video frame (frames 0, K, 2K, …); not with --fps.
     #[arg(long, value_name = "K", conflicts_with = "fps", value_parser = clap::value_parser!(u32).range(1..))]
     every: Option<u32>,
     /// Sample video frames at this rate (repeating or dropping frames), so every video of the
