@@ -58,7 +58,7 @@ pub(crate) fn decode_bytes(bytes: Vec<u8>, ext: &str, opts: &AudioOptions) -> Re
 }
 
 fn decode(source: Box<dyn MediaSource>, ext: &str, opts: &AudioOptions) -> Result<AudioValue, MediaError> {
-    let (rate, channels, samples) = decode_f32(source, ext, opts.dtype.item_size())?;
+    let (rate, channels, samples) = decode_f32(source, ext)?;
     let (channels, samples) =
         if opts.mono && channels > 1 { (1, downmix(&samples, channels)) } else { (channels, samples) };
     let (rate, samples) = match opts.sample_rate {
@@ -79,8 +79,8 @@ fn decode(source: Box<dyn MediaSource>, ext: &str, opts: &AudioOptions) -> Resul
 
 /// Demuxes and decodes the default audio track into interleaved `f32` samples (exact for
 /// integer sources up to 24 bits); returns the rate, the channel count and the samples. At
-/// most [`MAX_CLIP_BYTES`] of output (`out_item` bytes a sample) is decoded.
-fn decode_f32(source: Box<dyn MediaSource>, ext: &str, out_item: usize) -> Result<(u32, usize, Vec<f32>), MediaError> {
+/// most [`MAX_CLIP_BYTES`] of `f32` samples are decoded (the memory bound of one clip).
+fn decode_f32(source: Box<dyn MediaSource>, ext: &str) -> Result<(u32, usize, Vec<f32>), MediaError> {
     let unsupported = |e: SymphoniaError| MediaError::Unsupported { kind: "audio", reason: e.to_string() };
     let corrupt = |e: SymphoniaError| MediaError::Corrupt { kind: "audio", reason: e.to_string() };
     let mut hint = Hint::new();
@@ -95,7 +95,7 @@ fn decode_f32(source: Box<dyn MediaSource>, ext: &str, out_item: usize) -> Resul
         .make_audio_decoder(params, &AudioDecoderOptions::default())
         .map_err(unsupported)?;
     let (track_id, declared) = (track.id, track.num_frames);
-    let max_samples = (MAX_CLIP_BYTES / out_item as u64) as usize;
+    let max_samples = (MAX_CLIP_BYTES / 4) as usize;
     let mut spec: Option<(u32, usize)> = None;
     let mut samples: Vec<f32> = Vec::new();
     loop {
