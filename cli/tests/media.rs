@@ -306,6 +306,32 @@ fn video_decodes_to_the_frames_of_ffmpeg() {
     assert_eq!(&rows(&ds, "video")[0].1[..32 * 32 * 3], want.as_raw().as_slice());
 }
 
+#[test]
+fn webdataset_video_members_decode() {
+    if !have_tools() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let files = video_files(&dir.path().join("videos"));
+    let mut b = tar::Builder::new(Vec::new());
+    for (i, file) in files[..2].iter().enumerate() {
+        let bytes = std::fs::read(file).unwrap();
+        let mut h = tar::Header::new_gnu();
+        h.set_size(bytes.len() as u64);
+        h.set_mode(0o644);
+        h.set_cksum();
+        let ext = file.extension().unwrap().to_str().unwrap();
+        b.append_data(&mut h, format!("k{i}.{ext}"), bytes.as_slice()).unwrap();
+    }
+    let shard = dir.path().join("shard-0.tar");
+    std::fs::write(&shard, b.into_inner().unwrap()).unwrap();
+    let ds = dir.path().join("ds");
+    ok(&["ingest", s(&ds), s(&shard), "-q"]);
+    let got = rows(&ds, "video");
+    assert_eq!(got[0], (vec![8, 48, 64, 3], ffmpeg_frames(&files[0])), "the lossless member, exactly");
+    assert_eq!(got[1].0, vec![8, 48, 64, 3]);
+}
+
 /// Replaces the first occurrence of `from` in a file by `to` (same length).
 fn patch(file: &Path, from: &[u8], to: &[u8]) {
     let mut bytes = std::fs::read(file).unwrap();

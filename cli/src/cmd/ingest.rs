@@ -200,7 +200,7 @@ Audio and video files (or folders of them) give `audio` (f32 or i16, kind audio 
 sample rate; [?, C], or [?] with --mono) or `video` (u8, kind video with the frame rate;
 [?, H, W, 3] with --size, else [?, ?, ?, 3]) and `path` (text). One column has one sample or
 frame rate: --sample-rate and --fps make every clip fit. WebDataset members wav, flac, mp3,
-ogg and m4a decode as audio (column `audio`).
+ogg and m4a decode as audio (column `audio`), mp4, mkv and webm as video (column `video`).
 
 An existing dataset gets a new version appended (the inputs must have its columns; image
 folder classes are mapped to its class names by name); a missing one is created. A corrupt

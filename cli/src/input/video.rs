@@ -68,6 +68,27 @@ pub(crate) fn decode_file(path: &Path, opts: &VideoOptions) -> Result<VideoValue
     ffmpeg_decode::decode_file(path, opts)
 }
 
+/// Decodes a video held in memory (a WebDataset member) from a temporary copy: `FFmpeg`'s
+/// demuxers read files; `ext` names the container, as the member's extension did.
+///
+/// # Errors
+/// See [`MediaError`].
+pub(crate) fn decode_bytes(bytes: &[u8], ext: &str, opts: &VideoOptions) -> Result<VideoValue, MediaError> {
+    #[cfg(feature = "video")]
+    {
+        use std::io::Write as _;
+        let mut file = tempfile::Builder::new().prefix("tessera-video-").suffix(&format!(".{ext}")).tempfile()?;
+        file.write_all(bytes)?;
+        file.flush()?;
+        decode_file(file.path(), opts)
+    }
+    #[cfg(not(feature = "video"))]
+    {
+        let _ = (bytes, ext, opts);
+        Err(MediaError::NoVideoSupport)
+    }
+}
+
 /// Keeps frames by time: which of the decoded frames to keep, and how often.
 #[derive(Debug)]
 struct Picker {

@@ -5,6 +5,7 @@
 //! |---|---|---|
 //! | `jpg` `jpeg` `png` `webp` | image tensor (HWC u8) | `image` |
 //! | `wav` `flac` `mp3` `ogg` `oga` `m4a` `aac` | audio clip (see [`super::audio`]) | `audio` |
+//! | `mp4` `m4v` `mkv` `webm` `mov` `avi` | video clip (see [`super::video`]) | `video` |
 //! | `npy` | tensor | `npy` |
 //! | `cls` | i64 label (decimal text) | `label` |
 //! | `txt` | utf8 text | `text` |
@@ -23,7 +24,7 @@ use std::path::{Path, PathBuf};
 
 use super::audio::{AUDIO_EXTENSIONS, AudioOptions};
 use super::imagefolder::{IMAGE_EXTENSIONS, ImageOptions, decode_image};
-use super::video::VideoOptions;
+use super::video::{VIDEO_EXTENSIONS, VideoOptions};
 use super::{Bad, Decoded, Sample, Value, npy};
 
 /// The files of one sample, undecoded.
@@ -44,6 +45,7 @@ pub(crate) fn canonical_name(ext: &str) -> &str {
     match ext {
         e if IMAGE_EXTENSIONS.contains(&e) => "image",
         e if AUDIO_EXTENSIONS.contains(&e) => "audio",
+        e if VIDEO_EXTENSIONS.contains(&e) => "video",
         "cls" => "label",
         "txt" => "text",
         other => other,
@@ -160,7 +162,7 @@ pub(crate) struct WdsOptions {
     pub(crate) keep_original: bool,
     /// Audio decoding (members here, files and table cells elsewhere).
     pub(crate) audio: AudioOptions,
-    /// Video decoding (video files; video members of shards stay bytes).
+    /// Video decoding (files and members).
     pub(crate) video: VideoOptions,
 }
 
@@ -194,6 +196,10 @@ pub(crate) fn decode_sample(raw: RawSample, opts: &WdsOptions) -> Decoded {
             e if AUDIO_EXTENSIONS.contains(&e) => {
                 let clip = super::audio::decode_bytes(data, e, &opts.audio).map_err(|e| at(e.to_string()))?;
                 push(name, Value::Audio(clip))?;
+            }
+            e if VIDEO_EXTENSIONS.contains(&e) => {
+                let clip = super::video::decode_bytes(&data, e, &opts.video).map_err(|e| at(e.to_string()))?;
+                push(name, Value::Video(clip))?;
             }
             "npy" => {
                 let (dtype, shape, bytes) = npy::parse_array(&data).map_err(at)?;
