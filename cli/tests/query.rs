@@ -71,7 +71,8 @@ fn json_output_versions_and_limit() {
 fn save_view_keeps_the_answer_rows_in_order() {
     let dir = tempfile::tempdir().unwrap();
     let ds = dataset(dir.path());
-    let out = ok(&["query", &ds, "SELECT id FROM ds ORDER BY l2_distance(emb, [1, 3]) LIMIT 3", "--save-view", "near3"]);
+    let out =
+        ok(&["query", &ds, "SELECT id FROM ds ORDER BY l2_distance(emb, [1, 3]) LIMIT 3", "--save-view", "near3"]);
     assert_eq!(out, "saved view near3: 3 rows of main@3\n");
     let store = tessera::Store::open(&ds).unwrap();
     let (_, view) = Dataset::open_view(&store, "near3", tessera::Limits::default()).unwrap();
