@@ -92,9 +92,14 @@ fn append_rows(col: &tessera::Column, t: &ColumnTensors, out: &mut ColumnData) {
     }
 }
 
-/// Reads the whole version through the loader, in order, and dumps each column.
-fn read_through_loader(input: &Path, at: &At, rows: u64) -> Result<serde_json::Value, LoaderError> {
-    let cfg = LoaderConfig {
+/// The view a case reads (`args = { view = … }`), instead of a version.
+fn view_of(case: &Case) -> Option<&str> {
+    case.meta.args.as_ref().and_then(|a| a.view.as_deref())
+}
+
+/// Reads the whole version (or the view) through the loader, in order, and dumps each column.
+fn read_through_loader(input: &Path, at: &At, view: Option<&str>, rows: u64) -> Result<serde_json::Value, LoaderError> {
+    let mut cfg = LoaderConfig {
         at: at.clone(),
         // Every stored u64 must come back exactly (torch has no u64 kind; see the option).
         u64_as_i64_bits: true,
@@ -104,6 +109,7 @@ fn read_through_loader(input: &Path, at: &At, rows: u64) -> Result<serde_json::V
             .with_workers(2)
             .with_memory_budget(512 << 20)
     };
+    cfg.view = view.map(str::to_owned);
     let loader = Loader::open(cfg)?;
     let schema = loader.dataset().schema().clone();
     let mut data: Vec<ColumnData> = schema.columns.iter().map(ColumnData::for_column).collect();
@@ -127,11 +133,12 @@ fn read_through_loader(input: &Path, at: &At, rows: u64) -> Result<serde_json::V
 fn run_case(case: &Case) -> Result<(), String> {
     let input = case.input();
     let at = at_of(case);
+    let view = view_of(case);
     match case.class {
         CaseClass::Valid => {
             let expected = case.expected()?;
             let rows = expected["row_count"].as_u64().ok_or("expected dump without row_count")?;
-            let got = read_through_loader(&input, &at, rows).map_err(|e| format!("loader refused it: {e}"))?;
+            let got = read_through_loader(&input, &at, view, rows).map_err(|e| format!("loader refused it: {e}"))?;
             for (name, want) in expected["columns"].as_object().ok_or("expected dump without columns")? {
                 if got.get(name) != Some(want) {
                     return Err(format!("column {name:?} differs from the expected dump"));
@@ -143,7 +150,7 @@ fn run_case(case: &Case) -> Result<(), String> {
             let rows = Store::open(input.to_str().unwrap_or_default())
                 .and_then(|s| Dataset::open_at(&s, &at, Limits::default()))
                 .map_or(4, |d| d.row_count());
-            match read_through_loader(&input, &at, rows) {
+            match read_through_loader(&input, &at, view, rows) {
                 Ok(_) if DELETED_ROWS_ONLY.contains(&case.meta.id.as_str()) => Ok(()),
                 Ok(_) => Err(format!("accepted; should fail with {:?}", case.meta.error)),
                 Err(e) => {
