@@ -9,7 +9,7 @@
 //! temporary directory (removed afterwards). CI runs it with `--rows 20000`.
 //!
 //! Synthetic data: `id` i64 = row index (sorted), `cat` i32 = row % 100, `score` f32 and
-//! `emb` f32[D], uniform in [-1, 1). Bytes read are counted by a counting store under the
+//! `emb` `f32[D]`, uniform in `[-1, 1)`. Bytes read are counted by a counting store under the
 //! dataset (data files, manifests and segments alike); "stored" is the data files' size.
 //! numpy runs as `.venv/bin/python` (or `python3`) on the same vectors, written once as raw
 //! f32; its time is `X @ q` with the row norms plus `argpartition` and a sort of the top k.
