@@ -465,18 +465,8 @@ class Dataset:
         ``skip_bad_samples``, ``u64_as_i64_bits``, ``ragged_offsets`` for
         ``"<name>.offsets"``) pass through.
         """
-        kwargs = dict(
-            batch_size=batch_size,
-            columns=None if columns is None else list(columns),
-            shuffle=shuffle,
-            seed=seed,
-            drop_last=drop_last,
-            workers=workers,
-            memory_budget=memory_budget,
-            rank=rank,
-            world_size=world_size,
-            view=view,
-            **options,
+        kwargs = _loader_kwargs(
+            batch_size, columns, shuffle, seed, drop_last, workers, memory_budget, rank, world_size, view, options
         )
         return self._loader("torch", device, kwargs)
 
@@ -496,18 +486,8 @@ class Dataset:
     ) -> Loader:
         """As :meth:`pytorch`, yielding dicts of numpy arrays (no torch needed). The arrays
         are views of the loader's buffers; ``bf16`` columns are widened to float32 (a copy)."""
-        kwargs = dict(
-            batch_size=batch_size,
-            columns=None if columns is None else list(columns),
-            shuffle=shuffle,
-            seed=seed,
-            drop_last=drop_last,
-            workers=workers,
-            memory_budget=memory_budget,
-            rank=rank,
-            world_size=world_size,
-            view=view,
-            **options,
+        kwargs = _loader_kwargs(
+            batch_size, columns, shuffle, seed, drop_last, workers, memory_budget, rank, world_size, view, options
         )
         return self._loader("numpy", None, kwargs)
 
@@ -522,6 +502,7 @@ class Dataset:
         memory_budget: Optional[int] = None,
         rank: Optional[int] = None,
         world_size: Optional[int] = None,
+        view: Optional[str] = None,
         **options: Any,
     ) -> Loader:
         """As :meth:`numpy`, yielding dicts of ``jax.Array`` made through DLPack
@@ -530,16 +511,37 @@ class Dataset:
         ``jnp.bfloat16``. 64-bit columns stay 64-bit only with ``jax_enable_x64`` (JAX
         otherwise narrows them, which copies). ``jax.device_put`` moves a batch to an
         accelerator."""
-        kwargs = dict(
-            batch_size=batch_size,
-            columns=None if columns is None else list(columns),
-            shuffle=shuffle,
-            seed=seed,
-            drop_last=drop_last,
-            workers=workers,
-            memory_budget=memory_budget,
-            rank=rank,
-            world_size=world_size,
-            **options,
+        kwargs = _loader_kwargs(
+            batch_size, columns, shuffle, seed, drop_last, workers, memory_budget, rank, world_size, view, options
         )
         return self._loader("jax", None, kwargs)
+
+
+def _loader_kwargs(
+    batch_size: int,
+    columns: Optional[Sequence[str]],
+    shuffle: Optional[str],
+    seed: int,
+    drop_last: bool,
+    workers: int,
+    memory_budget: Optional[int],
+    rank: Optional[int],
+    world_size: Optional[int],
+    view: Optional[str],
+    options: Mapping[str, Any],
+) -> Dict[str, Any]:
+    """The loader settings of :meth:`Dataset.pytorch`, :meth:`Dataset.numpy` and
+    :meth:`Dataset.jax`, as the native loader takes them."""
+    return dict(
+        batch_size=batch_size,
+        columns=None if columns is None else list(columns),
+        shuffle=shuffle,
+        seed=seed,
+        drop_last=drop_last,
+        workers=workers,
+        memory_budget=memory_budget,
+        rank=rank,
+        world_size=world_size,
+        view=view,
+        **options,
+    )
