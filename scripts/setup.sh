@@ -5,6 +5,8 @@
 # scripts/servers.sh; TESSERA_SKIP_SERVERS=1 skips them).
 # Idempotent: a second run only checks. Optional parts live in scripts/setup.d/.
 set -euo pipefail
+# torch alone is 4.6 GB; a pip cache would double that on disk.
+export PIP_NO_CACHE_DIR=${PIP_NO_CACHE_DIR:-1}
 cd "$(dirname "$0")/.."
 
 TORCH_VERSION=2.11.0
