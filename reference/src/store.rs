@@ -132,7 +132,14 @@ impl Store {
             }
             "http" | "https" => {
                 let base = format!("{}://{}", url.scheme(), url.authority());
-                let s = object_store::http::HttpBuilder::new().with_url(base).build().map_err(io)?;
+                // A plain `http://` URL is the user's explicit choice (a server on loopback or
+                // inside the cluster): object_store refuses it unless allowed.
+                let options = object_store::ClientOptions::new().with_allow_http(url.scheme() == "http");
+                let s = object_store::http::HttpBuilder::new()
+                    .with_url(base)
+                    .with_client_options(options)
+                    .build()
+                    .map_err(io)?;
                 (Arc::new(s), false)
             }
             other => return Err(Error::usage(format!("unsupported store scheme {other:?}"))),
