@@ -1,11 +1,17 @@
 //! Batch layout: how each projected column becomes tensors, where each row's bytes go in
-//! the batch buffer, padding of ragged rows, lengths/offsets/validity tensors.
+//! the batch buffer, padding or packing of ragged rows, lengths/offsets/shapes/validity.
 //!
 //! | column | values tensor | extra tensors |
 //! |---|---|---|
 //! | fixed shape `[d1, …]` | `[B, d1, …]` | `valid: bool [B]` when nullable |
-//! | ragged dims | `[B, max d1, …]`, zero padded | `lengths: i64 [B]` (one ragged dim) or `[B, k]`; `offsets: i64 [B+1]` on request |
-//! | `utf8` / `bytes` | `u8 [B, max len]`, zero padded | `lengths: i64 [B]` |
+//! | ragged, padded | `[B, max d1, …]`, zero padded | `lengths: i64 [B]` (one ragged dim) or `[B, k]`; `offsets: i64 [B+1]` on request |
+//! | ragged, packed, only the first dim ragged | `[Σ d1, d2, …]` | `offsets [B+1]` along dim 0, `shapes [B, ndim]`, `lengths` |
+//! | ragged, packed, other dims ragged | `[Σ elements]` | `offsets [B+1]` in elements, `shapes [B, ndim]`, `lengths` |
+//! | `utf8` / `bytes` | as a ragged `u8 [len?]` column: `u8 [B, max len]` padded, or `u8 [Σ len]` packed | `lengths: i64 [B]` |
+//!
+//! Padded rows are written once: each run of a row's values, then only the padding after it
+//! is zeroed. Packed rows are the stored bytes back to back, so a row read from storage lands
+//! in its place with no further copy; the buffer is sized from the batch's actual bytes.
 //!
 //! Element types map one to one onto [`Elem`]s, the types every tensor framework has,
 //! except the unsigned types torch lacks: `u16` widens to `i32`, `u32` to `i64`, and `u64`
@@ -14,6 +20,8 @@
 
 use tessera::{Column, DType, Dim};
 
+use crate::batch::HostColumn;
+use crate::config::{RaggedLayout, RaggedOptions};
 use crate::error::{LoaderError, Result, from_format};
 
 #[cfg(target_endian = "big")]
@@ -88,6 +96,8 @@ pub(crate) struct ColumnLayout {
     pub(crate) nullable: bool,
     /// Row bytes when no dim is ragged.
     pub(crate) fixed_row_bytes: Option<u64>,
+    /// Rows packed back to back instead of padded ([`RaggedLayout::Packed`]; ragged only).
+    pub(crate) packed: bool,
 }
 
 impl ColumnLayout {
@@ -124,7 +134,14 @@ impl ColumnLayout {
             ragged,
             nullable: column.nullable,
             fixed_row_bytes: column.fixed_row_bytes(),
+            packed: false,
         })
+    }
+
+    /// True when the packed values keep the row dims after the first (`[Σ d1, d2, …]`):
+    /// exactly one ragged dim, and it is the first.
+    pub(crate) fn leading_ragged(&self) -> bool {
+        self.ragged == 1 && matches!(self.dims.first(), Some(Dim::Ragged))
     }
 
     /// True for `utf8`/`bytes` columns.
@@ -154,23 +171,49 @@ impl ColumnLayout {
     }
 }
 
+/// Sets each ragged column's layout from the options.
+///
+/// # Errors
+/// [`LoaderError::Config`] when a per-column layout names a column that is not projected or
+/// has no ragged dim.
+pub(crate) fn apply_ragged(columns: &mut [ColumnLayout], opts: &RaggedOptions) -> Result<()> {
+    for (name, _) in &opts.columns {
+        match columns.iter().find(|c| &c.name == name) {
+            None => return Err(LoaderError::config(format!("ragged layout for {name:?}: no such projected column"))),
+            Some(c) if c.ragged == 0 => {
+                return Err(LoaderError::config(format!("ragged layout for {name:?}: the column has a fixed shape")));
+            }
+            Some(_) => {}
+        }
+    }
+    for c in columns {
+        c.packed = c.ragged > 0 && opts.layout_of(&c.name) == RaggedLayout::Packed;
+    }
+    Ok(())
+}
+
 /// Where a batch's rows go in one column's buffer.
 #[derive(Clone, Debug)]
 pub(crate) struct ColumnPlan {
-    /// Padded per-row dims (`[d1, …]`); the tensor is `[B, d1, …]`.
+    /// Padded per-row dims (`[d1, …]`); the padded tensor is `[B, d1, …]`.
     pub(crate) out_dims: Vec<u64>,
-    /// Output bytes per row slot.
+    /// Output bytes per row slot (padded layout).
     pub(crate) slot_bytes: usize,
     /// Ragged sizes of every row, `B * ragged`.
     pub(crate) sizes: Vec<u64>,
     /// Whether each row may be written as one contiguous run at the start of its slot.
     pub(crate) prefix: bool,
+    /// Packed layout: the byte offset of each row in the buffer, `B + 1` values.
+    pub(crate) packed: Option<Vec<usize>>,
 }
 
 impl ColumnPlan {
     /// Plans a column for rows with the given ragged sizes (`rows * layout.ragged` values).
+    ///
+    /// # Errors
+    /// [`LoaderError::Config`] when the batch's bytes overflow.
     pub(crate) fn new(layout: &ColumnLayout, rows: usize, sizes: Vec<u64>) -> Result<Self> {
-        let too_big = || LoaderError::config(format!("column {:?}: batch slot size overflows", layout.name));
+        let too_big = || LoaderError::config(format!("column {:?}: batch buffer size overflows", layout.name));
         let mut out_dims: Vec<u64> = layout.row_dims(&[]);
         let mut ragged_pos = Vec::new();
         for (i, d) in layout.dims.iter().enumerate() {
@@ -178,6 +221,19 @@ impl ColumnPlan {
                 ragged_pos.push(i);
                 out_dims[i] = 0;
             }
+        }
+        if layout.packed {
+            let mut starts = Vec::with_capacity(rows + 1);
+            let mut at = 0usize;
+            starts.push(0);
+            for j in 0..rows {
+                let row = sizes.get(j * layout.ragged..(j + 1) * layout.ragged).unwrap_or(&[]);
+                let elems = layout.row_dims(row).iter().try_fold(1u64, |a, &d| a.checked_mul(d)).ok_or_else(too_big)?;
+                let bytes = elems.checked_mul(layout.out_item as u64).ok_or_else(too_big)?;
+                at = usize::try_from(bytes).ok().and_then(|b| at.checked_add(b)).ok_or_else(too_big)?;
+                starts.push(at);
+            }
+            return Ok(Self { out_dims, slot_bytes: 0, sizes, prefix: false, packed: Some(starts) });
         }
         if layout.ragged > 0 {
             for row in sizes.chunks_exact(layout.ragged).take(rows) {
@@ -193,12 +249,25 @@ impl ColumnPlan {
         // Rows fill a prefix of their slot when only the first dim can be shorter than the
         // padded one and no element conversion is needed.
         let prefix = layout.conv == Conversion::Copy && ragged_pos.iter().all(|&i| i == 0);
-        Ok(Self { out_dims, slot_bytes, sizes, prefix })
+        Ok(Self { out_dims, slot_bytes, sizes, prefix, packed: None })
     }
 
-    /// Bytes of the whole column buffer for `rows` rows.
+    /// Bytes of the whole column buffer for `rows` rows: the padded slots, or the packed
+    /// rows' actual bytes.
     pub(crate) fn buffer_bytes(&self, rows: usize) -> usize {
-        self.slot_bytes * rows
+        match &self.packed {
+            Some(starts) => starts.last().copied().unwrap_or(0),
+            None => self.slot_bytes * rows,
+        }
+    }
+
+    /// The byte range of the buffer row `j`'s output goes to: its packed place, or its
+    /// whole padded slot.
+    fn row_place(&self, j: usize) -> Option<std::ops::Range<usize>> {
+        match &self.packed {
+            Some(starts) => Some(*starts.get(j)?..*starts.get(j + 1)?),
+            None => Some(j * self.slot_bytes..(j + 1) * self.slot_bytes),
+        }
     }
 
     /// Ragged sizes of row `j`.
@@ -207,8 +276,11 @@ impl ColumnPlan {
     }
 
     /// When row `j`'s stored bytes can be written verbatim, the byte range of the column
-    /// buffer they go to (the rest of the slot is padding to zero with [`ColumnPlan::pad`]).
+    /// buffer they go to (a padded slot's rest is zeroed with [`ColumnPlan::pad`]).
     pub(crate) fn direct_range(&self, layout: &ColumnLayout, j: usize) -> Option<std::ops::Range<usize>> {
+        if self.packed.is_some() {
+            return if layout.conv == Conversion::Copy { self.row_place(j) } else { None };
+        }
         if !self.prefix {
             return None;
         }
@@ -217,59 +289,69 @@ impl ColumnPlan {
         (len <= self.slot_bytes).then_some(start..start + len)
     }
 
-    /// Zeroes the padding after a verbatim row written with [`ColumnPlan::direct_range`].
+    /// Zeroes the padding after a verbatim row written with [`ColumnPlan::direct_range`]
+    /// (nothing to do for packed rows).
     pub(crate) fn pad(&self, buf: &mut [u8], j: usize, written: usize) {
+        if self.packed.is_some() {
+            return;
+        }
         let start = j * self.slot_bytes;
         if let Some(tail) = buf.get_mut(start + written..start + self.slot_bytes) {
             tail.fill(0);
         }
     }
 
-    /// Writes row `j` from its stored bytes `src` into its slot of `buf`: converts elements,
-    /// places each innermost run at its padded position, and zeroes the padding.
+    /// Writes row `j` from its stored bytes `src` into its place in `buf`: converts elements
+    /// and, when padded, places each innermost run at its padded position and zeroes only
+    /// the padding. Each output byte is written once.
+    ///
+    /// # Errors
+    /// [`LoaderError::Corrupt`] when `src` does not match the row's shape or breaks an
+    /// element rule; [`LoaderError::Unrepresentable`] for a `u64` above `i64::MAX`.
     pub(crate) fn write_row(&self, layout: &ColumnLayout, buf: &mut [u8], j: usize, src: &[u8]) -> Result<()> {
         let what = || format!("column {:?}", layout.name);
         let dims = layout.row_dims(self.row_sizes(layout, j));
-        let elems: usize = dims.iter().map(|&d| d as usize).product();
-        if elems * layout.in_item != src.len() {
+        let elems = dims.iter().try_fold(1usize, |a, &d| a.checked_mul(usize::try_from(d).ok()?));
+        if elems.and_then(|e| e.checked_mul(layout.in_item)) != Some(src.len()) {
             return Err(LoaderError::corrupt(what(), format!("row has {} bytes, its shape needs more", src.len())));
         }
-        let slot_start = j * self.slot_bytes;
-        let slot = buf
-            .get_mut(slot_start..slot_start + self.slot_bytes)
+        let elems = elems.unwrap_or(0);
+        let place = self.row_place(j).and_then(|r| buf.get_mut(r));
+        let slot = place
             .ok_or_else(|| LoaderError::WorkerPanicked(format!("{}: row slot outside the batch buffer", what())))?;
         check_elements(layout, src)?;
-        if self.prefix {
-            let out_len = elems * layout.out_item;
-            convert(layout, src, &mut slot[..out_len])?;
-            slot[out_len..].fill(0);
+        let out_len = elems * layout.out_item;
+        if self.packed.is_some() || self.prefix {
+            let (row, tail) = slot
+                .split_at_mut_checked(out_len)
+                .ok_or_else(|| LoaderError::WorkerPanicked(format!("{}: row larger than its slot", what())))?;
+            convert(layout, src, row)?;
+            tail.fill(0);
             return Ok(());
         }
-        slot.fill(0);
+        // Padded with an inner ragged dim: walk the padded slot's runs in order; a run inside
+        // the row takes the row's next run of values and zeroes after it, any other is zero.
         let rank = dims.len();
         let inner = dims.last().copied().unwrap_or(1) as usize;
-        if inner == 0 || elems == 0 {
-            return Ok(());
-        }
-        // Strides of the padded slot, in elements.
-        let mut stride = vec![1usize; rank];
-        for i in (0..rank.saturating_sub(1)).rev() {
-            stride[i] = stride[i + 1] * self.out_dims[i + 1] as usize;
-        }
-        let outer_dims = &dims[..rank.saturating_sub(1)];
-        let mut index = vec![0u64; outer_dims.len()];
-        for run in 0..elems / inner {
-            let dst_elem: usize = index.iter().zip(&stride).map(|(&i, &s)| i as usize * s).sum();
-            let src_at = run * inner * layout.in_item;
-            let dst_at = dst_elem * layout.out_item;
-            convert(
-                layout,
-                &src[src_at..src_at + inner * layout.in_item],
-                &mut slot[dst_at..dst_at + inner * layout.out_item],
-            )?;
+        let run_out = self.out_dims.last().copied().unwrap_or(1) as usize * layout.out_item;
+        let outer_out = &self.out_dims[..rank.saturating_sub(1)];
+        let outer_row = &dims[..rank.saturating_sub(1)];
+        let mut index = vec![0u64; outer_out.len()];
+        let mut next = 0usize;
+        let run_in = inner * layout.in_item;
+        for dst in slot.chunks_exact_mut(run_out.max(1)) {
+            let inside = inner > 0 && index.iter().zip(outer_row).all(|(i, d)| i < d);
+            if inside {
+                let (values, gap) = dst.split_at_mut(inner * layout.out_item);
+                convert(layout, &src[next..next + run_in], values)?;
+                gap.fill(0);
+                next += run_in;
+            } else {
+                dst.fill(0);
+            }
             for k in (0..index.len()).rev() {
                 index[k] += 1;
-                if index[k] < outer_dims[k] {
+                if index[k] < outer_out[k] {
                     break;
                 }
                 index[k] = 0;
@@ -286,34 +368,67 @@ impl ColumnPlan {
         }
     }
 
-    /// The side data of this column: ragged sizes per row (`[B]` or `[B, k]` row-major),
-    /// element offsets of the rows packed back to back (`[B + 1]`, when asked for).
-    pub(crate) fn side_data(
+    /// The element count of row `j` along the values tensor's first dim when packed: its
+    /// first dim for [`ColumnLayout::leading_ragged`] columns, else all its elements.
+    fn packed_len(&self, layout: &ColumnLayout, j: usize) -> u64 {
+        let dims = layout.row_dims(self.row_sizes(layout, j));
+        if layout.leading_ragged() { dims.first().copied().unwrap_or(0) } else { dims.iter().product() }
+    }
+
+    /// The column as the batch describes it: values shape and side data (ragged sizes;
+    /// offsets when packed or when `offsets` is asked for; per-row shapes when packed),
+    /// with `valid` as given.
+    pub(crate) fn host_column(
         &self,
         layout: &ColumnLayout,
         rows: usize,
         offsets: bool,
-    ) -> (Option<Vec<i64>>, Option<Vec<i64>>) {
+        valid: Option<Vec<bool>>,
+    ) -> HostColumn {
+        let mut col = HostColumn {
+            name: layout.name.clone(),
+            elem: layout.kind,
+            shape: self.tensor_shape(layout, rows),
+            byte_len: self.buffer_bytes(rows),
+            lengths: None,
+            ragged_dims: layout.ragged,
+            offsets: None,
+            shapes: None,
+            valid,
+            text: layout.is_text(),
+            packed: self.packed.is_some(),
+        };
         if layout.ragged == 0 {
-            return (None, None);
+            return col;
         }
-        let lengths = self.sizes.iter().map(|&s| s as i64).collect();
-        let offsets = offsets.then(|| {
+        col.lengths = Some(self.sizes.iter().map(|&s| s as i64).collect());
+        let cumulative = |len: &dyn Fn(usize) -> u64| {
             let mut acc = 0i64;
             let mut v = Vec::with_capacity(rows + 1);
             v.push(0);
             for j in 0..rows {
-                let n: u64 = layout.row_dims(self.row_sizes(layout, j)).iter().product();
-                acc += n as i64;
+                acc += len(j) as i64;
                 v.push(acc);
             }
             v
-        });
-        (Some(lengths), offsets)
+        };
+        if self.packed.is_some() {
+            col.offsets = Some(cumulative(&|j| self.packed_len(layout, j)));
+            col.shapes =
+                Some((0..rows).flat_map(|j| layout.row_dims(self.row_sizes(layout, j))).map(|d| d as i64).collect());
+        } else if offsets {
+            col.offsets = Some(cumulative(&|j| layout.row_dims(self.row_sizes(layout, j)).iter().product()));
+        }
+        col
     }
 
-    /// The values tensor's shape.
-    pub(crate) fn tensor_shape(&self, rows: usize) -> Vec<i64> {
+    /// The values tensor's shape: `[B, …]` padded; packed `[Σ d1, d2, …]` or `[Σ elements]`.
+    pub(crate) fn tensor_shape(&self, layout: &ColumnLayout, rows: usize) -> Vec<i64> {
+        if self.packed.is_some() {
+            let total: u64 = (0..rows).map(|j| self.packed_len(layout, j)).sum();
+            let rest = if layout.leading_ragged() { &self.out_dims[1..] } else { &[][..] };
+            return std::iter::once(total as i64).chain(rest.iter().map(|&d| d as i64)).collect();
+        }
         std::iter::once(rows as i64).chain(self.out_dims.iter().map(|&d| d as i64)).collect()
     }
 }
@@ -402,8 +517,100 @@ mod tests {
         let u = layout(DType::U64, &[]);
         let p = ColumnPlan::new(&u, 1, vec![]).unwrap();
         assert!(p.write_row(&u, &mut [0u8; 8], 0, &u64::MAX.to_le_bytes()).is_err());
-        let (lengths, offsets) = ColumnPlan::new(&l, 2, vec![2, 5]).unwrap().side_data(&l, 2, true);
-        assert_eq!(lengths.unwrap(), [2, 5]);
-        assert_eq!(offsets.unwrap(), [0, 2, 7]);
+        let col = ColumnPlan::new(&l, 2, vec![2, 5]).unwrap().host_column(&l, 2, true, None);
+        assert_eq!(col.lengths.unwrap(), [2, 5]);
+        assert_eq!(col.offsets.unwrap(), [0, 2, 7]);
+        assert_eq!((col.shapes, col.packed), (None, false));
+    }
+
+    fn packed(dtype: DType, shape: &[Dim]) -> ColumnLayout {
+        let mut l = layout(dtype, shape);
+        apply_ragged(std::slice::from_mut(&mut l), &RaggedOptions::packed()).unwrap();
+        l
+    }
+
+    #[test]
+    fn inner_ragged_padding_is_written_once_over_stale_bytes() {
+        // [Ragged, Ragged] u8 in a buffer full of stale bytes: every padded byte is zeroed.
+        let l = layout(DType::U8, &[Dim::Ragged, Dim::Ragged]);
+        let p = ColumnPlan::new(&l, 2, vec![1, 2, 2, 1]).unwrap();
+        assert_eq!(p.out_dims, [2, 2]);
+        let mut buf = vec![0xEEu8; 8];
+        p.write_row(&l, &mut buf, 0, &[1, 2]).unwrap();
+        p.write_row(&l, &mut buf, 1, &[3, 4]).unwrap();
+        assert_eq!(buf, [1, 2, 0, 0, 3, 0, 4, 0]);
+        // An empty row is all padding.
+        let p = ColumnPlan::new(&l, 1, vec![0, 3]).unwrap();
+        let mut buf = vec![0xEEu8; 0];
+        p.write_row(&l, &mut buf, 0, &[]).unwrap();
+        assert_eq!(p.tensor_shape(&l, 1), [1, 0, 3]);
+    }
+
+    #[test]
+    fn packed_rows_sit_back_to_back() {
+        // Images [H?, W?, 3]: flat values, offsets in elements, shapes per row.
+        let l = packed(DType::U8, &[Dim::Ragged, Dim::Ragged, Dim::Fixed(3)]);
+        let p = ColumnPlan::new(&l, 3, vec![1, 2, 0, 4, 2, 1]).unwrap();
+        assert_eq!(p.buffer_bytes(3), 6 + 6);
+        assert_eq!(p.direct_range(&l, 1), Some(6..6));
+        assert_eq!(p.direct_range(&l, 2), Some(6..12));
+        let mut buf = vec![0xEEu8; 16];
+        p.write_row(&l, &mut buf, 0, &[1, 2, 3, 4, 5, 6]).unwrap();
+        p.write_row(&l, &mut buf, 1, &[]).unwrap();
+        p.write_row(&l, &mut buf, 2, &[7, 8, 9, 10, 11, 12]).unwrap();
+        assert_eq!(&buf[..12], &[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]);
+        assert_eq!(buf[12..], [0xEE; 4], "nothing past the batch's bytes is written");
+        p.pad(&mut buf, 0, 0);
+        assert_eq!(buf[0], 1, "packed rows have no padding");
+        assert!(p.write_row(&l, &mut buf, 0, &[1, 2, 3]).is_err(), "length mismatch");
+        let col = p.host_column(&l, 3, false, None);
+        assert_eq!((col.shape.clone(), col.byte_len, col.packed), (vec![12], 12, true));
+        assert_eq!(col.offsets.unwrap(), [0, 6, 6, 12]);
+        assert_eq!(col.shapes.unwrap(), [1, 2, 3, 0, 4, 3, 2, 1, 3]);
+        assert_eq!(col.lengths.unwrap(), [1, 2, 0, 4, 2, 1]);
+    }
+
+    #[test]
+    fn packed_leading_ragged_keeps_inner_dims_and_converts() {
+        // Boxes [N?, 2] u16 → i32: values [Σ N, 2], offsets along N, no direct landing.
+        let l = packed(DType::U16, &[Dim::Ragged, Dim::Fixed(2)]);
+        let p = ColumnPlan::new(&l, 2, vec![2, 1]).unwrap();
+        assert_eq!(p.direct_range(&l, 0), None, "converted rows go through write_row");
+        let mut buf = vec![0u8; p.buffer_bytes(2)];
+        let row = |v: &[u16]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
+        p.write_row(&l, &mut buf, 1, &row(&[5, 65535])).unwrap();
+        p.write_row(&l, &mut buf, 0, &row(&[1, 2, 3, 4])).unwrap();
+        let vals: Vec<i32> = buf.chunks_exact(4).map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+        assert_eq!(vals, [1, 2, 3, 4, 5, 65535]);
+        let col = p.host_column(&l, 2, false, None);
+        assert_eq!(col.shape, [3, 2]);
+        assert_eq!(col.offsets.unwrap(), [0, 2, 3]);
+        assert_eq!(col.shapes.unwrap(), [2, 2, 1, 2]);
+        // Text: bytes back to back.
+        let t = packed(DType::Utf8, &[]);
+        let p = ColumnPlan::new(&t, 3, vec![2, 0, 3]).unwrap();
+        assert_eq!(p.host_column(&t, 3, false, None).shape, [5]);
+        assert!(p.write_row(&t, &mut [0u8; 5], 0, &[0xff, 0xfe]).is_err(), "not UTF-8");
+    }
+
+    #[test]
+    fn ragged_layouts_are_chosen_per_column() {
+        let mut cols = vec![
+            layout(DType::U8, &[Dim::Ragged]),
+            ColumnLayout::new(&Column::new("f", DType::U8, &[Dim::Fixed(2)]), false).unwrap(),
+        ];
+        cols[0].name = "r".into();
+        let opts = RaggedOptions { columns: vec![("r".into(), RaggedLayout::Packed)], ..RaggedOptions::default() };
+        apply_ragged(&mut cols, &opts).unwrap();
+        assert_eq!((cols[0].packed, cols[1].packed), (true, false));
+        apply_ragged(&mut cols, &RaggedOptions::packed()).unwrap();
+        assert!(!cols[1].packed, "fixed shapes are never packed");
+        for bad in ["f", "missing"] {
+            let opts = RaggedOptions { columns: vec![(bad.into(), RaggedLayout::Packed)], ..RaggedOptions::default() };
+            assert!(matches!(apply_ragged(&mut cols, &opts), Err(LoaderError::Config(_))), "{bad}");
+        }
+        // Hostile sizes overflow instead of wrapping.
+        let l = packed(DType::U64, &[Dim::Ragged, Dim::Ragged]);
+        assert!(ColumnPlan::new(&l, 1, vec![u64::MAX, 2]).is_err());
     }
 }

@@ -29,16 +29,20 @@ pub struct SkippedSample {
 /// | column | values | side data |
 /// |---|---|---|
 /// | fixed shape `[d1, …]` | `[B, d1, …]` | `valid [B]` when nullable |
-/// | ragged dims | `[B, max d1, …]`, zero padded | `lengths` `[B]` or `[B, k]`; `offsets [B+1]` on request |
-/// | `utf8` / `bytes` | `u8 [B, max len]`, zero padded | `lengths [B]` |
+/// | ragged, padded | `[B, max d1, …]`, zero padded | `lengths` `[B]` or `[B, k]`; `offsets [B+1]` on request |
+/// | ragged, packed | `[Σ d1, d2, …]` (only the first dim ragged) or `[Σ elements]` | `offsets [B+1]` along the values' first dim, `shapes [B, ndim]`, `lengths` |
+/// | `utf8` / `bytes` | `u8 [B, max len]` zero padded, or `u8 [Σ len]` packed | `lengths [B]` (and `offsets`, `shapes` packed) |
+///
+/// Packed values are the layout of torch's jagged nested tensors: with one leading ragged
+/// dim, `torch.nested.nested_tensor_from_jagged(values, offsets)` is the batch.
 #[derive(Clone, Debug)]
 pub struct HostColumn {
     /// Column name.
     pub name: String,
     /// Element type of the values.
     pub elem: Elem,
-    /// Shape of the values, `[B, …]`; they are the first `byte_len` bytes of the buffer,
-    /// row-major and contiguous.
+    /// Shape of the values (`[B, …]`, or the packed shape); they are the first `byte_len`
+    /// bytes of the buffer, row-major and contiguous.
     pub shape: Vec<i64>,
     /// Bytes of the values.
     pub byte_len: usize,
@@ -46,12 +50,17 @@ pub struct HostColumn {
     pub lengths: Option<Vec<i64>>,
     /// Ragged sizes per row (the width of `lengths`).
     pub ragged_dims: usize,
-    /// Element offsets of the rows packed back to back, `[B + 1]` (when asked for).
+    /// `[B + 1]`: where each row starts along the values' first dim when packed; when padded
+    /// (on request), the element offsets the rows would have packed back to back.
     pub offsets: Option<Vec<i64>>,
+    /// Packed columns: every row's full dims, row-major `[B, ndim]`.
+    pub shapes: Option<Vec<i64>>,
     /// Validity per row (nullable columns).
     pub valid: Option<Vec<bool>>,
     /// A `utf8`/`bytes` column.
     pub text: bool,
+    /// The rows are packed back to back ([`RaggedLayout::Packed`](crate::RaggedLayout)).
+    pub packed: bool,
 }
 
 /// A filled batch: per column the layout of its values in a pooled [`HostBuffer`] and its

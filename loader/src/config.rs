@@ -55,12 +55,44 @@ impl RetryPolicy {
     }
 }
 
+/// How the rows of a ragged column sit in its batch buffer.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum RaggedLayout {
+    /// `[B, max d1, …]`: every row zero padded to the batch's largest (what a dense tensor
+    /// needs; costs the padded bytes).
+    #[default]
+    Padded,
+    /// The rows' values back to back (the layout of torch's jagged nested tensors) with
+    /// `offsets [B + 1]` and per-row `shapes [B, ndim]`: one copy of the payload, no padding.
+    Packed,
+}
+
 /// How ragged columns (a `Ragged` dim, or `utf8`/`bytes`) are handed out.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct RaggedOptions {
-    /// Also produce an `i64 [B + 1]` offsets tensor: the element offsets the rows would have
-    /// if packed back to back (row `i` has `offsets[i+1] - offsets[i]` elements).
+    /// Padded columns: also produce an `i64 [B + 1]` offsets tensor, the element offsets the
+    /// rows would have if packed back to back (row `i` has `offsets[i+1] - offsets[i]`
+    /// elements). Packed columns always have offsets.
     pub offsets: bool,
+    /// The layout of every ragged column not named in `columns`.
+    pub layout: RaggedLayout,
+    /// Per-column layouts that override `layout` (each name must be a projected ragged
+    /// column).
+    pub columns: Vec<(String, RaggedLayout)>,
+}
+
+impl RaggedOptions {
+    /// Every ragged column packed.
+    #[must_use]
+    pub fn packed() -> Self {
+        Self { layout: RaggedLayout::Packed, ..Self::default() }
+    }
+
+    /// The layout of column `name`.
+    #[must_use]
+    pub fn layout_of(&self, name: &str) -> RaggedLayout {
+        self.columns.iter().rev().find(|(n, _)| n == name).map_or(self.layout, |&(_, l)| l)
+    }
 }
 
 /// Rank and world size of a data-parallel job.

@@ -28,7 +28,7 @@ use tessera::Codec;
 use tessera::datafile::{self, Block, ChunkIndex};
 
 use crate::assemble::ColumnPlan;
-use crate::batch::{HostBatch as Batch, HostColumn, SkippedSample};
+use crate::batch::{HostBatch as Batch, SkippedSample};
 use crate::catalog::{FileEntry, FileMeta};
 use crate::error::{LoaderError, Result, from_format};
 use crate::memory::{Charge, MemoryUse};
@@ -409,18 +409,7 @@ impl Worker {
                     "column {c}: {byte_len} bytes in a {capacity}-byte buffer"
                 )));
             }
-            let (lengths, offsets) = plan.side_data(layout, b, sh.set.ragged_offsets);
-            columns.push(HostColumn {
-                name: layout.name.clone(),
-                elem: layout.kind,
-                shape: plan.tensor_shape(b),
-                byte_len,
-                lengths,
-                ragged_dims: layout.ragged,
-                offsets,
-                valid,
-                text: layout.is_text(),
-            });
+            columns.push(plan.host_column(layout, b, sh.set.ragged_offsets, valid));
         }
         if !skipped.is_empty() {
             sh.skipped.lock().unwrap_or_else(std::sync::PoisonError::into_inner).extend(skipped.iter().cloned());

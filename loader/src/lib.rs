@@ -131,7 +131,7 @@ pub use assemble::Elem;
 pub use batch::{HostBatch, HostColumn, SkippedSample};
 pub use buffer::{AlignedAllocator, AlignedBuffer, BUFFER_ALIGN, BufferAllocator, HostBuffer};
 pub use catalog::{version_id, view_id};
-pub use config::{Device, DistEnv, LoaderConfig, RaggedOptions, RetryPolicy};
+pub use config::{Device, DistEnv, LoaderConfig, RaggedLayout, RaggedOptions, RetryPolicy};
 pub use error::{LoaderError, Result};
 pub use loader::{EpochIter, Loader};
 pub use memory::{MemoryStats, MemoryUse, UseStats};

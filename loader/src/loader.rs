@@ -80,6 +80,7 @@ impl Loader {
             .map_err(|e| classify(&what(), e))
         })?;
         let mut catalog = Catalog::new(dataset, config.columns.as_deref(), config.u64_as_i64_bits)?;
+        crate::assemble::apply_ragged(&mut catalog.columns, &config.ragged)?;
         if let Some(view) = view {
             catalog = catalog.with_view(Arc::new(view))?;
         }

@@ -129,9 +129,15 @@ impl BufferPool {
         if set.bufs[col].as_ref().is_some_and(|(b, _)| b.capacity() >= bytes) {
             return Ok(());
         }
+        // A buffer that grows (packed columns follow each batch's actual bytes) grows with
+        // an eighth of headroom when the share has room for it, so batches of varying size
+        // settle on one buffer instead of reallocating on every new maximum.
+        let grows = set.bufs[col].is_some();
         set.bufs[col] = None; // release the smaller buffer first
-        let want = bytes as u64;
         let share = self.acct.share(MemoryUse::Ready);
+        let roomy = bytes.saturating_add(bytes / 8).next_multiple_of(crate::buffer::BUFFER_ALIGN);
+        let bytes = if grows && self.acct.stats().by_use[0].current + roomy as u64 <= share { roomy } else { bytes };
+        let want = bytes as u64;
         if self.acct.stats().by_use[0].current + want > share {
             // Free idle sets' memory before waiting on busy ones.
             let idle = std::mem::take(&mut self.lock().idle);
