@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 
-use numpy::{PyArray1, PyArrayMethods};
+use numpy::{PyArray1, PyArrayMethods, PyReadonlyArray1};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString};
 use tessera::{
@@ -222,14 +222,35 @@ fn parse_column(spec: &Bound<'_, PyDict>) -> PyResult<Column> {
 /// One column of rows handed over by `append`: `(name, rows, values, shapes, valid)` with
 /// the rows' bytes back to back, every row's full shape flattened (rank numbers per row:
 /// 1 for `utf8`/`bytes`), and a validity flag per row (null rows contribute no bytes).
-pub(crate) type ColumnRows = (String, usize, Vec<u8>, Vec<u64>, Option<Vec<bool>>);
+pub(crate) type ColumnRows<'py> = (String, usize, RowBytes<'py>, Vec<u64>, Option<Vec<bool>>);
+
+/// The values of a [`ColumnRows`]: `bytes`, or a contiguous 1-D `uint8` numpy array viewing
+/// the caller's array. The array form spares the two copies `ndarray.tobytes()` and a
+/// `Vec<u8>` would make of every fixed-shape column (a parallel writer's input is mostly
+/// those); the bytes are read once, into the batch, with the GIL held.
+#[derive(FromPyObject)]
+pub(crate) enum RowBytes<'py> {
+    /// A `uint8` array; `as_slice` rejects a non-contiguous one.
+    Array(PyReadonlyArray1<'py, u8>),
+    /// A `bytes` object (ragged, `utf8` and `bytes` columns).
+    Bytes(Bound<'py, PyBytes>),
+}
+
+impl RowBytes<'_> {
+    fn as_slice(&self) -> PyResult<&[u8]> {
+        match self {
+            Self::Array(a) => a.as_slice().map_err(|_| usage("row values must be a contiguous uint8 array")),
+            Self::Bytes(b) => Ok(b.as_bytes()),
+        }
+    }
+}
 
 /// The rows handed over by `append` (one `ColumnRows` per column) as a batch of `schema`.
-pub(crate) fn batch_of(schema: &Schema, columns: &[ColumnRows]) -> PyResult<Batch> {
+pub(crate) fn batch_of(schema: &Schema, columns: &[ColumnRows<'_>]) -> PyResult<Batch> {
     let mut batch = Batch::new();
     for (name, rows, values, shapes, valid) in columns {
         let col = schema.column(name).ok_or_else(|| usage(format!("the schema has no column {name:?}")))?;
-        let data = column_data(col, *rows, values, shapes, valid.as_deref())?;
+        let data = column_data(col, *rows, values.as_slice()?, shapes, valid.as_deref())?;
         batch.push(name.clone(), data).py_err()?;
     }
     Ok(batch)
@@ -463,7 +484,7 @@ impl PyDataset {
     /// Appends rows (one `ColumnRows` tuple per column) as one commit; returns the new
     /// version.
     #[allow(clippy::needless_pass_by_value)] // pyo3 hands arguments over as owned values
-    fn append(&self, py: Python<'_>, columns: Vec<ColumnRows>, message: &str) -> PyResult<Self> {
+    fn append(&self, py: Python<'_>, columns: Vec<ColumnRows<'_>>, message: &str) -> PyResult<Self> {
         let batch = batch_of(self.inner.schema(), &columns)?;
         let inner = py.detach(|| self.inner.append(&batch, message, WriteOptions::default())).py_err()?;
         Ok(Self { inner, location: self.location.clone() })

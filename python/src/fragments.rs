@@ -1,10 +1,12 @@
 //! Parallel writers from Python (SPEC.md §15.7): `write_fragments` writes data files and
 //! returns fragment records as JSON text, which pickle and travel between processes (Ray tasks,
 //! torchrun ranks) as plain strings; `commit_fragments` commits any number of them as one
-//! version. Both release the GIL.
+//! version. Both release the GIL. `fragment_rows` and `open_view` give a parallel reader
+//! its units of work.
 
+use numpy::PyArray1;
 use pyo3::prelude::*;
-use tessera::{CommitMode, FragmentRecord, WriteOptions};
+use tessera::{CommitMode, Dataset, FragmentRecord, Limits, Store, WriteOptions};
 
 use crate::dataset::{ColumnRows, PyDataset, batch_of};
 use crate::errors::{IntoPy, usage};
@@ -18,7 +20,7 @@ use crate::errors::{IntoPy, usage};
 pub(crate) fn write_fragments(
     py: Python<'_>,
     dataset: &PyDataset,
-    columns: Vec<ColumnRows>,
+    columns: Vec<ColumnRows<'_>>,
     target_file_bytes: Option<u64>,
 ) -> PyResult<Vec<String>> {
     let batch = batch_of(dataset.inner.schema(), &columns)?;
@@ -67,4 +69,18 @@ pub(crate) fn fragment_rows(dataset: &PyDataset) -> Vec<(u64, u64, u64)> {
         .filter(|f| f.fragment.live_rows() > 0)
         .map(|f| (f.rows().start, f.rows().end, f.fragment.files.iter().map(|d| d.size).sum()))
         .collect()
+}
+
+/// Opens the version view `name` of the dataset at `location` pins, after validating the view
+/// (VAL-18), and returns it with the view's rows (global row ids of that version, in the view's
+/// order, as a `uint64` array): what a parallel reader of a view splits.
+#[pyfunction]
+pub(crate) fn open_view<'py>(
+    py: Python<'py>,
+    location: String,
+    name: &str,
+) -> PyResult<(PyDataset, Bound<'py, PyArray1<u64>>)> {
+    let (inner, view) =
+        py.detach(|| Store::open(&location).and_then(|s| Dataset::open_view(&s, name, Limits::default()))).py_err()?;
+    Ok((PyDataset { inner, location }, PyArray1::from_vec(py, view.rows)))
 }

@@ -9,7 +9,8 @@
 //! * `Loader` / `Epoch` (`loader`): batches as numpy arrays over the loader's own buffers
 //!   (`buffer`), so `torch.from_numpy` makes tensors without copying; a buffer is refilled
 //!   only when no Python object can see it any more. Waiting for a batch releases the GIL.
-//! * `write_fragments` / `commit_fragments` (`fragments`): parallel writers, one commit.
+//! * `write_fragments` / `commit_fragments` (`fragments`): parallel writers, one commit;
+//!   `fragment_rows` / `open_view`: the units a parallel reader splits.
 //! * The exception classes (`errors`): `TesseraError` and one subclass per spec error class.
 //!
 //! Built by maturin as an abi3 extension module (one wheel for `CPython` 3.9 and newer); it links no
@@ -36,6 +37,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(fragments::write_fragments, m)?)?;
     m.add_function(wrap_pyfunction!(fragments::commit_fragments, m)?)?;
     m.add_function(wrap_pyfunction!(fragments::fragment_rows, m)?)?;
+    m.add_function(wrap_pyfunction!(fragments::open_view, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -183,7 +183,8 @@ def _column_rows(col: Mapping[str, Any], value: Any) -> tuple:
             raise UsageError(f"column {name!r}: rows of shape {shape} expected, got an array of shape {arr.shape}")
         if nullable and valid is None:
             valid = [True] * n
-        return (name, n, arr.tobytes(), shape * n, valid)
+        # A uint8 view of the (contiguous) rows, not a copy: the native layer reads it once.
+        return (name, n, arr.reshape(-1).view(np.uint8), shape * n, valid)
 
     items = list(value)
     valid = [not _is_null(x) for x in items]

@@ -1,7 +1,7 @@
 """Type stubs of the native module `tessera._native` (python/src/). Use the `tessera`
 package; this module's API may change without notice."""
 
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -23,7 +23,7 @@ class BufferOwner:
     """Keeps a loader batch buffer alive; the `base` of the numpy arrays over it."""
     def __len__(self) -> int: ...
 
-ColumnRows = Tuple[str, int, bytes, List[int], Optional[List[bool]]]
+ColumnRows = Tuple[str, int, Union[bytes, np.ndarray], List[int], Optional[List[bool]]]  # values: bytes or a uint8 array
 
 class Dataset:
     @staticmethod
@@ -62,6 +62,7 @@ def write_fragments(
 ) -> List[str]: ...
 def commit_fragments(dataset: Dataset, records: List[str], message: str = "", mode: str = "append") -> Dataset: ...
 def fragment_rows(dataset: Dataset) -> List[Tuple[int, int, int]]: ...
+def open_view(location: str, name: str) -> Tuple[Dataset, np.ndarray]: ...
 
 BatchPieces = Tuple[List[tuple], np.ndarray, int, int]
 

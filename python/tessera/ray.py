@@ -20,10 +20,15 @@ Reading::
     ray_ds = ray.data.read_datasource(tessera.ray.Source("s3://bucket/ds", version=3,
                                                          columns=["image", "label"]))
 
-Each read task reads a run of whole fragments of one pinned version through the Rust reader
-(every checksum verified) and hands Ray an Arrow table: scalar columns as Arrow arrays (nulls
-as Arrow nulls), fixed-shape and ragged columns as Ray tensor columns, ``utf8``/``bytes`` as
-strings/binary. A nullable column with per-row shape also gets ``"<name>.valid"``.
+    ray_ds = ray.data.read_datasource(tessera.ray.Source("s3://bucket/ds", view="val-hard"))
+
+Each read task reads a run of whole fragments of one pinned version (or, over a saved view, a
+run of the view's rows in the view's order) through the Rust reader (every checksum verified)
+and hands Ray an Arrow table: scalar columns as Arrow arrays, fixed-shape and ragged columns as
+Ray tensor columns, ``utf8``/``bytes`` as strings/binary; null rows are Arrow nulls in every
+column. Ray's row and ``pyarrow`` batch formats show them (``None``, ``is_null``); its
+``numpy`` batches of tensor columns do not (Ray's tensor conversion drops Arrow validity: a
+null row reads as zeros, or an empty array in a ragged column).
 
 Decoding at ingest: the package has no Python-level image or audio decoders yet; decode in a
 ``map_batches`` step before the sink (it runs in the same Ray tasks). Everything the Rust
@@ -42,7 +47,7 @@ import pyarrow as pa
 from ray.data.block import BlockAccessor, BlockMetadata
 from ray.data.datasource import Datasink, Datasource, ReadTask
 
-from . import _native, create
+from . import Dataset, _native, create
 from . import open as open_dataset
 from ._native import NotFoundError, UsageError
 
@@ -138,11 +143,13 @@ def _from_ray(batch: Mapping[str, Any]) -> Dict[str, Any]:
 
 
 class Source(Datasource):
-    """A Ray ``Datasource`` over one version of a Tessera dataset.
+    """A Ray ``Datasource`` over one version of a Tessera dataset, or over a saved view.
 
     ``version``/``tag``/``branch`` pick the version (as :func:`tessera.open`; the latest of
-    ``main`` by default), pinned when the read is planned. ``columns`` projects (all columns
-    by default). Read tasks each take a run of whole fragments, about equal in rows.
+    ``main`` by default), pinned when the read is planned. ``view`` reads the rows of a saved
+    view instead (``Dataset.save_view``), of the version the view pins, in the view's order;
+    it excludes ``version``/``tag``/``branch``. ``columns`` projects (all columns by default).
+    Read tasks each take a run of whole fragments (or of the view's rows), about equal in rows.
     """
 
     def __init__(
@@ -152,10 +159,19 @@ class Source(Datasource):
         tag: Optional[str] = None,
         branch: Optional[str] = None,
         columns: Optional[Sequence[str]] = None,
+        view: Optional[str] = None,
     ):
         super().__init__()
         self.url = str(url)
-        ds = open_dataset(self.url, version=version, tag=tag, branch=branch)
+        self.view = None if view is None else str(view)
+        if self.view is None:
+            ds = open_dataset(self.url, version=version, tag=tag, branch=branch)
+            self._view_rows: Optional[np.ndarray] = None
+        elif (version, tag, branch) != (None, None, None):
+            raise UsageError("view= reads the version the view pins: give no version, tag or branch with it")
+        else:
+            native, self._view_rows = _native.open_view(self.url, self.view)
+            ds = Dataset(native)
         self.version = ds.version
         self.branch = ds.branch_name
         self.columns = None if columns is None else [str(c) for c in columns]
@@ -169,20 +185,27 @@ class Source(Datasource):
 
     def estimate_inmemory_data_size(self) -> Optional[int]:
         # Stored bytes: exact for uncompressed columns, low for compressed ones.
-        return sum(b for _, _, b in self._fragments)
+        stored = sum(b for _, _, b in self._fragments)
+        if self._view_rows is None or self._rows == 0:
+            return stored
+        return stored * len(self._view_rows) // self._rows
 
     def get_read_tasks(self, parallelism: int, per_task_row_limit: Optional[int] = None, data_context: Any = None):
-        runs = _split(self._fragments, max(1, int(parallelism)))
+        parts = max(1, int(parallelism))
+        if self._view_rows is None:
+            units = [range(start, end) for start, end in _split(self._fragments, parts)]
+        else:  # contiguous runs of the view's positions, about equal in rows
+            units = [u for u in np.array_split(self._view_rows, min(parts, len(self._view_rows))) if len(u)]
         url, version, branch, columns, schema = self.url, self.version, self.branch, self.columns, self._schema
 
-        def read(start: int, end: int):
+        def read(rows):
             ds = open_dataset(url, version=version, branch=branch)
-            return [_to_arrow(ds.read(range(start, end), columns), schema)]
+            return [_to_arrow(ds.read(rows, columns), schema)]
 
         tasks = []
-        for start, end in runs:
-            meta = BlockMetadata(num_rows=end - start, size_bytes=None, input_files=None, exec_stats=None)
-            tasks.append(ReadTask(lambda s=start, e=end: read(s, e), meta, per_task_row_limit=per_task_row_limit))
+        for rows in units:
+            meta = BlockMetadata(num_rows=len(rows), size_bytes=None, input_files=None, exec_stats=None)
+            tasks.append(ReadTask(lambda r=rows: read(r), meta, per_task_row_limit=per_task_row_limit))
         return tasks
 
     def get_name(self) -> str:
@@ -207,14 +230,14 @@ def _split(fragments: List[tuple], parts: int) -> List[tuple]:
 
 
 def _to_arrow(values: Dict[str, Any], schema: List[Dict[str, Any]]) -> pa.Table:
-    """``Dataset.read`` output as an Arrow table Ray understands."""
+    """``Dataset.read`` output as an Arrow table Ray understands; null rows as Arrow nulls."""
     from ray.data.extensions import ArrowTensorArray
 
     names, arrays = [], []
     for col in schema:
         name, v = col["name"], values[col["name"]]
+        names.append(name)
         if col["dtype"] in ("utf8", "bytes"):
-            names.append(name)
             arrays.append(pa.array(v, type=pa.string() if col["dtype"] == "utf8" else pa.binary()))
             continue
         valid = None
@@ -227,12 +250,27 @@ def _to_arrow(values: Dict[str, Any], schema: List[Dict[str, Any]]) -> pa.Table:
             rank = len(col["shape"])
             dtype = next((x.dtype for x in v if x is not None), np.dtype("u1"))
             v = [x if x is not None else np.zeros((0,) * rank, dtype=dtype) for x in v]
-        names.append(name)
         if isinstance(v, np.ndarray) and v.ndim == 1:
             arrays.append(pa.array(v, mask=None if valid is None else ~valid))
-            continue
-        arrays.append(ArrowTensorArray.from_numpy(v) if len(v) else pa.array([], type=pa.null()))
-        if valid is not None:
-            names.append(name + ".valid")
-            arrays.append(pa.array(valid))
+        elif not len(v):
+            arrays.append(pa.array([], type=pa.null()))
+        else:
+            tensors = ArrowTensorArray.from_numpy(v)
+            arrays.append(tensors if valid is None or valid.all() else _with_nulls(tensors, valid))
     return pa.Table.from_arrays(arrays, names=names)
+
+
+def _with_nulls(tensors: pa.ExtensionArray, valid: np.ndarray) -> pa.ExtensionArray:
+    """A Ray tensor column with Arrow nulls where ``valid`` is false: the same storage (a list
+    array for fixed shapes, a struct of values and shapes for ragged ones) with a validity
+    bitmap, under the same extension type."""
+    st, mask = tensors.storage, pa.array(~valid)
+    if pa.types.is_struct(st.type):
+        st = pa.StructArray.from_arrays([st.field(i) for i in range(st.type.num_fields)], fields=list(st.type), mask=mask)
+    elif pa.types.is_large_list(st.type):
+        st = pa.LargeListArray.from_arrays(st.offsets, st.values, mask=mask)
+    elif pa.types.is_list(st.type):
+        st = pa.ListArray.from_arrays(st.offsets, st.values, mask=mask)
+    else:
+        raise TypeError(f"tessera.ray: unknown storage {st.type} of Ray tensor type {tensors.type}")
+    return pa.ExtensionArray.from_storage(tensors.type, st)

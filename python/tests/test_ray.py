@@ -208,6 +208,65 @@ def test_source_reads_the_exact_rows_with_projection(written):
         tessera.ray.Source(path, columns=["nope"])
 
 
+NULLABLE = [
+    {"name": "id", "dtype": "i64"},
+    {"name": "tok", "dtype": "i32", "shape": [None], "nullable": True},
+    {"name": "vec", "dtype": "f32", "shape": [2], "nullable": True},
+    {"name": "opt", "dtype": "i64", "nullable": True},
+]
+
+
+def nullable_rows(ids):
+    """Rows with nulls in every nullable column: `tok` where id % 4 == 0, `vec` where
+    id % 3 == 0, `opt` where id % 5 == 0."""
+    vec = np.stack([ids, -ids], axis=1).astype(np.float32)
+    return {
+        "id": ids,
+        "tok": [None if i % 4 == 0 else np.arange(i % 5, dtype=np.int32) + i for i in ids],
+        "vec": np.ma.MaskedArray(vec, mask=np.repeat((ids % 3 == 0)[:, None], 2, axis=1)),
+        "opt": np.ma.MaskedArray(ids * 10, mask=ids % 5 == 0),
+    }
+
+
+def test_source_reads_a_view_in_its_order_with_arrow_nulls(tmp_path):
+    url = str(tmp_path / "ds")
+    ds = tessera.create(url, NULLABLE)
+    ds.append(nullable_rows(np.arange(60)))
+    rows = [int(r) for r in np.random.default_rng(3).permutation(60)[:25]]
+    ds.save_view("hard", rows)
+    ds.append(nullable_rows(np.arange(60, 80)))  # a later commit does not change the view
+    source = tessera.ray.Source(url, view="hard", columns=["id", "tok", "vec", "opt"])
+    assert (source.version, source.estimate_inmemory_data_size() > 0) == (2, True)
+    # The read tasks, in order, hold the view's rows in the view's order.
+    tasks = source.get_read_tasks(3)
+    assert [t.metadata.num_rows for t in tasks] == [9, 8, 8]
+    blocks = [b for t in tasks for b in t()]
+    assert sum((b.column("id").to_pylist() for b in blocks), []) == rows
+    # Nulls are Arrow nulls in every column kind, with no extra columns.
+    ids = np.array(rows)
+    for name, nulls in (("tok", ids % 4 == 0), ("vec", ids % 3 == 0), ("opt", ids % 5 == 0)):
+        got = np.concatenate([b.column(name).is_null().to_numpy(zero_copy_only=False) for b in blocks])
+        np.testing.assert_array_equal(got, nulls, err_msg=name)
+    # Through Ray: rows show None for nulls and the values otherwise.
+    got = {r["id"]: r for r in ray.data.read_datasource(source).take_all()}
+    assert sorted(got) == sorted(rows) and set(got[rows[0]]) == {"id", "tok", "vec", "opt"}
+    for i in rows:
+        r = got[i]
+        if i % 4 == 0:
+            assert r["tok"] is None
+        else:
+            np.testing.assert_array_equal(r["tok"], np.arange(i % 5, dtype=np.int32) + i)
+        if i % 3 == 0:
+            assert r["vec"] is None
+        else:
+            np.testing.assert_array_equal(r["vec"], np.array([i, -i], dtype=np.float32))
+        assert (r["opt"] is None) if i % 5 == 0 else r["opt"] == i * 10
+    with pytest.raises(tessera.UsageError):
+        tessera.ray.Source(url, view="hard", version=2)
+    with pytest.raises(tessera.NotFoundError):
+        tessera.ray.Source(url, view="nope")
+
+
 def tessera_bin():
     """The `tessera` CLI built by cargo (scripts/test.sh builds it before the Python tests)."""
     explicit = os.environ.get("TESSERA_BIN")
