@@ -13,7 +13,7 @@ use tessera::{Dataset, FragmentInfo, View};
 use crate::assemble::ColumnLayout;
 use crate::error::{LoaderError, Result, from_format};
 use crate::memory::{Accountant, Charge, MemoryUse};
-use crate::source::{Fetcher, classify, with_retry};
+use crate::source::{Fetcher, WaitTimer, classify, with_retry};
 
 /// A data file of a fragment that holds projected columns.
 #[derive(Clone, Debug)]
@@ -306,11 +306,6 @@ impl Catalog {
         Ok(meta)
     }
 
-    /// Drops every cached index (at the end of an epoch).
-    pub(crate) fn clear_meta(&self) {
-        self.meta.lock().unwrap_or_else(std::sync::PoisonError::into_inner).entries.clear();
-    }
-
     fn build_meta(
         &self,
         frag: usize,
@@ -322,9 +317,11 @@ impl Catalog {
         let entry = &self.fragments[frag];
         let fe = &entry.files[file];
         let key = fe.file.path.as_str();
+        let waiting = (!fetcher.is_local()).then(WaitTimer::start);
         let data_file = with_retry(&fetcher.retry, stopped, &fetcher.counters, &|| key.to_string(), || {
             self.dataset.data_file(&entry.info.fragment, &fe.file).map_err(|e| classify(&format!("opening {key}"), e))
         })?;
+        drop(waiting);
         // One ranged read for every projected column's validity and shape blocks; the
         // reference checks and indexes them (`ChunkIndex`: DF-16, DF-19, LIM-09, MOD-06).
         let mut blocks: Vec<Block> = Vec::new();

@@ -10,17 +10,17 @@
 //!
 //! Every step of one fill attempt shares a `BatchFill` (the slots, the column plans, the
 //! buffer set, the data errors so far) and takes it plus what is its own: a data file
-//! (`FileRef`), its slots, one need. A `Worker` keeps its scratch buffer, decoded-page cache
-//! (`page_cache`) and object-store staging arena within its allowance of the `Fetch` share.
+//! (`FileRef`), its slots, one need. A `Worker` keeps its scratch buffer and object-store
+//! staging arena within its allowance of the `Fetch` share; decoded pages are cached for every
+//! worker of the epoch (`page_cache`, its own part of the `Fetch` share).
 //! `storage` reads what the window does not hold; `window_load` fills the block-shuffle
 //! window.
 
-mod page_cache;
+pub(crate) mod page_cache;
 mod storage;
 mod window_load;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::ops::Range;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -34,8 +34,8 @@ use crate::error::{LoaderError, Result, from_format};
 use crate::memory::{Charge, MemoryUse};
 use crate::pipeline::Shared;
 use crate::pool::{BufferSet, Lease};
+use crate::source::WaitTimer;
 use crate::window::{Fault, FragmentData};
-use page_cache::PageCache;
 
 /// One row slot of a batch being assembled.
 #[derive(Clone, Copy, Debug)]
@@ -161,7 +161,6 @@ fn decode_page(
 pub(crate) struct Worker {
     sh: Arc<Shared>,
     scratch: Vec<u8>,
-    cache: PageCache,
     /// Staging memory for object-store bodies that cannot land in a batch slot (whole pages,
     /// compressed pages), reused from request to request.
     arena: Vec<u8>,
@@ -173,28 +172,20 @@ pub(crate) struct Worker {
     mem: Charge,
 }
 
-/// The worker's memory: scratch buffer, page cache and staging arena within its allowance.
+/// The worker's memory: scratch buffer and staging arena within its allowance.
 impl Worker {
     pub(crate) fn new(sh: Arc<Shared>) -> Self {
         let mem = sh.acct.charge(MemoryUse::Fetch, 0);
-        Self {
-            sh,
-            scratch: Vec::new(),
-            cache: PageCache::default(),
-            arena: Vec::new(),
-            arena_bytes: 0,
-            inflight: 0,
-            mem,
-        }
+        Self { sh, scratch: Vec::new(), arena: Vec::new(), arena_bytes: 0, inflight: 0, mem }
     }
 
     fn account(&mut self) {
-        let used = self.scratch.capacity() as u64 + self.cache.bytes() + self.arena_bytes + self.inflight;
+        let used = self.scratch.capacity() as u64 + self.arena_bytes + self.inflight;
         self.mem.resize(used);
     }
 
-    /// Makes room for `n` more bytes within the allowance (evicting cached pages, then the
-    /// scratch buffer), or fails when `n` can never fit.
+    /// Makes room for `n` more bytes within the allowance (dropping the scratch buffer when it
+    /// is to be replaced, `!keep_scratch`, or in the way), or fails when `n` can never fit.
     fn make_room(&mut self, n: u64, keep_scratch: bool) -> Result<()> {
         let allowance = self.sh.allowance;
         if n > allowance {
@@ -204,12 +195,10 @@ impl Worker {
                 needed: n,
             });
         }
-        let fixed = self.arena_bytes + self.inflight + if keep_scratch { self.scratch.capacity() as u64 } else { 0 };
-        self.cache.evict_to(allowance.saturating_sub(n + fixed));
-        if self.cache.bytes() + self.scratch.capacity() as u64 + self.arena_bytes + self.inflight + n > allowance {
+        if !keep_scratch || self.scratch.capacity() as u64 + self.arena_bytes + self.inflight + n > allowance {
             self.scratch = Vec::new();
         }
-        if self.cache.bytes() + self.scratch.capacity() as u64 + self.arena_bytes + self.inflight + n > allowance {
+        if self.scratch.capacity() as u64 + self.arena_bytes + self.inflight + n > allowance {
             return Err(LoaderError::Budget {
                 budget: self.sh.acct.budget(),
                 what: format!(
@@ -230,43 +219,6 @@ impl Worker {
             self.account();
         }
         Ok(&mut self.scratch[..n])
-    }
-
-    /// Splits ranges into consecutive groups of at most the request limit (a single larger
-    /// range forms its own group).
-    fn chunked(&self, ranges: &[Range<u64>]) -> Vec<Range<usize>> {
-        let limit = self.sh.set.max_fetch.min(self.sh.allowance / 2).max(1);
-        let mut out = Vec::new();
-        let mut start = 0;
-        let mut sum = 0u64;
-        for (i, r) in ranges.iter().enumerate() {
-            let n = r.end - r.start;
-            if i > start && sum + n > limit {
-                out.push(start..i);
-                start = i;
-                sum = 0;
-            }
-            sum += n;
-        }
-        if start < ranges.len() {
-            out.push(start..ranges.len());
-        }
-        out
-    }
-
-    /// Counts the bytes of one in-flight request against this worker's allowance (until
-    /// [`Worker::end_inflight`]).
-    fn begin_inflight(&mut self, n: u64) -> Result<()> {
-        self.end_inflight();
-        self.make_room(n, true)?;
-        self.inflight = n;
-        self.account();
-        Ok(())
-    }
-
-    fn end_inflight(&mut self) {
-        self.inflight = 0;
-        self.account();
     }
 
     /// Makes the staging arena at least `n` bytes long (within the allowance; it is kept
@@ -559,6 +511,8 @@ impl Worker {
         if missing.len() < 2 {
             return out;
         }
+        // The opening threads' own waits are theirs; this one waits for all of them.
+        let _waiting = WaitTimer::start();
         for group in missing.chunks(sh.set.max_requests.max(1)) {
             std::thread::scope(|scope| {
                 let handles: Vec<_> = group
@@ -618,8 +572,9 @@ impl Worker {
             for &j in &served {
                 let (page, range) = chunk.locate(fill.slots[j].phys);
                 match pages.get(pos).and_then(|m| m.get(&page)) {
-                    Some(Ok(raw)) => {
-                        let r = raw
+                    Some(Ok(loc)) => {
+                        let r = data
+                            .bytes(loc)
                             .get(range)
                             .ok_or_else(|| LoaderError::corrupt(file.key(), "row outside its page"))
                             .and_then(|src| plan.write_row(layout, buf, j, src));

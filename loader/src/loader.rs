@@ -16,6 +16,7 @@ use crate::memory::{Accountant, MemoryStats};
 use crate::pipeline::{EpochPipeline, PipelineSettings};
 use crate::sampler::{LoaderState, Plan, PlanConfig, SamplerError, ShuffleMode};
 use crate::source::{Fetcher, IoStats, Source, classify, with_retry};
+use crate::window::ExtentPool;
 
 /// An opened, pinned dataset version ready to produce epochs of batches.
 #[derive(Debug)]
@@ -27,6 +28,8 @@ pub struct Loader {
     skipped: Arc<Mutex<Vec<SkippedSample>>>,
     active: Arc<AtomicBool>,
     alloc: Arc<dyn BufferAllocator>,
+    /// Block shuffle: the window's extents, kept from epoch to epoch.
+    window_pool: Arc<ExtentPool>,
     batches_per_epoch: usize,
 }
 
@@ -85,8 +88,10 @@ impl Loader {
             catalog = catalog.with_view(Arc::new(view))?;
         }
         let catalog = Arc::new(catalog);
+        let acct = Accountant::new(config.memory_budget);
         let mut loader = Self {
-            acct: Accountant::new(config.memory_budget),
+            window_pool: ExtentPool::new(acct.clone()),
+            acct,
             config,
             catalog,
             fetcher,
@@ -185,6 +190,7 @@ impl Loader {
             block: matches!(self.config.shuffle, ShuffleMode::Block { .. }),
             reuse: self.config.reuse_buffers,
             alloc: self.alloc.clone(),
+            window_pool: self.window_pool.clone(),
         };
         let pipeline = EpochPipeline::start(
             self.catalog.clone(),
@@ -258,7 +264,7 @@ impl Loader {
     /// Memory accounting, with the high-water mark since the loader opened.
     #[must_use]
     pub fn memory_stats(&self) -> MemoryStats {
-        self.acct.stats()
+        MemoryStats { window: self.window_pool.stats(), ..self.acct.stats() }
     }
 
     /// Storage traffic since the loader opened.

@@ -67,6 +67,21 @@ pub struct MemoryStats {
     /// more than its share could ever free, because a ragged batch or a fragment was larger
     /// than estimated). Zero in a correctly sized configuration.
     pub overcommits: u64,
+    /// The block-shuffle window's buffers (zero in other shuffle modes).
+    pub window: WindowBufferStats,
+}
+
+/// The block-shuffle window's buffers ("extents"): allocated once, then reused from fragment
+/// to fragment and epoch to epoch. Idle extents kept for the next epoch are counted in
+/// [`MemoryStats::current`] (as [`MemoryUse::Shuffle`]) until the loader is dropped.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WindowBufferStats {
+    /// Extents allocated since the loader opened.
+    pub allocations: u64,
+    /// Times an idle extent was lent again instead of allocating one.
+    pub reuses: u64,
+    /// Bytes of the extents held now, lent or idle.
+    pub held_bytes: u64,
 }
 
 #[derive(Debug, Default)]
@@ -199,6 +214,7 @@ impl Accountant {
             high_water: s.total_high,
             by_use,
             overcommits: s.overcommits,
+            window: WindowBufferStats::default(),
         }
     }
 

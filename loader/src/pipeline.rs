@@ -12,26 +12,40 @@
 //! budget when the epoch starts); block-shuffle fragments are admitted in schedule order
 //! (`block_schedule`) against the `Shuffle` share. Output never depends on the number of
 //! workers: batch `i` holds exactly the plan's batch `i` (or its deterministic substitutes).
+//!
+//! Depth: on local files `workers` threads fill at most `prefetch_batches` batches. On an
+//! object store a fill mostly waits for round trips, so the epoch starts as many filling
+//! threads as the budget holds batch buffers (at most [`MAX_DEPTH`]) and lets a batch be
+//! claimed only while fewer than the self-tuned depth (`crate::depth`: measured fill time ×
+//! throughput) are claimed and not yet delivered; the others wait their turn. The CPU work
+//! is the same; only the waiting overlaps.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use crate::batch::{HostBatch as Batch, SkippedSample};
 use crate::buffer::BufferAllocator;
 use crate::catalog::Catalog;
 use crate::error::{LoaderError, Result};
 use crate::fill::Worker;
+use crate::fill::page_cache::PageCache;
 use crate::memory::{Accountant, Charge, MemoryUse};
 use crate::pool::BufferPool;
 use crate::sampler::Plan;
-use crate::source::Fetcher;
-use crate::window::{WindowCache, sweep_peak};
+use crate::source::{Fetcher, take_waited};
+use crate::window::{ExtentPool, WindowCache, extent_size, sweep_peak};
 
 /// Smallest per-worker fetch/decode allowance accepted when an epoch starts.
 const MIN_ALLOWANCE: u64 = 256 << 10;
+/// Most batches an object-store epoch fills at once (and filling threads it starts).
+pub(crate) const MAX_DEPTH: usize = 128;
+/// Share of the budget (after plan, indexes and window) an object-store epoch keeps for
+/// fetch buffers and the page cache, as a divisor: the rest holds batches in flight.
+const REMOTE_FETCH_DIVISOR: u64 = 8;
 
 /// Settings of one epoch's pipeline.
 #[derive(Clone, Debug)]
@@ -49,12 +63,16 @@ pub(crate) struct PipelineSettings {
     pub(crate) block: bool,
     pub(crate) reuse: bool,
     pub(crate) alloc: Arc<dyn BufferAllocator>,
+    /// Block shuffle: the window's extents (the loader's, kept from epoch to epoch).
+    pub(crate) window_pool: Arc<ExtentPool>,
 }
 
 #[derive(Debug, Default)]
 struct Claims {
     next: usize,
     unfinished: BTreeSet<usize>,
+    /// Threads admitted by the depth gate that have not claimed yet.
+    admitted: usize,
 }
 
 /// State shared by the workers of one epoch.
@@ -75,6 +93,14 @@ pub(crate) struct Shared {
     rank: usize,
     total: usize,
     claims: Mutex<Claims>,
+    /// Signalled when the consumer takes a batch (the depth gate may admit another).
+    turn: Condvar,
+    /// Batches the consumer has taken (`0..delivered`).
+    delivered: AtomicUsize,
+    /// Filling threads; more than `set.workers` on an object store (self-tuned depth).
+    threads: usize,
+    /// Whether the depth is self-tuned (object stores).
+    tuned: bool,
     pub(crate) stopped: AtomicBool,
     pub(crate) pool: Arc<BufferPool>,
     pub(crate) window: Option<WindowCache>,
@@ -83,6 +109,8 @@ pub(crate) struct Shared {
     pub(crate) meta_cap: u64,
     /// Each worker's share of the `Fetch` memory use.
     pub(crate) allowance: u64,
+    /// Decoded pages for every worker (the rest of the `Fetch` share).
+    pub(crate) pages: PageCache,
     pub(crate) skipped: Arc<Mutex<Vec<SkippedSample>>>,
 }
 
@@ -102,26 +130,56 @@ impl Shared {
         self.start + batch as u64 * self.global_batch + (self.rank * self.batch_size + j) as u64
     }
 
+    /// Waits until the depth gate admits one more claim (always, with a fixed depth);
+    /// `false` when the epoch stops or every batch is claimed.
+    fn admit(&self) -> bool {
+        let mut c = self.claims();
+        loop {
+            if self.stopped.load(Ordering::Acquire) || c.next >= self.total {
+                return false;
+            }
+            let depth = if self.tuned {
+                let floor = self.set.prefetch_batches.max(self.set.workers);
+                self.fetcher.depth.target(self.set.workers, floor, self.threads)
+            } else {
+                usize::MAX
+            };
+            let claimed = c.next + c.admitted;
+            if claimed < self.total && claimed < self.delivered.load(Ordering::Acquire).saturating_add(depth) {
+                c.admitted += 1;
+                return true;
+            }
+            // Woken by a delivered batch; the timeout also sees a depth that grew.
+            c = self.turn.wait_timeout(c, Duration::from_millis(20)).map_or_else(|e| e.into_inner().0, |r| r.0);
+        }
+    }
+
     fn stop(&self) {
         self.stopped.store(true, Ordering::Release);
+        self.turn.notify_all();
         self.pool.notify();
         self.acct.notify();
         if let Some(w) = &self.window {
             w.notify();
         }
+        self.set.window_pool.notify();
     }
 }
 
-/// A worker thread: take a buffer set, claim the next batch, fill it, send it; until every
-/// batch is claimed, the pipeline stops or the consumer is gone.
+/// A worker thread: wait for the depth gate, take a buffer set, claim the next batch, fill
+/// it, send it; until every batch is claimed, the pipeline stops or the consumer is gone.
 fn work(sh: &Shared, mut worker: Worker, tx: &SyncSender<(usize, Result<Batch>)>) {
     loop {
-        if sh.stopped.load(Ordering::Acquire) {
+        if !sh.admit() {
             return;
         }
-        let Ok(set) = sh.pool.take(&sh.stopped) else { return };
+        let Ok(set) = sh.pool.take(&sh.stopped) else {
+            sh.claims().admitted -= 1;
+            return;
+        };
         let index = {
             let mut c = sh.claims();
+            c.admitted -= 1;
             if c.next >= sh.total {
                 drop(c);
                 sh.pool.give_back(set);
@@ -132,6 +190,8 @@ fn work(sh: &Shared, mut worker: Worker, tx: &SyncSender<(usize, Result<Batch>)>
             c.unfinished.insert(i);
             i
         };
+        let started = Instant::now();
+        take_waited();
         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| worker.assemble(index, set)))
             .unwrap_or_else(|p| {
                 let msg = p
@@ -141,6 +201,9 @@ fn work(sh: &Shared, mut worker: Worker, tx: &SyncSender<(usize, Result<Batch>)>
                     .unwrap_or_default();
                 Err(LoaderError::WorkerPanicked(msg))
             });
+        if sh.tuned && result.is_ok() {
+            sh.fetcher.depth.observe(started.elapsed(), take_waited());
+        }
         sh.claims().unfinished.remove(&index);
         sh.acct.notify();
         if tx.send((index, result)).is_err() {
@@ -157,14 +220,29 @@ struct Shares {
     ready: u64,
     fetch: u64,
     sets: usize,
+    threads: usize,
+    /// The shared page cache's part of `fetch`.
+    pages: u64,
     allowance: u64,
 }
 
 impl Shares {
     /// Plan and indexes first, then the block window (its sweep peak), at least two batch
-    /// buffers and a minimal fetch allowance per worker; spare bytes go to more batch
-    /// buffers (up to `prefetch_batches`) and then to fetch/decode buffers.
-    fn size(budget: u64, plan_bytes: u64, shuffle: u64, batch_bytes: u64, set: &PipelineSettings) -> Result<Self> {
+    /// buffers and a minimal fetch allowance per worker. Local files: spare
+    /// bytes go to more batch buffers (up to `prefetch_batches`) and then to fetch/decode
+    /// buffers. Object stores (`tuned`): a fetch share of 1/[`REMOTE_FETCH_DIVISOR`] of what
+    /// is left, and as many batch buffers (and filling threads) as the rest holds, up to
+    /// [`MAX_DEPTH`]: the ceiling of the self-tuned depth. Half the fetch share is the
+    /// shared page cache (less where the threads' minimal allowances need it), the rest is
+    /// split between the threads.
+    fn size(
+        budget: u64,
+        plan_bytes: u64,
+        shuffle: u64,
+        batch_bytes: u64,
+        set: &PipelineSettings,
+        tuned: bool,
+    ) -> Result<Self> {
         let meta_cap = (budget / 16).max(64 << 10);
         let meta = plan_bytes + meta_cap;
         let min_fetch = MIN_ALLOWANCE * set.workers as u64;
@@ -180,10 +258,27 @@ impl Shares {
                 needed: fixed + 2 * batch_bytes,
             });
         }
-        let sets = (set.prefetch_batches as u64).min((budget - fixed) / batch_bytes).max(2) as usize;
+        let (sets, threads) = if tuned {
+            let spare = budget - meta - shuffle;
+            let mut sets = ((spare - spare / REMOTE_FETCH_DIVISOR) / batch_bytes).clamp(2, MAX_DEPTH as u64) as usize;
+            // Every thread needs its allowance and its part of the page cache next to the
+            // batch buffers.
+            let per_thread = 2 * MIN_ALLOWANCE;
+            while sets > 2 && sets as u64 * (batch_bytes + per_thread) > spare {
+                sets -= 1;
+            }
+            (sets, sets.max(set.workers))
+        } else {
+            let sets = (set.prefetch_batches as u64).min((budget - fixed) / batch_bytes).max(2) as usize;
+            (sets, set.workers)
+        };
         let ready = sets as u64 * batch_bytes;
         let fetch = budget - meta - shuffle - ready;
-        Ok(Self { meta, meta_cap, ready, fetch, sets, allowance: fetch / set.workers as u64 })
+        // Half for the page cache, as long as every thread keeps its minimal allowance (a tight
+        // budget caches fewer pages, or none).
+        let pages = (fetch / 2).min(fetch.saturating_sub(MIN_ALLOWANCE * threads as u64));
+        let allowance = (fetch - pages) / threads as u64;
+        Ok(Self { meta, meta_cap, ready, fetch, sets, threads, pages, allowance })
     }
 }
 
@@ -219,8 +314,18 @@ fn block_schedule(
         n.dedup();
     }
     let est: Vec<u64> = (0..frags).map(|f| catalog.estimated_fragment_bytes(f)).collect();
-    let peak = sweep_peak(&first, &last, &est, plan.batches_per_rank());
-    Ok((needed, WindowCache::new(first, uses), peak))
+    let batches = plan.batches_per_rank();
+    // Pages land in extents of one regular size (from the window's size); a fragment takes
+    // whole extents, and an extent's end that cannot hold the next page stays unused: allow
+    // 1/16 for those ends plus one extent per data file.
+    let extent = extent_size(sweep_peak(&first, &last, &est, batches));
+    let est: Vec<u64> = est
+        .iter()
+        .enumerate()
+        .map(|(f, &b)| (b + b / 16).div_ceil(extent) * extent + extent * catalog.fragments[f].files.len() as u64)
+        .collect();
+    let peak = sweep_peak(&first, &last, &est, batches);
+    Ok((needed, WindowCache::new(first, uses, extent), peak))
 }
 
 /// One epoch's running pipeline, owned by the consumer.
@@ -260,17 +365,20 @@ impl EpochPipeline {
         let plan_bytes = 8 * (plan.effective_order().len() as u64 + needed.iter().map(|n| n.len() as u64).sum::<u64>());
         let batch_bytes: u64 =
             (0..catalog.columns.len()).map(|c| catalog.estimated_slot_bytes(c) * batch_size as u64).sum::<u64>().max(1);
-        let shares = Shares::size(acct.budget(), plan_bytes, shuffle_share, batch_bytes, &set)?;
-        let (sets, meta_cap, allowance) = (shares.sets, shares.meta_cap, shares.allowance);
+        let tuned = !fetcher.is_local();
+        let shares = Shares::size(acct.budget(), plan_bytes, shuffle_share, batch_bytes, &set, tuned)?;
+        let (sets, meta_cap, allowance, threads) = (shares.sets, shares.meta_cap, shares.allowance, shares.threads);
         acct.set_shares([
             (MemoryUse::Ready, shares.ready),
             (MemoryUse::Fetch, shares.fetch),
             (MemoryUse::Shuffle, shuffle_share),
             (MemoryUse::Metadata, shares.meta),
         ]);
+        // Extents kept from the last epoch: those of this epoch's size, within its share.
+        set.window_pool.trim(shuffle_share, window.as_ref().map_or(0, WindowCache::extent));
         let plan_charge = acct.charge(MemoryUse::Metadata, plan_bytes);
         let pool = BufferPool::new(acct.clone(), catalog.columns.len(), sets, set.alloc.clone(), set.reuse);
-        let workers = set.workers;
+        let pages = PageCache::new(&acct, shares.pages);
         let shared = Arc::new(Shared {
             catalog,
             fetcher,
@@ -285,17 +393,22 @@ impl EpochPipeline {
             rank,
             total,
             claims: Mutex::new(Claims::default()),
+            turn: Condvar::new(),
+            delivered: AtomicUsize::new(0),
+            threads,
+            tuned,
             stopped: AtomicBool::new(false),
             pool,
             window,
             needed,
             meta_cap,
             allowance,
+            pages,
             skipped,
         });
         let (tx, rx) = sync_channel(sets);
-        let mut handles = Vec::with_capacity(workers);
-        for w in 0..workers {
+        let mut handles = Vec::with_capacity(threads);
+        for w in 0..threads {
             let worker = Worker::new(shared.clone());
             let (sh, tx) = (shared.clone(), tx.clone());
             let spawned =
@@ -325,6 +438,8 @@ impl EpochPipeline {
         loop {
             if let Some(r) = self.pending.remove(&self.next) {
                 self.next += 1;
+                self.shared.delivered.store(self.next, Ordering::Release);
+                self.shared.turn.notify_all();
                 if let Ok(Some(lease)) = r.as_ref().map(|b| b.lease.as_ref()) {
                     lease.deliver();
                 }
@@ -347,7 +462,8 @@ impl EpochPipeline {
         for h in self.handles.drain(..) {
             let _ = h.join();
         }
-        self.shared.catalog.clear_meta();
+        // The catalog keeps the file indexes (within its cap of the `Metadata` share): the
+        // next epoch opens no file again.
     }
 }
 

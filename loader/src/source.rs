@@ -10,7 +10,10 @@
 //!   the gaps worth coalescing. Data-file indexes still go through one `get_ranges` call.
 //!
 //! Both retry transient failures with exponential backoff and full jitter ([`RetryPolicy`]).
+//! Time a thread spends waiting on an object store is summed per thread ([`WaitTimer`]), for
+//! the pipeline's self-tuned depth (`crate::depth`).
 
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::fs::File;
 use std::ops::Range;
@@ -25,6 +28,7 @@ use futures::StreamExt;
 use object_store::{GetOptions, GetRange, GetResultPayload};
 
 use crate::config::RetryPolicy;
+use crate::depth::DepthModel;
 use crate::error::{LoaderError, Result};
 
 /// Files kept open by a local source before the handle cache is flushed.
@@ -37,6 +41,32 @@ pub(crate) enum Attempt {
     Transient(Box<dyn std::error::Error + Send + Sync>),
     /// Retrying cannot help.
     Fatal(LoaderError),
+}
+
+thread_local! {
+    /// Time this thread spent in object-store calls since [`take_waited`] last ran.
+    static WAITED: Cell<Duration> = const { Cell::new(Duration::ZERO) };
+}
+
+/// Returns and resets the time the calling thread spent waiting on an object store.
+pub(crate) fn take_waited() -> Duration {
+    WAITED.with(|w| w.replace(Duration::ZERO))
+}
+
+/// Adds the time from its start to its drop to the calling thread's waiting time.
+pub(crate) struct WaitTimer(Instant);
+
+impl WaitTimer {
+    pub(crate) fn start() -> Self {
+        Self(Instant::now())
+    }
+}
+
+impl Drop for WaitTimer {
+    fn drop(&mut self) {
+        let d = self.0.elapsed();
+        WAITED.with(|w| w.set(w.get() + d));
+    }
 }
 
 /// Counters of storage traffic.
@@ -57,6 +87,9 @@ pub struct IoStats {
     pub bytes: u64,
     /// Attempts repeated after a transient failure.
     pub retries: u64,
+    /// Object stores: the self-tuned pipeline depth (batches claimed and not yet delivered)
+    /// the last epoch ran at; 0 on local files, whose depth is `prefetch_batches`.
+    pub depth: u64,
 }
 
 /// Runs `attempt` until it succeeds, fails fatally, or `policy.max_retries` retries are spent.
@@ -298,11 +331,19 @@ pub(crate) struct Fetcher {
     pub(crate) counters: IoCounters,
     /// Measured request latency and bandwidth (object stores).
     pub(crate) link: LinkModel,
+    /// Measured fill and service time per batch: the self-tuned pipeline depth (object stores).
+    pub(crate) depth: DepthModel,
 }
 
 impl Fetcher {
     pub(crate) fn new(source: Source, retry: RetryPolicy) -> Self {
-        Self { source, retry, counters: IoCounters::default(), link: LinkModel::default() }
+        Self {
+            source,
+            retry,
+            counters: IoCounters::default(),
+            link: LinkModel::default(),
+            depth: DepthModel::default(),
+        }
     }
 
     pub(crate) fn is_local(&self) -> bool {
@@ -314,6 +355,7 @@ impl Fetcher {
             requests: self.counters.requests.load(Ordering::Relaxed),
             bytes: self.counters.bytes.load(Ordering::Relaxed),
             retries: self.counters.retries.load(Ordering::Relaxed),
+            depth: self.depth.last() as u64,
         }
     }
 
@@ -364,6 +406,7 @@ impl Fetcher {
         let Source::Object(store) = &self.source else {
             return Err(LoaderError::WorkerPanicked("range requests need an object store".into()));
         };
+        let _waiting = WaitTimer::start();
         let mut done = vec![false; requests.len()];
         let mut tries = vec![0u32; requests.len()];
         loop {
@@ -471,10 +514,13 @@ impl Fetcher {
                 }
                 Ok(out)
             })?,
-            Source::Object(store) => with_retry(&self.retry, stopped, &self.counters, &|| key.to_string(), || {
-                self.counters.requests.fetch_add(1, Ordering::Relaxed);
-                store.get_ranges(key, ranges).map_err(|e| classify(key, e))
-            })?,
+            Source::Object(store) => {
+                let _waiting = WaitTimer::start();
+                with_retry(&self.retry, stopped, &self.counters, &|| key.to_string(), || {
+                    self.counters.requests.fetch_add(1, Ordering::Relaxed);
+                    store.get_ranges(key, ranges).map_err(|e| classify(key, e))
+                })?
+            }
         };
         if got.len() != ranges.len() || got.iter().zip(ranges).any(|(b, r)| b.len() as u64 != r.end - r.start) {
             return Err(LoaderError::corrupt(key, "storage returned ranges of the wrong length"));

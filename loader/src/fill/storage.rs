@@ -156,7 +156,7 @@ impl Worker {
                         let range = block.offset + r.start as u64..block.offset + r.end as u64;
                         needs.push(Need::Row(RowRead { col, j, range }));
                     }
-                } else if let Some(raw) = self.cache.get((file.frag, file.fi, pos, page)) {
+                } else if let Some(raw) = sh.pages.get((file.frag, file.fi, pos, page)) {
                     needs.push(Need::Cached(PageRows { pos, col, items: group }, raw));
                 } else if group.len() == 1
                     && chunk.pages()[page].row_count == 1
@@ -382,10 +382,9 @@ impl Worker {
                         // Cache the page only if it holds rows this batch did not take (a later
                         // batch may want them), as a copy: the arena is reused.
                         let rows_left = (rows.items.len() as u64) < file.meta.chunks[rows.pos].pages()[*page].row_count;
-                        if rows_left && raw.len() as u64 <= sh.allowance / 2 {
+                        if rows_left && raw.len() as u64 <= sh.pages.max_page() {
                             let raw = owned.unwrap_or_else(|| Bytes::copy_from_slice(stored));
-                            self.make_room(raw.len() as u64, true)?;
-                            self.cache.insert((file.frag, file.fi, rows.pos, *page), raw);
+                            sh.pages.insert((file.frag, file.fi, rows.pos, *page), raw);
                         }
                     }
                     Err(e) if e.is_data_error() => {
@@ -435,10 +434,9 @@ impl Worker {
                         // batch may want them), and never as a slice of a fetched body, which
                         // would keep the whole coalesced body alive unaccounted.
                         let rows_left = (rows.items.len() as u64) < file.meta.chunks[rows.pos].pages()[*page].row_count;
-                        if rows_left && raw.len() as u64 <= self.sh.allowance / 2 {
-                            self.make_room(raw.len() as u64, true)?;
+                        if rows_left && raw.len() as u64 <= self.sh.pages.max_page() {
                             let raw = if fetched { Bytes::copy_from_slice(&raw) } else { raw };
-                            self.cache.insert((file.frag, file.fi, rows.pos, *page), raw);
+                            self.sh.pages.insert((file.frag, file.fi, rows.pos, *page), raw);
                         }
                     }
                     Err(e) if e.is_data_error() => {

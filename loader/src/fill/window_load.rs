@@ -1,148 +1,276 @@
-//! Block mode: admitting a batch's window fragments in schedule order, and loading a
-//! fragment whose turn it is: every page this rank needs from it, read and decoded (one
-//! positioned read per page locally, ranged reads per data file from object stores) after
-//! its bytes are reserved in the `Shuffle` share.
+//! Block mode: bringing a batch's window fragments in. The worker whose turn it is lays a
+//! fragment out (every page this rank needs from it, in file order, packed into extents
+//! taken from the loader's pool within the `Shuffle` share) and publishes one job per extent;
+//! any worker waiting for the fragment runs jobs: one ranged read of neighbouring pages
+//! straight into the extent (a positioned read locally, a range GET on an object store),
+//! checked in place, or staged and decoded into it for compressed pages.
 
 use std::ops::Range;
 use std::sync::Arc;
 
-use bytes::Bytes;
 use tessera::Codec;
-use tessera::datafile::Block;
 
-use super::{Worker, decode_page, verify};
+use super::{Worker, verify};
 use crate::catalog::FileMeta;
-use crate::error::Result;
-use crate::memory::MemoryUse;
-use crate::window::{Admission, Fault, FragmentData, PageMap, WindowCache};
+use crate::error::{LoaderError, Result, from_format};
+use crate::source::RangeRequest;
+use crate::window::{
+    Fault, FragmentData, Job, PageFault, PageIn, PageLoc, PageMap, Run, Step, WindowCache, extent_len,
+};
 
-impl Worker {
-    /// Admits fragment `f` into the window, loading it if it is this worker's turn.
-    pub(super) fn admit(&mut self, window: &WindowCache, f: usize) -> Result<Arc<FragmentData>> {
-        let sh = self.sh.clone();
-        match window.admit(f, &sh.stopped)? {
-            Admission::Ready(d) => Ok(d),
-            Admission::Load => match self.load_fragment(window, f) {
-                Ok(d) => {
-                    let d = Arc::new(d);
-                    window.loaded(f, d.clone());
-                    Ok(d)
-                }
-                Err(e) => {
-                    window.abandon(f);
-                    Err(e)
-                }
-            },
-        }
-    }
+/// Neighbouring pages closer than this share one read (the gap is read and ignored); blocks
+/// are 64-byte aligned, so pages of one column chunk are at most 63 bytes apart.
+const RUN_GAP: u64 = 4 << 10;
 
-    /// Reads and decodes every page of fragment `f` this rank needs (one ranged read per
-    /// data file), after reserving its bytes in the `Shuffle` share.
-    fn load_fragment(&mut self, window: &WindowCache, f: usize) -> Result<FragmentData> {
-        let sh = self.sh.clone();
-        let entry = &sh.catalog.fragments[f];
-        let needed = &sh.needed[f];
-        let mut metas: Vec<std::result::Result<Arc<FileMeta>, Fault>> = Vec::with_capacity(entry.files.len());
-        for fi in 0..entry.files.len() {
-            match sh.catalog.file_meta(f, fi, &sh.fetcher, &sh.acct, sh.meta_cap, &sh.stopped) {
-                Ok(m) => metas.push(Ok(m)),
-                Err(e) => match Fault::of(&e) {
-                    Some(fault) => metas.push(Err(fault)),
-                    None => return Err(e),
-                },
-            }
-        }
-        // Pages per file and column.
-        let mut wanted: Vec<Vec<Vec<usize>>> = Vec::with_capacity(metas.len());
-        let mut bytes = 0u64;
-        for m in &metas {
-            let mut cols = Vec::new();
-            if let Ok(meta) = m {
-                for chunk in &meta.chunks {
-                    let mut pages: Vec<usize> = needed.iter().map(|&r| chunk.page_of(r)).collect();
-                    pages.dedup();
-                    pages.sort_unstable();
-                    pages.dedup();
-                    bytes += pages.iter().map(|&p| chunk.pages()[p].block.raw_len).sum::<u64>();
-                    cols.push(pages);
-                }
-            }
-            wanted.push(cols);
-        }
-        let first_need = window.first_need(f);
-        let charge = sh.acct.acquire(MemoryUse::Shuffle, bytes, &sh.stopped, &|| first_need <= sh.oldest())?;
-        let mut files = Vec::with_capacity(metas.len());
-        for (fi, m) in metas.into_iter().enumerate() {
-            match m {
-                Err(fault) => files.push(Err(fault)),
-                Ok(meta) => files.push(Ok(self.load_pages(f, fi, &meta, &wanted[fi])?)),
-            }
-        }
-        Ok(FragmentData { files, _charge: Some(charge) })
-    }
+/// A data file's pages laid out in extents: (extent lengths, runs per extent, where each
+/// page's raw bytes will be: column position, page, place).
+type Layout = (Vec<u64>, Vec<Vec<Run>>, Vec<(usize, usize, PageLoc)>);
 
-    /// Loads the given pages of one data file: decoded bytes or the page's fault.
-    fn load_pages(&mut self, f: usize, fi: usize, meta: &FileMeta, wanted: &[Vec<usize>]) -> Result<Vec<PageMap>> {
-        let sh = self.sh.clone();
-        let key = sh.catalog.fragments[f].files[fi].file.path.clone();
-        let mut out: Vec<PageMap> = wanted.iter().map(|_| PageMap::new()).collect();
-        let mut list: Vec<(usize, usize, Block)> = Vec::new();
-        for (pos, pages) in wanted.iter().enumerate() {
-            for &p in pages {
-                list.push((pos, p, meta.chunks[pos].pages()[p].block));
-            }
+/// Lays out the pages of one data file in extents: (extent lengths, runs per extent, where
+/// each page's raw bytes will be). Pages go in file order; a run grows while the next page
+/// is near, of the same kind (stored as is, or to decode) and fits the extent; an extent is
+/// closed when the next page does not fit; a page larger than the regular extent gets an
+/// extent of its own. A run of pages to decode stays within `stage` stored bytes (one page
+/// at least), the staging buffer the worker reads it into.
+fn layout(meta: &FileMeta, pages: &[(usize, usize)], regular: u64, stage: u64) -> Layout {
+    let mut sorted: Vec<(usize, usize)> = pages.to_vec();
+    sorted.sort_by_key(|&(pos, p)| meta.chunks[pos].pages()[p].block.offset);
+    let mut lens: Vec<u64> = Vec::new();
+    let mut runs: Vec<Vec<Run>> = Vec::new();
+    let mut locs = Vec::with_capacity(sorted.len());
+    let mut used = 0u64; // bytes used in the current (last) extent
+    for (pos, p) in sorted {
+        let block = meta.chunks[pos].pages()[p].block;
+        let direct = block.codec == Codec::None;
+        let space = if direct { block.stored_len } else { block.raw_len };
+        // Extend the last run?
+        let extend = lens.last().is_some_and(|&cap| {
+            runs.last().and_then(|r| r.last()).is_some_and(|run| {
+                let gap = block.offset.saturating_sub(run.range.end);
+                block.offset >= run.range.end
+                    && gap <= RUN_GAP
+                    && run.direct == direct
+                    && if direct {
+                        used + gap + space <= cap
+                    } else {
+                        used + space <= cap && block.offset + block.stored_len - run.range.start <= stage
+                    }
+            })
+        });
+        if extend {
+            let Some(run) = runs.last_mut().and_then(|r| r.last_mut()) else { continue };
+            let at = if direct { run.at + (block.offset - run.range.start) as usize } else { used as usize };
+            used = if direct { (at as u64) + space } else { used + space };
+            run.range.end = block.offset + block.stored_len;
+            run.pages.push(PageIn { pos, page: p, at });
+            locs.push((pos, p, PageLoc::new(lens.len() - 1, at, block.raw_len as usize)));
+            continue;
         }
-        let what = |pos: usize, p: usize| format!("{key}: projected column #{pos} page {p}");
-        if sh.fetcher.is_local() {
-            for (pos, p, block) in list {
-                let raw = if block.codec == Codec::None {
-                    self.make_room(0, true)?;
-                    let mut v = vec![0u8; block.stored_len as usize];
-                    sh.fetcher.read_into(&key, block.offset, &mut v, &sh.stopped)?;
-                    verify(&block, &v, sh.set.verify, &|| what(pos, p)).map(|()| Bytes::from(v))
-                } else {
-                    let n = block.stored_len as usize;
-                    self.scratch(n)?;
-                    let mut stored = std::mem::take(&mut self.scratch);
-                    let r = sh.fetcher.read_into(&key, block.offset, &mut stored[..n], &sh.stopped);
-                    let decoded = r.and_then(|()| {
-                        decode_page(&meta.chunks[pos], p, &stored[..n], sh.set.verify, &|| what(pos, p))
-                    });
-                    self.scratch = stored;
-                    decoded
-                };
-                record_page(&mut out[pos], p, raw)?;
-            }
-        } else {
-            for chunk in self.chunked(&list.iter().map(|(_, _, b)| b.range()).collect::<Vec<_>>()) {
-                let ranges: Vec<Range<u64>> = chunk.clone().map(|k| list[k].2.range()).collect();
-                self.begin_inflight(ranges.iter().map(|r| r.end - r.start).sum())?;
-                let got = sh.fetcher.fetch(&key, &ranges, &sh.stopped)?;
-                for (k, stored) in chunk.zip(got) {
-                    let (pos, p, _) = list[k];
-                    let raw = decode_page(&meta.chunks[pos], p, &stored, sh.set.verify, &|| what(pos, p));
-                    record_page(&mut out[pos], p, raw)?;
-                }
-            }
-            self.end_inflight();
+        // A new run: in the current extent if it fits, else in a new one.
+        if lens.last().is_none_or(|&cap| used + space > cap) {
+            lens.push(extent_len(space, regular));
+            runs.push(Vec::new());
+            used = 0;
         }
-        Ok(out)
+        let at = used as usize;
+        used += space;
+        let run = Run { range: block.range(), direct, at, pages: vec![PageIn { pos, page: p, at }] };
+        if let Some(r) = runs.last_mut() {
+            r.push(run);
+        }
+        locs.push((pos, p, PageLoc::new(lens.len() - 1, at, block.raw_len as usize)));
     }
+    (lens, runs, locs)
 }
 
-/// Records a page's decoded bytes, or its data fault; any other error fails the load.
-fn record_page(map: &mut PageMap, p: usize, raw: Result<Bytes>) -> Result<()> {
-    match raw {
-        Ok(b) => {
-            map.insert(p, Ok(b));
-            Ok(())
-        }
+/// Records a page's data fault; any other error fails the job.
+fn page_fault(faults: &mut Vec<PageFault>, fi: usize, pg: &PageIn, r: Result<()>) -> Result<()> {
+    match r {
+        Ok(()) => Ok(()),
         Err(e) => match Fault::of(&e) {
             Some(fault) => {
-                map.insert(p, Err(fault));
+                faults.push((fi, pg.pos, pg.page, fault));
                 Ok(())
             }
             None => Err(e),
         },
+    }
+}
+
+/// The extent bytes a page's raw bytes occupy.
+fn slot(ext: &mut [u8], at: usize, len: u64) -> Result<&mut [u8]> {
+    ext.get_mut(at..at + len as usize).ok_or_else(|| LoaderError::WorkerPanicked("a page outside its extent".into()))
+}
+
+impl Worker {
+    /// Brings fragment `f` into the window: resident, or planned by this worker (its turn),
+    /// running pending jobs while it loads.
+    pub(super) fn admit(&mut self, window: &WindowCache, f: usize) -> Result<Arc<FragmentData>> {
+        let sh = self.sh.clone();
+        loop {
+            match window.admit(f, &sh.stopped)? {
+                Step::Ready(d) => return Ok(d),
+                Step::Plan => match self.plan_fragment(window, f) {
+                    Ok((files, jobs)) => window.planned(f, files, jobs),
+                    Err(e) => {
+                        window.abandon(f);
+                        return Err(e);
+                    }
+                },
+                Step::Run(mut job) => match self.run_job(&mut job) {
+                    Ok(faults) => window.finished(*job, faults),
+                    Err(e) => {
+                        window.requeue(*job);
+                        return Err(e);
+                    }
+                },
+            }
+        }
+    }
+
+    /// Lays out every page of fragment `f` this rank needs in extents taken from the pool
+    /// (waiting for them within the `Shuffle` share) and makes one job per extent.
+    #[allow(clippy::type_complexity)]
+    fn plan_fragment(
+        &mut self,
+        window: &WindowCache,
+        f: usize,
+    ) -> Result<(Vec<std::result::Result<Vec<PageMap>, Fault>>, Vec<Job>)> {
+        let sh = self.sh.clone();
+        let entry = &sh.catalog.fragments[f];
+        let needed = &sh.needed[f];
+        let stage = (sh.allowance / 2).max(1);
+        let mut files = Vec::with_capacity(entry.files.len());
+        let mut lens: Vec<u64> = Vec::new();
+        let mut plans: Vec<(usize, Arc<FileMeta>, Vec<Run>)> = Vec::new();
+        for fi in 0..entry.files.len() {
+            let meta = match sh.catalog.file_meta(f, fi, &sh.fetcher, &sh.acct, sh.meta_cap, &sh.stopped) {
+                Ok(m) => m,
+                Err(e) => match Fault::of(&e) {
+                    Some(fault) => {
+                        files.push(Err(fault));
+                        continue;
+                    }
+                    None => return Err(e),
+                },
+            };
+            let mut pages: Vec<(usize, usize)> = Vec::new();
+            for (pos, chunk) in meta.chunks.iter().enumerate() {
+                let mut ps: Vec<usize> = needed.iter().map(|&r| chunk.page_of(r)).collect();
+                ps.dedup();
+                ps.sort_unstable();
+                ps.dedup();
+                pages.extend(ps.into_iter().map(|p| (pos, p)));
+            }
+            let (file_lens, file_runs, locs) = layout(&meta, &pages, window.extent(), stage);
+            let mut maps: Vec<PageMap> = meta.chunks.iter().map(|_| PageMap::new()).collect();
+            let base = lens.len();
+            for (pos, p, loc) in locs {
+                maps[pos].insert(p, Ok(loc.offset_extent(base)));
+            }
+            files.push(Ok(maps));
+            lens.extend(file_lens);
+            plans.extend(file_runs.into_iter().map(|runs| (fi, meta.clone(), runs)));
+        }
+        let first_need = window.first_need(f);
+        let extents = sh.set.window_pool.take(&lens, &sh.stopped, &|| first_need <= sh.oldest())?;
+        let jobs = plans
+            .into_iter()
+            .zip(extents)
+            .enumerate()
+            .map(|(index, ((fi, meta, runs), extent))| Job { frag: f, fi, meta, index, extent, runs })
+            .collect();
+        Ok((files, jobs))
+    }
+
+    /// Fills a job's extent: each run one ranged read, pages checked in place (or staged and
+    /// decoded into place). Returns the pages' data faults.
+    fn run_job(&mut self, job: &mut Job) -> Result<Vec<PageFault>> {
+        let sh = self.sh.clone();
+        let key = sh.catalog.fragments[job.frag].files[job.fi].file.path.clone();
+        let meta = job.meta.clone();
+        let fi = job.fi;
+        let what = |pos: usize, p: usize| format!("{key}: projected column #{pos} page {p}");
+        let check = sh.set.verify;
+        let mut faults = Vec::new();
+        // Stored pages land in the extent: one positioned read per run locally, the runs'
+        // range GETs together on an object store.
+        let ext = job.extent.bytes_mut();
+        let direct: Vec<&Run> = job.runs.iter().filter(|r| r.direct).collect();
+        if sh.fetcher.is_local() {
+            for run in &direct {
+                let len = (run.range.end - run.range.start) as usize;
+                let dst = ext
+                    .get_mut(run.at..run.at + len)
+                    .ok_or_else(|| LoaderError::WorkerPanicked("a run outside its extent".into()))?;
+                sh.fetcher.read_into(&key, run.range.start, dst, &sh.stopped)?;
+            }
+        } else if !direct.is_empty() {
+            let mut requests = Vec::with_capacity(direct.len());
+            let mut rest: &mut [u8] = ext;
+            let mut base = 0usize;
+            for run in &direct {
+                let len = (run.range.end - run.range.start) as usize;
+                let (_, tail) = std::mem::take(&mut rest).split_at_mut(run.at - base);
+                let (dst, tail) = tail.split_at_mut(len);
+                rest = tail;
+                base = run.at + len;
+                requests.push(RangeRequest { key: &key, range: run.range.clone(), dests: vec![(0, dst)] });
+            }
+            sh.fetcher.run_requests(&mut requests, sh.set.max_requests, &sh.stopped)?;
+        }
+        let ext = job.extent.bytes_mut();
+        for run in &job.runs {
+            if run.direct {
+                for pg in &run.pages {
+                    let block = meta.chunks[pg.pos].pages()[pg.page].block;
+                    let r = slot(ext, pg.at, block.stored_len)
+                        .and_then(|stored| verify(&block, stored, check, &|| what(pg.pos, pg.page)));
+                    page_fault(&mut faults, fi, pg, r)?;
+                }
+                continue;
+            }
+            // Pages to decode: the run's stored bytes are staged, each page decoded into place.
+            let staged = self.stage_run(&key, &run.range)?;
+            for pg in &run.pages {
+                let chunk = &meta.chunks[pg.pos];
+                let block = chunk.pages()[pg.page].block;
+                let from = (block.offset - run.range.start) as usize;
+                let r = staged
+                    .get(from..from + block.stored_len as usize)
+                    .ok_or_else(|| LoaderError::WorkerPanicked("a page outside its run".into()))
+                    .and_then(|stored| {
+                        let dst = slot(ext, pg.at, block.raw_len)?;
+                        chunk
+                            .decode_page_into(pg.page, stored, dst, check, &|| what(pg.pos, pg.page))
+                            .map_err(|e| from_format(&what(pg.pos, pg.page), e))
+                    });
+                page_fault(&mut faults, fi, pg, r)?;
+            }
+            self.scratch = staged;
+        }
+        Ok(faults)
+    }
+
+    /// Reads a run of stored pages into the worker's scratch buffer (handed out; the caller
+    /// puts it back), within the worker's allowance.
+    fn stage_run(&mut self, key: &str, range: &Range<u64>) -> Result<Vec<u8>> {
+        let sh = self.sh.clone();
+        let n = (range.end - range.start) as usize;
+        self.scratch(n)?;
+        let mut stored = std::mem::take(&mut self.scratch);
+        let r = if sh.fetcher.is_local() {
+            sh.fetcher.read_into(key, range.start, &mut stored[..n], &sh.stopped)
+        } else {
+            let mut req = [RangeRequest { key, range: range.clone(), dests: vec![(0, &mut stored[..n])] }];
+            sh.fetcher.run_requests(&mut req, 1, &sh.stopped)
+        };
+        match r {
+            Ok(()) => Ok(stored),
+            Err(e) => {
+                self.scratch = stored;
+                Err(e)
+            }
+        }
     }
 }
