@@ -9,15 +9,24 @@ use crate::error::{LoaderError, Result, tensor_err};
 use crate::slots::HostBuffer;
 
 /// The tensors of one column of a batch (`B` rows).
+///
+/// A packed ragged column ([`RaggedLayout::Packed`](tessera_loader::RaggedLayout)) is
+/// `(values, offsets, shapes)`: its rows back to back, the layout of torch's jagged nested
+/// tensors (`torch.nested.nested_tensor_from_jagged(values, offsets)` with one leading
+/// ragged dim); [`Batch::packed_rows`] gives each row as a view.
 #[derive(Debug)]
 pub struct ColumnTensors {
-    /// The values: `[B, ...]` for fixed shapes; zero-padded `[B, max, ...]` for ragged
-    /// columns; `u8 [B, max_len]` for `utf8`/`bytes`.
+    /// The values: `[B, ...]` for fixed shapes; zero-padded `[B, max, ...]` for padded ragged
+    /// columns (`u8 [B, max_len]` for `utf8`/`bytes`); packed `[Σ d1, d2, ...]` (only the
+    /// first dim ragged, text included) or flat `[Σ elements]`.
     pub values: Tensor,
     /// Ragged sizes, `i64 [B]` (one ragged dim or text) or `[B, k]`; `None` for fixed shapes.
     pub lengths: Option<Tensor>,
-    /// `i64 [B + 1]` element offsets of the rows packed back to back, when requested.
+    /// `i64 [B + 1]`: packed, where each row starts along the values' first dim; padded (on
+    /// request), the element offsets the rows would have packed back to back.
     pub offsets: Option<Tensor>,
+    /// Packed columns: `i64 [B, ndim]`, every row's full dims.
+    pub shapes: Option<Tensor>,
     /// `bool [B]` validity for nullable columns (null rows hold zeros / zero lengths).
     pub valid: Option<Tensor>,
 }
@@ -30,8 +39,41 @@ impl ColumnTensors {
             values: f(&self.values).map_err(ctx)?,
             lengths: opt(&self.lengths)?,
             offsets: opt(&self.offsets)?,
+            shapes: opt(&self.shapes)?,
             valid: opt(&self.valid)?,
         })
+    }
+
+    /// True for a packed ragged column (it has per-row shapes).
+    #[must_use]
+    pub fn is_packed(&self) -> bool {
+        self.shapes.is_some()
+    }
+
+    /// Rows `start..start + n` of the column (views, no copy); packed values are cut at the
+    /// offsets, and the offsets rebased to start at 0.
+    fn rows(&self, start: i64, n: i64) -> Result<Self> {
+        let ctx = |e| tensor_err("splitting a batch", e);
+        let narrow = |t: &Tensor| t.f_narrow(0, start, n);
+        let mut part = Self {
+            values: self.values.shallow_clone(),
+            lengths: self.lengths.as_ref().map(narrow).transpose().map_err(ctx)?,
+            offsets: None,
+            shapes: self.shapes.as_ref().map(narrow).transpose().map_err(ctx)?,
+            valid: self.valid.as_ref().map(narrow).transpose().map_err(ctx)?,
+        };
+        if let Some(off) = &self.offsets {
+            let o = off.f_narrow(0, start, n + 1).map_err(ctx)?;
+            let (first, last) = (o.f_int64_value(&[0]).map_err(ctx)?, o.f_int64_value(&[n]).map_err(ctx)?);
+            part.offsets = Some(o.f_sub_scalar(first).map_err(ctx)?);
+            if self.is_packed() {
+                part.values = self.values.f_narrow(0, first, last - first).map_err(ctx)?;
+            }
+        }
+        if !self.is_packed() {
+            part.values = narrow(&self.values).map_err(ctx)?;
+        }
+        Ok(part)
     }
 }
 
@@ -83,7 +125,7 @@ fn column_tensors(host: &HostBatch, c: usize, col: &HostColumn) -> Result<Column
                 .and_then(|b| b.view(col.byte_len, kind_of(col.elem), &col.shape))
         })
         .ok_or_else(|| LoaderError::WorkerPanicked(format!("column {c} has no buffer")))??;
-    let rows = col.shape.first().copied().unwrap_or(0);
+    let rows = host.rows.len() as i64;
     let lengths = match &col.lengths {
         Some(v) => {
             let t = Tensor::f_from_slice(v).map_err(ctx)?;
@@ -92,8 +134,15 @@ fn column_tensors(host: &HostBatch, c: usize, col: &HostColumn) -> Result<Column
         None => None,
     };
     let offsets = col.offsets.as_deref().map(Tensor::f_from_slice).transpose().map_err(ctx)?;
+    let shapes = match &col.shapes {
+        Some(v) => {
+            let ndim = if rows > 0 { v.len() as i64 / rows } else { 0 };
+            Some(Tensor::f_from_slice(v).and_then(|t| t.f_view([rows, ndim])).map_err(ctx)?)
+        }
+        None => None,
+    };
     let valid = col.valid.as_deref().map(Tensor::f_from_slice).transpose().map_err(ctx)?;
-    Ok(ColumnTensors { values, lengths, offsets, valid })
+    Ok(ColumnTensors { values, lengths, offsets, shapes, valid })
 }
 
 impl Batch {
@@ -237,10 +286,17 @@ impl Batch {
         let values = c.values.f_to_device(Device::Cpu).map_err(ctx)?.f_contiguous().map_err(ctx)?;
         let lengths: Vec<i64> =
             Vec::try_from(lengths.f_to_device(Device::Cpu).map_err(ctx)?.f_reshape([-1]).map_err(ctx)?).map_err(ctx)?;
-        let width = values.size().get(1).copied().unwrap_or(0).max(0) as usize;
         let mut flat = vec![0u8; values.numel()];
         let n = flat.len();
         values.f_copy_data_u8(&mut flat, n).map_err(ctx)?;
+        if let (true, Some(offsets)) = (c.is_packed(), &c.offsets) {
+            let offsets: Vec<i64> = Vec::try_from(offsets.f_to_device(Device::Cpu).map_err(ctx)?).map_err(ctx)?;
+            return Ok(offsets
+                .windows(2)
+                .map(|w| flat.get(w[0].max(0) as usize..w[1].max(0) as usize).map(<[u8]>::to_vec).unwrap_or_default())
+                .collect());
+        }
+        let width = values.size().get(1).copied().unwrap_or(0).max(0) as usize;
         Ok(lengths
             .iter()
             .enumerate()
@@ -249,6 +305,27 @@ impl Batch {
                 flat.get(i * width..i * width + n).map(<[u8]>::to_vec).unwrap_or_default()
             })
             .collect())
+    }
+
+    /// A packed column's rows, each a view of the values (no copy) in its own shape.
+    ///
+    /// # Errors
+    /// [`LoaderError::NoColumn`]; [`LoaderError::Config`] for a column that is not packed.
+    pub fn packed_rows(&self, name: &str) -> Result<Vec<Tensor>> {
+        let c = self.column(name)?;
+        let ctx = |e| tensor_err(format!("cutting column {name:?} into rows"), e);
+        let (Some(offsets), Some(shapes)) = (&c.offsets, &c.shapes) else {
+            return Err(LoaderError::config(format!("column {name:?} is not packed")));
+        };
+        let offsets: Vec<i64> = Vec::try_from(offsets.f_to_device(Device::Cpu).map_err(ctx)?).map_err(ctx)?;
+        let shapes = shapes.f_to_device(Device::Cpu).map_err(ctx)?;
+        let ndim = shapes.size().get(1).copied().unwrap_or(0);
+        let shapes: Vec<i64> = Vec::try_from(shapes.f_reshape([-1]).map_err(ctx)?).map_err(ctx)?;
+        offsets
+            .windows(2)
+            .zip(shapes.chunks(ndim.max(1) as usize))
+            .map(|(w, shape)| c.values.f_narrow(0, w[0], w[1] - w[0]).and_then(|t| t.f_reshape(shape)).map_err(ctx))
+            .collect()
     }
 
     /// Moves every tensor to `device` (`non_blocking` copies from pinned memory on CUDA).
@@ -300,20 +377,7 @@ impl Batch {
                 b.columns = self
                     .columns
                     .iter()
-                    .map(|c| {
-                        c.as_ref()
-                            .map(|c| -> Result<ColumnTensors> {
-                                let mut part = c.map(&|t| t.f_narrow(0, start, m as i64))?;
-                                if let Some(off) = &c.offsets {
-                                    let ctx = |e| tensor_err("splitting offsets", e);
-                                    let o = off.f_narrow(0, start, m as i64 + 1).map_err(ctx)?;
-                                    let base = o.f_get(0).map_err(ctx)?;
-                                    part.offsets = Some(o.f_sub(&base).map_err(ctx)?);
-                                }
-                                Ok(part)
-                            })
-                            .transpose()
-                    })
+                    .map(|c| c.as_ref().map(|c| c.rows(start, m as i64)).transpose())
                     .collect::<Result<_>>()?;
                 b.lease.clone_from(&self.lease);
                 Ok(b)

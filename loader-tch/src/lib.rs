@@ -84,8 +84,8 @@ pub use error::{LoaderError, Result};
 pub use loader::{EpochIter, Loader, loader_device, tch_device};
 pub use tessera_loader::IoStats;
 pub use tessera_loader::{
-    Device, DistEnv, LoaderConfig, LoaderState, MemoryStats, MemoryUse, Plan, PlanConfig, RaggedOptions, RetryPolicy,
-    ShuffleMode, SkippedSample, UseStats, sampler, version_id,
+    Device, DistEnv, LoaderConfig, LoaderState, MemoryStats, MemoryUse, Plan, PlanConfig, RaggedLayout, RaggedOptions,
+    RetryPolicy, ShuffleMode, SkippedSample, UseStats, sampler, version_id,
 };
 pub use transform::BatchTransform;
 

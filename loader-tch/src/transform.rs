@@ -33,6 +33,7 @@ fn replace_values(batch: &mut Batch, column: &str, values: Tensor) -> Result<()>
         values,
         lengths: old.lengths.as_ref().map(Tensor::shallow_clone),
         offsets: old.offsets.as_ref().map(Tensor::shallow_clone),
+        shapes: old.shapes.as_ref().map(Tensor::shallow_clone),
         valid: old.valid.as_ref().map(Tensor::shallow_clone),
     };
     batch.set(column, next);
