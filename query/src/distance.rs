@@ -47,7 +47,7 @@ impl Metric {
         }
     }
 
-    fn f32(self, a: &[f32], b: &[f32]) -> Option<f64> {
+    pub(crate) fn f32(self, a: &[f32], b: &[f32]) -> Option<f64> {
         match self {
             Self::Cosine => <f32 as SpatialSimilarity>::cos(a, b),
             Self::L2 => <f32 as SpatialSimilarity>::l2(a, b),
@@ -55,7 +55,7 @@ impl Metric {
         }
     }
 
-    fn f16(self, a: &[simsimd::f16], b: &[simsimd::f16]) -> Option<f64> {
+    pub(crate) fn f16(self, a: &[simsimd::f16], b: &[simsimd::f16]) -> Option<f64> {
         match self {
             Self::Cosine => <simsimd::f16 as SpatialSimilarity>::cos(a, b),
             Self::L2 => <simsimd::f16 as SpatialSimilarity>::l2(a, b),
@@ -63,7 +63,7 @@ impl Metric {
         }
     }
 
-    fn f64(self, a: &[f64], b: &[f64]) -> Option<f64> {
+    pub(crate) fn f64(self, a: &[f64], b: &[f64]) -> Option<f64> {
         match self {
             Self::Cosine => <f64 as SpatialSimilarity>::cos(a, b),
             Self::L2 => <f64 as SpatialSimilarity>::l2(a, b),
@@ -89,6 +89,12 @@ pub struct VectorFunction {
 }
 
 impl VectorFunction {
+    /// The distance this function computes.
+    #[must_use]
+    pub fn metric(&self) -> Metric {
+        self.metric
+    }
+
     /// The function for `metric`.
     #[must_use]
     pub fn new(metric: Metric) -> Self {
@@ -164,7 +170,7 @@ fn as_float(v: &ColumnarValue) -> DfResult<ColumnarValue> {
 }
 
 /// A scalar vector's elements as f64, `None` when it is null.
-fn scalar_vector(v: &ScalarValue) -> DfResult<Option<Vec<f64>>> {
+pub(crate) fn scalar_vector(v: &ScalarValue) -> DfResult<Option<Vec<f64>>> {
     let array = v.to_array_of_size(1)?;
     if array.is_null(0) {
         return Ok(None);

@@ -16,11 +16,14 @@
 //! | the scan: reader threads, late materialization, deletion vectors, checksums | `scan` |
 //! | `cosine_distance`, `l2_distance`, `inner_product` (simsimd), `[..]` literals | [`distance`] |
 //! | parsing, `_rowid` tie-break, errors with positions and column lists | `sql` |
+//! | exact vector top-k: the plan rule, the page scan with a bounded heap | `topk`, `vector_scan` |
 //!
 //! **Order.** An `ORDER BY` is completed with `_rowid` ascending, so rows that tie on the
 //! sort keys come out in row order and `ORDER BY d LIMIT k` is an exact, deterministic top-k
-//! (DataFusion's streaming `TopK`: it keeps k rows, whatever the table's size). Without
-//! `ORDER BY` the order is unspecified.
+//! (DataFusion's streaming `TopK`: it keeps k rows, whatever the table's size). When the
+//! first key is a distance to a constant vector, the scan itself keeps the k best rows of
+//! each partition, computing distances from the column's pages (modules `topk`,
+//! `vector_scan`); the answer is the same. Without `ORDER BY` the order is unspecified.
 //!
 //! The engine is blocking: call it from outside any async runtime (it owns one).
 
@@ -31,6 +34,8 @@ mod prune;
 mod scan;
 mod sql;
 pub mod table;
+mod topk;
+mod vector_scan;
 
 use std::sync::Arc;
 
@@ -111,7 +116,10 @@ impl QueryEngine {
         }
         let mut planners = state.expr_planners().to_vec();
         planners.insert(0, Arc::new(distance::ArrayLiteralPlanner));
-        let state = SessionStateBuilder::new_from_existing(state).with_expr_planners(planners).build();
+        let state = SessionStateBuilder::new_from_existing(state)
+            .with_expr_planners(planners)
+            .with_physical_optimizer_rule(Arc::new(topk::VectorTopKRule))
+            .build();
         let ctx = SessionContext::new_with_state(state);
         let table = Arc::new(DatasetTable::new(ds, options)?);
         ctx.register_table(TABLE, table.clone())?;

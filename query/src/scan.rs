@@ -11,6 +11,10 @@
 //!
 //! Reads go through `Dataset::read_rows`: deletion vectors are honoured and every block's
 //! CRC-32 is verified. Rows come out in `_rowid` order within a partition.
+//!
+//! With a [`VectorTopK`] (set by the `topk` rule) a partition instead evaluates the filter,
+//! runs the page scan of `vector_scan` over the vector column of the matching rows of all its
+//! fragments, and sends only its k best rows, their other columns read for those rows alone.
 
 use std::collections::BTreeSet;
 use std::fmt;
@@ -36,6 +40,8 @@ use tokio::sync::mpsc;
 use crate::convert::{Layout, Source, class_names, column_array, row_ids};
 use crate::error::{QueryError, QueryResult};
 use crate::table::ScanCounters;
+use crate::topk::VectorTopK;
+use crate::vector_scan::{Candidate, Candidates, Kernel, PageBuffer, file_of, scan_fragment};
 
 /// Batches a partition's reader may run ahead of the engine.
 const CHANNEL_BATCHES: usize = 2;
@@ -57,9 +63,14 @@ pub(crate) struct ScanPlan {
     pub(crate) limit: Option<usize>,
     pub(crate) batch_size: usize,
     pub(crate) counters: Arc<ScanCounters>,
+    /// Whether the `topk` rule may hand this scan a vector top-k.
+    pub(crate) fast_top_k: bool,
+    /// The vector top-k to compute instead of sending every row.
+    pub(crate) top_k: Option<Arc<VectorTopK>>,
 }
 
 /// The scan of one version's fragments, in contiguous partitions.
+#[derive(Clone)]
 pub(crate) struct DatasetScan {
     plan: ScanPlan,
     schema: SchemaRef,
@@ -100,6 +111,18 @@ impl DatasetScan {
         ));
         Ok(Self { plan, schema, partitions: parts, properties })
     }
+
+    /// What the scan reads.
+    pub(crate) fn plan(&self) -> &ScanPlan {
+        &self.plan
+    }
+
+    /// The same scan, sending only the rows of the vector top-k `top_k` (per partition).
+    pub(crate) fn with_top_k(&self, top_k: VectorTopK) -> Self {
+        let mut scan = self.clone();
+        scan.plan.top_k = Some(Arc::new(top_k));
+        scan
+    }
 }
 
 impl DisplayAs for DatasetScan {
@@ -109,6 +132,10 @@ impl DisplayAs for DatasetScan {
         write!(f, "TesseraScan: fragments={fragments}, projection=[{}]", names.join(", "))?;
         if self.plan.filter.is_some() {
             write!(f, ", filtered")?;
+        }
+        if let Some(t) = &self.plan.top_k {
+            let column = self.plan.layout.schema.field(t.field).name();
+            write!(f, ", vector_top_k={} by {}({column})", t.k, t.metric.function_name())?;
         }
         Ok(())
     }
@@ -159,6 +186,12 @@ struct Closed;
 
 impl Reader {
     fn run(&self, fragments: &[FragmentInfo], tx: &mpsc::Sender<DfResult<RecordBatch>>) {
+        if let Some(top) = &self.plan.top_k {
+            if let Err(e) = self.top_k(top, fragments, tx) {
+                let _ = tx.blocking_send(Err(to_datafusion(e)));
+            }
+            return;
+        }
         let mut left = self.plan.limit.unwrap_or(usize::MAX);
         for info in fragments {
             if left == 0 {
@@ -176,6 +209,123 @@ impl Reader {
                 return;
             }
         }
+    }
+
+    /// The vector top-k over `fragments`: the k best rows (by distance, then `_rowid`) among
+    /// those that pass the filter, sent with their projected columns. A fragment whose filter
+    /// cannot be evaluated here, or without the vector column, is sent whole.
+    fn top_k(
+        &self,
+        top: &VectorTopK,
+        fragments: &[FragmentInfo],
+        tx: &mpsc::Sender<DfResult<RecordBatch>>,
+    ) -> QueryResult<()> {
+        let Source::Column(name) = &self.plan.layout.sources[top.field] else {
+            return Err(QueryError::Usage("vector top-k over a non-column".into()));
+        };
+        let ds = &self.plan.ds;
+        let column = ds.schema().column(name).ok_or_else(|| QueryError::Usage(format!("no column {name:?}")))?;
+        let mut kernel = Kernel::new(top, column)?;
+        let mut best = Candidates::new(top.k, top.order);
+        let mut buf = PageBuffer::new();
+        let mut whole: Vec<&FragmentInfo> = Vec::new();
+        for info in fragments {
+            let live = info.rows();
+            if live.is_empty() {
+                continue;
+            }
+            if file_of(info, column).is_none() {
+                whole.push(info);
+                continue;
+            }
+            let selected = match &top.filter {
+                None => None,
+                Some((fields, expr)) => {
+                    let pre = self.fetch(live.clone(), fields)?;
+                    match matching(fields, &pre, expr, &self.plan.layout.schema) {
+                        Some(rows) if rows.is_empty() => {
+                            self.plan.counters.no_match.fetch_add(1, Ordering::Relaxed);
+                            continue;
+                        }
+                        Some(rows) => Some(rows),
+                        None => {
+                            whole.push(info);
+                            continue;
+                        }
+                    }
+                }
+            };
+            let physical = ds.physical_rows(info, 0..live.end - live.start)?;
+            let wanted: Vec<(u64, u64)> = match &selected {
+                None => physical.iter().enumerate().map(|(i, &p)| (p, live.start + i as u64)).collect(),
+                Some(rows) => rows
+                    .iter()
+                    .filter_map(|&r| physical.get(r as usize).map(|&p| (p, live.start + u64::from(r))))
+                    .collect(),
+            };
+            let read = scan_fragment(ds, info, column, &wanted, selected.is_none(), &mut kernel, &mut best, &mut buf)?;
+            self.plan.counters.vector_pages.fetch_add(read.pages, Ordering::Relaxed);
+            self.plan.counters.vector_bytes.fetch_add(read.bytes, Ordering::Relaxed);
+        }
+        let mut left = usize::MAX;
+        let winners = best.into_rows();
+        let mut at = 0;
+        for info in fragments {
+            let live = info.rows();
+            let n = winners[at..].iter().take_while(|c| c.row < live.end).count();
+            let mine = &winners[at..at + n];
+            at += n;
+            if !mine.is_empty() {
+                let batch = self.winners(info, column, top.field, mine)?;
+                if self.send(&batch, &mut left, tx).is_err() {
+                    return Ok(());
+                }
+            }
+        }
+        for info in whole {
+            if let Some(batch) = self.fragment(info)?
+                && self.send(&batch, &mut left, tx).is_err()
+            {
+                return Ok(());
+            }
+        }
+        Ok(())
+    }
+
+    /// The projected columns of fragment `info`'s rows `rows` (in `_rowid` order): the vector
+    /// field from the bytes the heap kept, the others read for these rows only.
+    fn winners(
+        &self,
+        info: &FragmentInfo,
+        column: &tessera::Column,
+        field: usize,
+        rows: &[Candidate],
+    ) -> QueryResult<RecordBatch> {
+        let live = info.rows();
+        let selected: Vec<u32> = rows.iter().map(|c| (c.row - live.start) as u32).collect();
+        let rest: Vec<usize> =
+            self.plan.projection.iter().copied().filter(|&f| f != field).collect::<BTreeSet<_>>().into_iter().collect();
+        let rest_arrays = self.fetch_selected(&live, &selected, &rest)?;
+        let mut out = Vec::with_capacity(self.plan.projection.len());
+        for &f in &self.plan.projection {
+            if f == field {
+                // The rule only takes columns of fixed shape.
+                let shape: Vec<u64> =
+                    column.shape.iter().map(|d| if let tessera::Dim::Fixed(n) = d { *n } else { 0 }).collect();
+                let mut data = tessera::ColumnData::for_column(column);
+                for c in rows {
+                    match &c.bytes {
+                        Some(b) => data.push_row(&shape, b)?,
+                        None => data.push_null()?,
+                    }
+                }
+                out.push(column_array(column, &data, self.plan.layout.schema.field(f))?);
+            } else {
+                let i = rest.iter().position(|x| *x == f).ok_or_else(|| QueryError::Usage("scan field".into()))?;
+                out.push(rest_arrays[i].clone());
+            }
+        }
+        self.batch(out, rows.len())
     }
 
     /// Sends `batch` in slices of the batch size, at most `left` rows.

@@ -42,11 +42,14 @@ pub struct ScanOptions {
     pub late_materialize: bool,
     /// Partitions (reader threads) per scan; 0 = the session's target partitions.
     pub partitions: usize,
+    /// Compute `ORDER BY <distance>(column, [..]) LIMIT k` in the scan, from the vector
+    /// column's pages (module `topk`); off, the engine sorts every row's distance.
+    pub vector_top_k: bool,
 }
 
 impl Default for ScanOptions {
     fn default() -> Self {
-        Self { prune: true, late_materialize: true, partitions: 0 }
+        Self { prune: true, late_materialize: true, partitions: 0, vector_top_k: true }
     }
 }
 
@@ -61,6 +64,10 @@ pub struct ScanCounters {
     pub no_match: AtomicU64,
     /// Rows the scans returned to the engine.
     pub rows_out: AtomicU64,
+    /// Pages of vector columns the vector top-k read.
+    pub vector_pages: AtomicU64,
+    /// Stored bytes of those pages.
+    pub vector_bytes: AtomicU64,
 }
 
 /// A snapshot of [`ScanCounters`].
@@ -74,6 +81,10 @@ pub struct ScanStats {
     pub no_match: u64,
     /// Rows returned to the engine.
     pub rows_out: u64,
+    /// Pages of vector columns the vector top-k read.
+    pub vector_pages: u64,
+    /// Stored bytes of those pages.
+    pub vector_bytes: u64,
 }
 
 impl ScanCounters {
@@ -86,6 +97,8 @@ impl ScanCounters {
             pruned: get(&self.pruned),
             no_match: get(&self.no_match),
             rows_out: get(&self.rows_out),
+            vector_pages: get(&self.vector_pages),
+            vector_bytes: get(&self.vector_bytes),
         }
     }
 }
@@ -212,6 +225,8 @@ impl TableProvider for DatasetTable {
             limit: if filters.is_empty() { limit } else { None },
             batch_size: state.config().batch_size(),
             counters: self.counters.clone(),
+            fast_top_k: self.options.vector_top_k,
+            top_k: None,
         };
         Ok(Arc::new(DatasetScan::new(plan, &fragments, partitions)?))
     }

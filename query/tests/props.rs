@@ -287,7 +287,7 @@ proptest! {
         let expected: Vec<&Row> = rows.iter().filter(|r| p.eval(r) == Some(true)).collect();
         let sql = format!("SELECT _rowid, x, y, s FROM ds WHERE {} ORDER BY _rowid", p.sql());
         for (prune, late) in OPTIONS {
-            let q = QueryEngine::with_options(ds.clone(), ScanOptions { prune, late_materialize: late, partitions: 2 }).unwrap();
+            let q = QueryEngine::with_options(ds.clone(), ScanOptions { prune, late_materialize: late, partitions: 2, ..ScanOptions::default() }).unwrap();
             let answer = q.sql(&sql).unwrap();
             let b = datafusion::arrow::compute::concat_batches(&answer.schema, &answer.batches).unwrap();
             let ids: Vec<u64> = b.column(0).as_primitive::<UInt64Type>().values().to_vec();
