@@ -21,7 +21,7 @@ use tessera::{
 /// Rows of the standard workload.
 pub const ROWS: usize = 10_000;
 /// Side of the source pictures crops are taken from.
-const SOURCE: usize = 512;
+pub const SOURCE: usize = 512;
 /// Side of a crop.
 pub const SIDE: usize = 224;
 
@@ -110,13 +110,30 @@ pub fn schema(image_compression: Compression) -> Schema {
 /// # Errors
 /// Storage errors.
 pub fn generate(dir: &Path, rows: usize, image_compression: Compression) -> tessera::Result<Dataset> {
+    let pictures: Vec<Vec<u8>> = (0..16).map(picture).collect();
+    generate_from(dir, rows, image_compression, &pictures)
+}
+
+/// [`generate`] with crops taken from the given `SOURCE`×`SOURCE`×3 pictures (real photos, in
+/// the codec benchmark) instead of the generated ones.
+///
+/// # Errors
+/// Storage errors; `usage` for no pictures or a picture of the wrong size.
+pub fn generate_from(
+    dir: &Path,
+    rows: usize,
+    image_compression: Compression,
+    pictures: &[Vec<u8>],
+) -> tessera::Result<Dataset> {
+    if pictures.is_empty() || pictures.iter().any(|p| p.len() != SOURCE * SOURCE * 3) {
+        return Err(tessera::Error::Usage(format!("mm224 needs {SOURCE}x{SOURCE}x3 source pictures")));
+    }
     if dir.exists() {
         std::fs::remove_dir_all(dir)
             .map_err(|e| tessera::Error::Usage(format!("cannot clear {}: {e}", dir.display())))?;
     }
     let loc = dir.to_str().ok_or_else(|| tessera::Error::Usage("non-UTF-8 path".into()))?;
     let ds = Dataset::create(loc, schema(image_compression), &WriteOptions::default())?;
-    let pictures: Vec<Vec<u8>> = (0..16).map(picture).collect();
     let mut writer = ds.writer(WriteOptions::default());
     let mut rng = Rng::new(42);
     let chunk = 256;
@@ -128,7 +145,7 @@ pub fn generate(dir: &Path, rows: usize, image_compression: Compression) -> tess
         let mut tokens: Vec<Vec<i32>> = Vec::with_capacity(n);
         let mut emb = Vec::with_capacity(n * 512);
         for _ in 0..n {
-            let pic = &pictures[rng.below(16) as usize];
+            let pic = &pictures[rng.below(pictures.len() as u64) as usize];
             let (ox, oy) = (rng.below((SOURCE - SIDE) as u64) as usize, rng.below((SOURCE - SIDE) as u64) as usize);
             for y in 0..SIDE {
                 let at = ((oy + y) * SOURCE + ox) * 3;
