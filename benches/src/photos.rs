@@ -4,7 +4,7 @@
 //! The photos are the colour pictures scikit-image ships in its wheel (the peers' workload in
 //! `benches/peers/workload.py` uses the same ones), found in the peers' virtualenv
 //! (`scripts/setup.d/50-peers.sh`) or in the folder `TESSERA_PHOTOS` names. Each is cut to its
-//! centre square and resized (bilinear) to [`mm224::SOURCE`] pixels a side; the mm224 generator
+//! centre square and resized (bilinear) to [`crate::mm224::SOURCE`] pixels a side; the mm224 generator
 //! then takes random 224×224 crops of them.
 
 use std::path::{Path, PathBuf};

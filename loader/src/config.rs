@@ -181,9 +181,13 @@ pub struct LoaderConfig {
     pub drop_last: bool,
     /// Data-parallel rank and world size.
     pub dist: DistEnv,
-    /// Decode/assembly worker threads (≥ 1). Results never depend on it.
+    /// Decode/assembly worker threads (≥ 1): the CPUs' worth of work the loader may use.
+    /// Results never depend on it. On an object store more threads wait on round trips
+    /// (the self-tuned depth, see the crate docs); `workers` still sizes the CPU work.
     pub workers: usize,
-    /// Batch buffers in the pipeline (ready + being filled), ≥ 2. Bounded by the budget.
+    /// Local files: batch buffers in the pipeline (ready + being filled), ≥ 2. Bounded by
+    /// the budget. Object stores: the depth before the first fill is measured (then it
+    /// tunes itself, within the budget).
     pub prefetch_batches: usize,
     /// Total bytes the loader may hold: batch buffers, fetch/decode buffers, the block
     /// shuffle window cache and per-file metadata.

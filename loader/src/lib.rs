@@ -62,8 +62,9 @@
 //!   Adjacent-pair retention ≈ 1/N, mean normalised displacement ≈ 1/3 — the reference
 //!   quality. Reads are random: each batch touches up to `batch_size` pages anywhere.
 //! * Block ([`ShuffleMode::Block`]): fragments are permuted, taken `window_fragments` at a time, and
-//!   each window's rows are permuted. Every data file is read once per epoch and at most two
-//!   windows are resident. Displacement is still ≈ 1/3 (fragments move anywhere), but a batch
+//!   each window's rows are permuted. Every data file is read once per epoch, with ranged
+//!   reads of up to 4 MiB into window buffers reused from fragment to fragment and epoch to
+//!   epoch (idle ones stay counted as `Shuffle` memory), and at most two windows are resident. Displacement is still ≈ 1/3 (fragments move anywhere), but a batch
 //!   only mixes rows of one or two windows: adjacent-pair retention ≈ 1/(rows per window), and
 //!   rows of the same fragment are correlated in time. Use windows of many fragments when
 //!   fragments are internally sorted (by label, source, time).
@@ -74,14 +75,28 @@
 //!
 //! ## Pipeline
 //! Worker threads (count does not affect output) assemble batches: rows are grouped by data
-//! file; the pages (or, with checksums off, the rows) each file contributes are fetched in
-//! one `get_ranges` call per file from object stores, or with positioned reads from a local
-//! directory straight into the batch buffer. Pages are CRC-checked when
+//! file and the pages each file contributes are read in offset order, neighbouring ranges
+//! coalesced when the gap costs less than a round trip (from the measured latency and
+//! bandwidth, or [`LoaderConfig::coalesce_gap_bytes`]): positioned reads (`pread`) from a
+//! local directory, concurrent range GETs from an object store, in both cases straight into
+//! the batch buffer where the stored bytes need no decoding. Pages are CRC-checked when
 //! [`LoaderConfig::verify_checksums`] is on (the default), which requires reading a page
 //! whole. Writers aim at 256 KiB pages (DF-20), so a 150 KB image is a page of its own and a
 //! verified global shuffle reads no more than the samples; for mid-sized rows several share a
-//! page, and turning verification off reads only the sample's bytes. Decoded pages
-//! are cached per worker while consecutive rows hit them.
+//! page, and turning verification off reads only the sample's bytes. Decoded pages that hold
+//! rows a batch did not take are cached for every worker of the epoch. Opening a data file
+//! costs one tail read (trailer and footer) and one read of the projected columns' index
+//! blocks; the indexes stay cached from epoch to epoch within the `Metadata` share.
+//!
+//! **Depth.** On local files `workers` threads fill at most `prefetch_batches` batches. On an
+//! object store a fill mostly waits for round trips, so the depth tunes itself: the epoch
+//! starts as many filling threads as the budget holds batch buffers (at most 128) and admits
+//! `workers × fill time / CPU time` batches in flight (with headroom), measured per fill —
+//! the bandwidth-delay product counted in batches, capped by the memory budget. The defaults
+//! (2 workers, 1 GiB) need no tuning for latency; the knobs that remain are `workers` (CPU
+//! threads' worth of decode and copy), `memory_budget` (the cap on everything, depth
+//! included), `max_requests_in_flight` and `max_fetch_bytes` (per request wave), and
+//! [`IoStats::depth`] reports the depth an epoch ran at.
 //!
 //! Every batch buffer is allocated once (from a `pool`, through the adapter's
 //! [`BufferAllocator`]) and filled in place. A buffer is refilled only when it reports itself
