@@ -6,4 +6,5 @@ pub mod codecs;
 pub mod link;
 pub mod mm224;
 pub mod photos;
+pub mod procfs;
 pub mod varshape;

@@ -13,7 +13,7 @@
 //! `target/block-shuffle-mm224-ROWS` (or `$BLOCK_SHUFFLE_DIR`) on first use.
 
 use std::collections::HashSet;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -22,6 +22,7 @@ use object_store::ObjectStore;
 use object_store::memory::InMemory;
 use tessera::{Compression, Store};
 use tessera_benches::mm224;
+use tessera_benches::procfs::{files_under, peak_rss, reset_peak_rss};
 use tessera_loader_tch::sampler::{adjacent_pair_retention, displacement_stats};
 use tessera_loader_tch::throughput::{Throughput, measure};
 use tessera_loader_tch::{Loader, LoaderConfig, Plan, ShuffleMode};
@@ -29,33 +30,6 @@ use tessera_testkit::{FaultConfig, FaultyStore, Latency};
 
 /// Window of the block rows: 4 fragments of about 64 MB.
 const BLOCK: ShuffleMode = ShuffleMode::Block { window_fragments: 4 };
-
-/// The process's resident-set high-water mark (`VmHWM`), in bytes.
-fn peak_rss() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .map_or(0, |kb| kb << 10)
-}
-
-/// Resets `VmHWM` to the current RSS (Linux: write 5 to `clear_refs`).
-fn reset_peak_rss() {
-    let _ = std::fs::write("/proc/self/clear_refs", "5");
-}
-
-fn files_under(dir: &Path, base: &Path, out: &mut Vec<(String, PathBuf)>) -> std::io::Result<()> {
-    for e in std::fs::read_dir(dir)? {
-        let p = e?.path();
-        if p.is_dir() {
-            files_under(&p, base, out)?;
-        } else if let Ok(rel) = p.strip_prefix(base) {
-            out.push((rel.to_string_lossy().replace('\\', "/"), p.clone()));
-        }
-    }
-    Ok(())
-}
 
 /// Shuffle quality of one epoch order, as fractions (see [`quality`]).
 struct Quality {

@@ -33,9 +33,15 @@ use bytes::Bytes;
 use serde_json::{Value, json};
 use tessera::{Compression, Store};
 use tessera_benches::mm224;
+use tessera_benches::procfs::{files_under, status_bytes};
 use tessera_loader_tch::throughput::{Throughput, measure};
 use tessera_loader_tch::{Loader, LoaderConfig, ShuffleMode};
 use tessera_testkit::{FaultConfig, FaultyStore, Latency, LatencyProxy, ProxyConfig, servers};
+
+/// A `/proc/self/status` field in MiB.
+fn status_mb(field: &str) -> f64 {
+    status_bytes(field) as f64 / f64::from(1 << 20)
+}
 
 type BenchResult<T> = Result<T, Box<dyn std::error::Error>>;
 
@@ -58,29 +64,6 @@ impl Spec {
             s => format!("{s} +{} ms, {shuffle}", self.ms),
         }
     }
-}
-
-fn status_mb(field: &str) -> f64 {
-    let s = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let kib: f64 = s
-        .lines()
-        .find(|l| l.starts_with(field))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(f64::NAN);
-    kib / 1024.0
-}
-
-fn files_under(dir: &Path, base: &Path, out: &mut Vec<(String, PathBuf)>) -> std::io::Result<()> {
-    for e in std::fs::read_dir(dir)? {
-        let p = e?.path();
-        if p.is_dir() {
-            files_under(&p, base, out)?;
-        } else if let Ok(rel) = p.strip_prefix(base) {
-            out.push((rel.to_string_lossy().replace('\\', "/"), p.clone()));
-        }
-    }
-    Ok(())
 }
 
 /// The loader settings of every row: the defaults, batch 64, checksums on.

@@ -8,6 +8,7 @@ use std::path::PathBuf;
 
 use tessera::Compression;
 use tessera_benches::mm224;
+use tessera_benches::procfs::{peak_rss, reset_peak_rss};
 use tessera_loader_tch::throughput::{measure, raw_read_limit};
 use tessera_loader_tch::{Loader, LoaderConfig, ShuffleMode};
 
@@ -18,21 +19,6 @@ fn dataset(name: &str, rows: usize, codec: Compression) -> Result<PathBuf, Box<d
         mm224::generate(&dir, rows, codec)?;
     }
     Ok(dir)
-}
-
-/// The process's resident-set high-water mark (`VmHWM`), in bytes.
-fn peak_rss() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .map_or(0, |kb| kb << 10)
-}
-
-/// Resets `VmHWM` to the current RSS (Linux: write 5 to `clear_refs`).
-fn reset_peak_rss() {
-    let _ = std::fs::write("/proc/self/clear_refs", "5");
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
