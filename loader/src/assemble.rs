@@ -329,20 +329,30 @@ impl ColumnPlan {
             tail.fill(0);
             return Ok(());
         }
-        // Padded with an inner ragged dim: walk the padded slot's runs in order; a run inside
-        // the row takes the row's next run of values and zeroes after it, any other is zero.
-        let rank = dims.len();
-        let inner = dims.last().copied().unwrap_or(1) as usize;
-        let run_out = self.out_dims.last().copied().unwrap_or(1) as usize * layout.out_item;
-        let outer_out = &self.out_dims[..rank.saturating_sub(1)];
-        let outer_row = &dims[..rank.saturating_sub(1)];
-        let mut index = vec![0u64; outer_out.len()];
+        // Padded with an inner ragged dim. From the last dim where the row is smaller than the
+        // slot (`split`) on, the row's values are contiguous runs of `prod(dims[split..])`
+        // elements, each the start of a slot run of `prod(out_dims[split..])` elements: walk
+        // the slot's runs in order; one inside the row takes the row's next run and zeroes
+        // after it, any other is zero. (An image `[h, w, 3]` in a `[H, W, 3]` slot is `H` runs
+        // of `W × 3` bytes, not `H × W` runs of 3.)
+        let Some(split) = (0..dims.len()).rev().find(|&k| dims.get(k) != self.out_dims.get(k)) else {
+            let (row, tail) = slot
+                .split_at_mut_checked(out_len)
+                .ok_or_else(|| LoaderError::WorkerPanicked(format!("{}: row larger than its slot", what())))?;
+            convert(layout, src, row)?;
+            tail.fill(0);
+            return Ok(());
+        };
+        let prod = |d: &[u64]| d.iter().map(|&x| x as usize).product::<usize>();
+        let run_in = prod(&dims[split..]) * layout.in_item;
+        let run_out = prod(&self.out_dims[split..]) * layout.out_item;
+        let values_out = prod(&dims[split..]) * layout.out_item;
+        let (outer_out, outer_row) = (&self.out_dims[..split], &dims[..split]);
+        let mut index = vec![0u64; split];
         let mut next = 0usize;
-        let run_in = inner * layout.in_item;
         for dst in slot.chunks_exact_mut(run_out.max(1)) {
-            let inside = inner > 0 && index.iter().zip(outer_row).all(|(i, d)| i < d);
-            if inside {
-                let (values, gap) = dst.split_at_mut(inner * layout.out_item);
+            if index.iter().zip(outer_row).all(|(i, d)| i < d) {
+                let (values, gap) = dst.split_at_mut(values_out);
                 convert(layout, &src[next..next + run_in], values)?;
                 gap.fill(0);
                 next += run_in;
