@@ -46,11 +46,12 @@ fn accounting_high_water_stays_within_the_budget() {
         assert!(m.high_water <= budget, "{shuffle:?}: high water {} > budget {budget}", m.high_water);
         assert!(m.high_water > 0 && m.by_use[0].high_water > 0);
         assert_eq!(m.overcommits, 0);
-        // What stays after the epoch: the file indexes the catalog keeps and the window's idle
-        // extents, kept for the next epoch within the shuffle share.
-        assert_eq!(m.current, m.by_use[3].current + m.window.held_bytes, "only kept indexes and extents stay");
-        assert_eq!(m.by_use[2].current, m.window.held_bytes);
-        assert!(m.window.held_bytes <= m.by_use[2].share);
+        // What stays after the epoch: the file indexes the catalog keeps, the window's idle
+        // extents and the cached pages, kept for the next epoch within their shares.
+        let kept = m.by_use[3].current + m.window.held_bytes + m.cached_pages;
+        assert_eq!(m.current, kept, "only kept indexes, extents and pages stay");
+        assert_eq!((m.by_use[2].current, m.by_use[1].current), (m.window.held_bytes, m.cached_pages));
+        assert!(m.window.held_bytes <= m.by_use[2].share && m.cached_pages <= m.by_use[1].share);
         if matches!(shuffle, ShuffleMode::Block { .. }) {
             assert!(m.by_use[2].high_water > 0, "the window was used");
             // Each data file is read once per epoch (plus its footer and index blocks).

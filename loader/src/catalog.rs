@@ -225,11 +225,28 @@ impl Catalog {
         let (mut bytes, mut rows) = (0u64, 0u64);
         for f in &self.fragments {
             if let Some(fe) = f.files.get(f.column_file[c].0) {
-                bytes += fe.file.size;
+                bytes += self.variable_share(fe, f.info.fragment.row_count);
                 rows += f.info.fragment.row_count;
             }
         }
         scale(2 * bytes.checked_div(rows).unwrap_or(0)).max(64)
+    }
+
+    /// What one variable-size column of data file `fe` (of `rows` rows) stores, estimated
+    /// before its footer is read: the file's size less what its fixed-size columns take,
+    /// shared equally among its variable-size columns (a file of images and token ids gives
+    /// the token ids the bytes that are not images, not the whole file).
+    fn variable_share(&self, fe: &FileEntry, rows: u64) -> u64 {
+        let schema = self.dataset.schema();
+        let (mut fixed, mut variable) = (0u64, 0u64);
+        for &id in &fe.file.column_ids {
+            match schema.column_by_id(id).map(tessera::Column::fixed_row_bytes) {
+                Some(Some(b)) => fixed = fixed.saturating_add(b.saturating_mul(rows)),
+                Some(None) => variable += 1,
+                None => {} // dropped: its bytes stay in the file, counted as variable below
+            }
+        }
+        fe.file.size.saturating_sub(fixed) / variable.max(1)
     }
 
     /// Estimated decoded bytes of fragment `frag`'s projected columns.

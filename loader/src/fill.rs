@@ -10,13 +10,15 @@
 //!
 //! Every step of one fill attempt shares a `BatchFill` (the slots, the column plans, the
 //! buffer set, the data errors so far) and takes it plus what is its own: a data file
-//! (`FileRef`), its slots, one need. A `Worker` keeps its scratch buffer and object-store
-//! staging arena within its allowance of the `Fetch` share; decoded pages are cached for every
-//! worker of the epoch (`page_cache`, its own part of the `Fetch` share).
+//! (`FileRef`), its slots, one need. A `Worker` keeps its scratch buffer within its allowance
+//! of the `Fetch` share; object-store waves stage bytes in buffers every worker of the epoch
+//! shares (`staging`), and decoded pages are cached for every worker (`page_cache`), each in
+//! its own part of the `Fetch` share.
 //! `storage` reads what the window does not hold; `window_load` fills the block-shuffle
 //! window.
 
 pub(crate) mod page_cache;
+pub(crate) mod staging;
 mod storage;
 mod window_load;
 
@@ -160,33 +162,25 @@ fn decode_page(
 /// Per-thread worker state, reused from batch to batch.
 pub(crate) struct Worker {
     sh: Arc<Shared>,
+    /// Stored bytes read to be decoded or verified (local files, window runs), reused.
     scratch: Vec<u8>,
-    /// Staging memory for object-store bodies that cannot land in a batch slot (whole pages,
-    /// compressed pages), reused from request to request.
-    arena: Vec<u8>,
-    /// The arena's length (counted while the arena is lent to a running wave).
-    arena_bytes: u64,
-    /// Bytes of the storage request being processed (block-shuffle window loads).
-    inflight: u64,
-    /// Everything above, counted against the `Fetch` share.
+    /// The scratch buffer, counted against the `Fetch` share.
     mem: Charge,
 }
 
-/// The worker's memory: scratch buffer and staging arena within its allowance.
+/// The worker's memory: its scratch buffer, within its allowance.
 impl Worker {
     pub(crate) fn new(sh: Arc<Shared>) -> Self {
         let mem = sh.acct.charge(MemoryUse::Fetch, 0);
-        Self { sh, scratch: Vec::new(), arena: Vec::new(), arena_bytes: 0, inflight: 0, mem }
+        Self { sh, scratch: Vec::new(), mem }
     }
 
     fn account(&mut self) {
-        let used = self.scratch.capacity() as u64 + self.arena_bytes + self.inflight;
-        self.mem.resize(used);
+        self.mem.resize(self.scratch.capacity() as u64);
     }
 
-    /// Makes room for `n` more bytes within the allowance (dropping the scratch buffer when it
-    /// is to be replaced, `!keep_scratch`, or in the way), or fails when `n` can never fit.
-    fn make_room(&mut self, n: u64, keep_scratch: bool) -> Result<()> {
+    /// Fails when one read of `n` bytes exceeds the worker's allowance.
+    fn within_allowance(&self, n: u64) -> Result<()> {
         let allowance = self.sh.allowance;
         if n > allowance {
             return Err(LoaderError::Budget {
@@ -195,44 +189,18 @@ impl Worker {
                 needed: n,
             });
         }
-        if !keep_scratch || self.scratch.capacity() as u64 + self.arena_bytes + self.inflight + n > allowance {
-            self.scratch = Vec::new();
-        }
-        if self.scratch.capacity() as u64 + self.arena_bytes + self.inflight + n > allowance {
-            return Err(LoaderError::Budget {
-                budget: self.sh.acct.budget(),
-                what: format!(
-                    "a read of {n} bytes next to {} bytes staged or in flight (allowance {allowance})",
-                    self.arena_bytes + self.inflight
-                ),
-                needed: n + self.arena_bytes + self.inflight,
-            });
-        }
-        self.account();
         Ok(())
     }
 
+    /// Makes the scratch buffer at least `n` bytes long, within the allowance.
     fn scratch(&mut self, n: usize) -> Result<&mut [u8]> {
+        self.within_allowance(n as u64)?;
         if self.scratch.len() < n {
-            self.make_room(n as u64, false)?;
+            self.scratch = Vec::new();
             self.scratch.resize(n, 0);
             self.account();
         }
         Ok(&mut self.scratch[..n])
-    }
-
-    /// Makes the staging arena at least `n` bytes long (within the allowance; it is kept
-    /// and reused from wave to wave and batch to batch).
-    fn stage(&mut self, n: usize) -> Result<()> {
-        if self.arena.len() < n {
-            self.arena = Vec::new();
-            self.arena_bytes = 0;
-            self.make_room(n as u64, true)?;
-            self.arena = vec![0u8; n];
-            self.arena_bytes = n as u64;
-            self.account();
-        }
-        Ok(())
     }
 }
 

@@ -12,6 +12,7 @@ use crate::buffer::{AlignedAllocator, BufferAllocator};
 use crate::catalog::Catalog;
 use crate::config::LoaderConfig;
 use crate::error::{LoaderError, Result};
+use crate::fill::page_cache::PageCache;
 use crate::memory::{Accountant, MemoryStats};
 use crate::pipeline::{EpochPipeline, PipelineSettings};
 use crate::sampler::{LoaderState, Plan, PlanConfig, SamplerError, ShuffleMode};
@@ -30,6 +31,8 @@ pub struct Loader {
     alloc: Arc<dyn BufferAllocator>,
     /// Block shuffle: the window's extents, kept from epoch to epoch.
     window_pool: Arc<ExtentPool>,
+    /// Decoded pages, kept from epoch to epoch (each epoch sets the cache's share).
+    pages: Arc<PageCache>,
     batches_per_epoch: usize,
 }
 
@@ -91,6 +94,7 @@ impl Loader {
         let acct = Accountant::new(config.memory_budget);
         let mut loader = Self {
             window_pool: ExtentPool::new(acct.clone()),
+            pages: Arc::new(PageCache::new(&acct, 0)),
             acct,
             config,
             catalog,
@@ -191,6 +195,7 @@ impl Loader {
             reuse: self.config.reuse_buffers,
             alloc: self.alloc.clone(),
             window_pool: self.window_pool.clone(),
+            pages: self.pages.clone(),
         };
         let pipeline = EpochPipeline::start(
             self.catalog.clone(),
@@ -264,7 +269,7 @@ impl Loader {
     /// Memory accounting, with the high-water mark since the loader opened.
     #[must_use]
     pub fn memory_stats(&self) -> MemoryStats {
-        MemoryStats { window: self.window_pool.stats(), ..self.acct.stats() }
+        MemoryStats { window: self.window_pool.stats(), cached_pages: self.pages.bytes(), ..self.acct.stats() }
     }
 
     /// Storage traffic since the loader opened.

@@ -19,7 +19,8 @@ use crate::error::{LoaderError, Result};
 pub enum MemoryUse {
     /// Batch buffers: being filled, waiting in the queue, or held by the consumer.
     Ready,
-    /// Bytes fetched from storage and decoded pages kept per worker.
+    /// Bytes fetched from storage: workers' scratch buffers, object-store staging buffers and
+    /// the cache of decoded pages.
     Fetch,
     /// The block-shuffle window: decoded pages of the fragments of the current window(s).
     Shuffle,
@@ -69,6 +70,9 @@ pub struct MemoryStats {
     pub overcommits: u64,
     /// The block-shuffle window's buffers (zero in other shuffle modes).
     pub window: WindowBufferStats,
+    /// Bytes of decoded pages cached for later batches and epochs (counted in
+    /// [`MemoryUse::Fetch`], kept between epochs).
+    pub cached_pages: u64,
 }
 
 /// The block-shuffle window's buffers ("extents"): allocated once, then reused from fragment
@@ -215,6 +219,7 @@ impl Accountant {
             by_use,
             overcommits: s.overcommits,
             window: WindowBufferStats::default(),
+            cached_pages: 0,
         }
     }
 

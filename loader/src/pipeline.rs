@@ -16,8 +16,8 @@
 //! Depth: on local files `workers` threads fill at most `prefetch_batches` batches. On an
 //! object store a fill mostly waits for round trips, so the epoch starts as many filling
 //! threads as the budget holds batch buffers (at most [`MAX_DEPTH`]) and lets a batch be
-//! claimed only while fewer than the self-tuned depth (`crate::depth`: measured fill time ×
-//! throughput) are claimed and not yet delivered; the others wait their turn. The CPU work
+//! claimed only while fewer than the self-tuned depth (`crate::depth`: from each fill's CPU
+//! time and storage waiting) are claimed and not yet delivered; the others wait their turn. The CPU work
 //! is the same; only the waiting overlaps.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -30,9 +30,11 @@ use std::time::{Duration, Instant};
 use crate::batch::{HostBatch as Batch, SkippedSample};
 use crate::buffer::BufferAllocator;
 use crate::catalog::Catalog;
+use crate::depth::thread_cpu_time;
 use crate::error::{LoaderError, Result};
 use crate::fill::Worker;
 use crate::fill::page_cache::PageCache;
+use crate::fill::staging::StagePool;
 use crate::memory::{Accountant, Charge, MemoryUse};
 use crate::pool::BufferPool;
 use crate::sampler::Plan;
@@ -65,6 +67,8 @@ pub(crate) struct PipelineSettings {
     pub(crate) alloc: Arc<dyn BufferAllocator>,
     /// Block shuffle: the window's extents (the loader's, kept from epoch to epoch).
     pub(crate) window_pool: Arc<ExtentPool>,
+    /// Decoded pages (the loader's, kept from epoch to epoch).
+    pub(crate) pages: Arc<PageCache>,
 }
 
 #[derive(Debug, Default)]
@@ -109,8 +113,10 @@ pub(crate) struct Shared {
     pub(crate) meta_cap: u64,
     /// Each worker's share of the `Fetch` memory use.
     pub(crate) allowance: u64,
-    /// Decoded pages for every worker (the rest of the `Fetch` share).
-    pub(crate) pages: PageCache,
+    /// Decoded pages for every worker (its part of the `Fetch` share).
+    pub(crate) pages: Arc<PageCache>,
+    /// Staging buffers for every object-store wave (its part of the `Fetch` share).
+    pub(crate) staging: StagePool,
     pub(crate) skipped: Arc<Mutex<Vec<SkippedSample>>>,
 }
 
@@ -163,6 +169,7 @@ impl Shared {
             w.notify();
         }
         self.set.window_pool.notify();
+        self.staging.notify();
     }
 }
 
@@ -191,6 +198,7 @@ fn work(sh: &Shared, mut worker: Worker, tx: &SyncSender<(usize, Result<Batch>)>
             i
         };
         let started = Instant::now();
+        let cpu0 = thread_cpu_time();
         take_waited();
         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| worker.assemble(index, set)))
             .unwrap_or_else(|p| {
@@ -202,7 +210,8 @@ fn work(sh: &Shared, mut worker: Worker, tx: &SyncSender<(usize, Result<Batch>)>
                 Err(LoaderError::WorkerPanicked(msg))
             });
         if sh.tuned && result.is_ok() {
-            sh.fetcher.depth.observe(started.elapsed(), take_waited());
+            let cpu = thread_cpu_time().zip(cpu0).map(|(t1, t0)| t1.saturating_sub(t0));
+            sh.fetcher.depth.observe(started.elapsed(), take_waited(), cpu);
         }
         sh.claims().unfinished.remove(&index);
         sh.acct.notify();
@@ -223,6 +232,8 @@ struct Shares {
     threads: usize,
     /// The shared page cache's part of `fetch`.
     pages: u64,
+    /// The shared staging pool's part of `fetch` (object stores).
+    staging: u64,
     allowance: u64,
 }
 
@@ -232,9 +243,10 @@ impl Shares {
     /// bytes go to more batch buffers (up to `prefetch_batches`) and then to fetch/decode
     /// buffers. Object stores (`tuned`): a fetch share of 1/[`REMOTE_FETCH_DIVISOR`] of what
     /// is left, and as many batch buffers (and filling threads) as the rest holds, up to
-    /// [`MAX_DEPTH`]: the ceiling of the self-tuned depth. Half the fetch share is the
-    /// shared page cache (less where the threads' minimal allowances need it), the rest is
-    /// split between the threads.
+    /// [`MAX_DEPTH`]: the ceiling of the self-tuned depth. Local files: half the fetch share
+    /// is the page cache (less where the workers' minimal allowances need it), the rest is
+    /// split between the workers. Object stores: a quarter each for the page cache and the
+    /// staging pool the threads' waves share, half split between the threads.
     fn size(
         budget: u64,
         plan_bytes: u64,
@@ -274,11 +286,15 @@ impl Shares {
         };
         let ready = sets as u64 * batch_bytes;
         let fetch = budget - meta - shuffle - ready;
-        // Half for the page cache, as long as every thread keeps its minimal allowance (a tight
-        // budget caches fewer pages, or none).
-        let pages = (fetch / 2).min(fetch.saturating_sub(MIN_ALLOWANCE * threads as u64));
-        let allowance = (fetch - pages) / threads as u64;
-        Ok(Self { meta, meta_cap, ready, fetch, sets, threads, pages, allowance })
+        let (pages, staging) = if tuned {
+            (fetch / 4, fetch / 4)
+        } else {
+            // Half for the page cache, as long as every worker keeps its minimal allowance (a
+            // tight budget caches fewer pages, or none).
+            ((fetch / 2).min(fetch.saturating_sub(MIN_ALLOWANCE * threads as u64)), 0)
+        };
+        let allowance = (fetch - pages - staging) / threads as u64;
+        Ok(Self { meta, meta_cap, ready, fetch, sets, threads, pages, staging, allowance })
     }
 }
 
@@ -378,7 +394,9 @@ impl EpochPipeline {
         set.window_pool.trim(shuffle_share, window.as_ref().map_or(0, WindowCache::extent));
         let plan_charge = acct.charge(MemoryUse::Metadata, plan_bytes);
         let pool = BufferPool::new(acct.clone(), catalog.columns.len(), sets, set.alloc.clone(), set.reuse);
-        let pages = PageCache::new(&acct, shares.pages);
+        set.pages.set_cap(shares.pages);
+        let pages = set.pages.clone();
+        let staging = StagePool::new(acct.clone(), shares.staging);
         let shared = Arc::new(Shared {
             catalog,
             fetcher,
@@ -404,6 +422,7 @@ impl EpochPipeline {
             meta_cap,
             allowance,
             pages,
+            staging,
             skipped,
         });
         let (tx, rx) = sync_channel(sets);

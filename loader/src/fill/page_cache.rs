@@ -1,11 +1,14 @@
-//! The epoch's cache of decoded pages, shared by every worker: hits when rows of one batch or
-//! of later ones (on any worker) share a page. Most recently used last; inserting evicts from
-//! the front to stay within the cache's part of the `Fetch` share.
+//! The loader's cache of decoded pages, shared by every worker and kept from epoch to epoch:
+//! hits when rows of one batch or of later ones (on any worker, in any epoch) share a page.
+//! Most recently used last; inserting evicts from the front to stay within the cache's part
+//! of the `Fetch` share, which each epoch sets ([`PageCache::set_cap`]).
 //!
 //! One cache for all workers (not one each) keeps its hit rate independent of how many
 //! workers fill batches at once: an object-store epoch may run many more fills than
 //! `workers` to hide latency (see `crate::depth`), and each of them would otherwise warm a
-//! cache of its own.
+//! cache of its own. Keeping it across epochs means the small columns of a dataset (labels,
+//! embeddings, token ids: many rows per page) are read once, not once per epoch, whenever
+//! their pages fit.
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -20,20 +23,44 @@ pub(crate) type PageKey = (usize, usize, usize, usize);
 struct Entries {
     pages: Vec<(PageKey, Bytes)>,
     bytes: u64,
+    cap: u64,
     mem: Charge,
 }
 
-/// Decoded pages, within `cap` bytes counted against the `Fetch` share.
+impl Entries {
+    /// Evicts the least recently used pages until `n` more bytes fit the cap.
+    fn evict_for(&mut self, n: u64) {
+        while self.bytes + n > self.cap && !self.pages.is_empty() {
+            let (_, b) = self.pages.remove(0);
+            self.bytes -= b.len() as u64;
+        }
+        let bytes = self.bytes;
+        self.mem.resize(bytes);
+    }
+}
+
+/// Decoded pages, within a cap counted against the `Fetch` share.
 #[derive(Debug)]
 pub(crate) struct PageCache {
     entries: Mutex<Entries>,
-    cap: u64,
 }
 
 impl PageCache {
     pub(crate) fn new(acct: &Arc<Accountant>, cap: u64) -> Self {
         let mem = acct.charge(MemoryUse::Fetch, 0);
-        Self { entries: Mutex::new(Entries { pages: Vec::new(), bytes: 0, mem }), cap }
+        Self { entries: Mutex::new(Entries { pages: Vec::new(), bytes: 0, cap, mem }) }
+    }
+
+    /// Sets the cap (when an epoch starts, from its shares), evicting what no longer fits.
+    pub(crate) fn set_cap(&self, cap: u64) {
+        let mut e = self.lock();
+        e.cap = cap;
+        e.evict_for(0);
+    }
+
+    /// Bytes of the cached pages.
+    pub(crate) fn bytes(&self) -> u64 {
+        self.lock().bytes
     }
 
     fn lock(&self) -> MutexGuard<'_, Entries> {
@@ -43,7 +70,7 @@ impl PageCache {
 
     /// The largest page worth caching: a quarter of the cache.
     pub(crate) fn max_page(&self) -> u64 {
-        self.cap / 4
+        self.lock().cap / 4
     }
 
     pub(crate) fn get(&self, key: PageKey) -> Option<Bytes> {
@@ -60,17 +87,11 @@ impl PageCache {
     /// one already cached (another worker was faster) is not added.
     pub(crate) fn insert(&self, key: PageKey, raw: Bytes) {
         let n = raw.len() as u64;
-        if n > self.max_page() {
-            return;
-        }
         let mut e = self.lock();
-        if e.pages.iter().any(|(k, _)| *k == key) {
+        if n > e.cap / 4 || e.pages.iter().any(|(k, _)| *k == key) {
             return;
         }
-        while e.bytes + n > self.cap && !e.pages.is_empty() {
-            let (_, b) = e.pages.remove(0);
-            e.bytes -= b.len() as u64;
-        }
+        e.evict_for(n);
         e.bytes += n;
         e.pages.push((key, raw));
         let bytes = e.bytes;
@@ -98,6 +119,10 @@ mod tests {
         assert_eq!(acct.stats().by_use[1].current, 400);
         cache.insert((0, 0, 0, 7), Bytes::from(vec![7; 101])); // above a quarter of the cap
         assert!(cache.get((0, 0, 0, 7)).is_none());
+        // A smaller cap (the next epoch's share) evicts from the front.
+        cache.set_cap(200);
+        assert_eq!((cache.bytes(), acct.stats().by_use[1].current), (200, 200));
+        assert!(cache.get((0, 0, 0, 0)).is_some(), "the most recently used pages stay");
         drop(cache);
         assert_eq!(acct.stats().current, 0);
     }

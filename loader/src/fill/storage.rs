@@ -192,7 +192,8 @@ impl Worker {
     /// trip.
     pub(super) fn fill_remote(&mut self, fill: &mut BatchFill<'_>, mut files: Vec<RemoteFile<'_>>) -> FillResult<()> {
         let sh = self.sh.clone();
-        let limit = sh.set.max_fetch.min(sh.allowance / 2).max(1);
+        // A wave's staged bytes come from the epoch's shared staging pool.
+        let limit = sh.set.max_fetch.min(sh.staging.cap()).max(1);
         // (gap, span): ranges closer than `gap` share a GET of at most `span` bytes; with
         // free gaps (local file bodies) a file's ranges of a wave are one GET.
         let (gap, span) = match sh.set.coalesce_gap {
@@ -230,14 +231,17 @@ impl Worker {
             }
             let wave = &planned[start..end];
             start = end;
-            self.run_wave(fill, &files, wave, staged, gap, span)?;
+            let mut lent = if staged > 0 { Some(sh.staging.take(staged, &sh.stopped)?) } else { None };
+            let arena: &mut [u8] = lent.as_mut().map_or(&mut [][..], |b| b.bytes_mut());
+            self.run_wave(fill, &files, wave, arena, gap, span)?;
             let mut order: Vec<&Planned> = wave.iter().collect();
             order.sort_by_key(|p| (p.file, p.need));
             for p in order {
                 let rf = &mut files[p.file];
                 let Some(need) = rf.needs[p.need].take() else { continue };
-                self.serve_landed(fill, rf.file, need, &p.land)?;
+                self.serve_landed(fill, rf.file, need, &p.land, arena)?;
             }
+            drop(lent);
         }
         for rf in &mut files {
             for need in rf.needs.iter_mut().filter_map(Option::take) {
@@ -264,20 +268,18 @@ impl Worker {
         direct.unwrap_or(Land::Arena(0..len))
     }
 
-    /// Fetches one wave: carves the landing places out of the batch buffers and the arena,
-    /// coalesces each file's ranges into range GETs and runs them.
+    /// Fetches one wave: carves the landing places out of the batch buffers and `arena` (the
+    /// wave's staging buffer), coalesces each file's ranges into range GETs and runs them.
     fn run_wave(
         &mut self,
         fill: &mut BatchFill<'_>,
         files: &[RemoteFile<'_>],
         wave: &[Planned],
-        staged: usize,
+        arena: &mut [u8],
         gap: u64,
         span: u64,
     ) -> FillResult<()> {
         let sh = self.sh.clone();
-        self.stage(staged)?;
-        let mut arena = std::mem::take(&mut self.arena);
         let r = (|| -> Result<()> {
             let mut dests: Vec<Option<&mut [u8]>> = (0..wave.len()).map(|_| None).collect();
             let mut by_col: Vec<Vec<(usize, Range<usize>)>> = vec![Vec::new(); fill.set.bufs.len()];
@@ -298,7 +300,7 @@ impl Worker {
                     .ok_or_else(|| LoaderError::WorkerPanicked(format!("column {c}'s buffer is missing or shared")))?;
                 carve(buf, wants, &mut dests)?;
             }
-            carve(&mut arena[..staged], in_arena, &mut dests)?;
+            carve(arena, in_arena, &mut dests)?;
             let mut requests: Vec<RangeRequest<'_>> = Vec::new();
             let mut last_file = usize::MAX;
             for (p, dest) in wave.iter().zip(dests) {
@@ -322,12 +324,18 @@ impl Worker {
             }
             sh.fetcher.run_requests(&mut requests, sh.set.max_requests, &sh.stopped)
         })();
-        self.arena = arena;
         r.map_err(FillError::Fatal)
     }
 
-    /// Serves a need whose stored bytes have landed (in its slot or in the arena).
-    fn serve_landed(&mut self, fill: &mut BatchFill<'_>, file: FileRef<'_>, need: Need, land: &Land) -> FillResult<()> {
+    /// Serves a need whose stored bytes have landed (in its slot or in the wave's `arena`).
+    fn serve_landed(
+        &mut self,
+        fill: &mut BatchFill<'_>,
+        file: FileRef<'_>,
+        need: Need,
+        land: &Land,
+        arena: &[u8],
+    ) -> FillResult<()> {
         let sh = self.sh.clone();
         let check = sh.set.verify;
         match (need, land) {
@@ -342,7 +350,7 @@ impl Worker {
             (Need::Row(row), Land::Arena(r)) => {
                 let layout = &sh.catalog.columns[row.col];
                 let buf = column_buf(fill.set, row.col)?;
-                if let Err(e) = fill.plans[row.col].write_row(layout, buf, row.j, &self.arena[r.clone()]) {
+                if let Err(e) = fill.plans[row.col].write_row(layout, buf, row.j, &arena[r.clone()]) {
                     slot_error(&mut fill.fails, row.j, e)?;
                 }
             }
@@ -358,7 +366,7 @@ impl Worker {
                 let r = match land {
                     Land::Slot(..) => verify(block, &buf[dst.clone()], check, &what),
                     Land::Arena(r) => file.meta.chunks[single.pos]
-                        .decode_page_into(single.page, &self.arena[r.clone()], &mut buf[dst.clone()], check, &what)
+                        .decode_page_into(single.page, &arena[r.clone()], &mut buf[dst.clone()], check, &what)
                         .map_err(|e| from_format(&what(), e)),
                 };
                 plan.pad(buf, j, dst.len());
@@ -369,7 +377,7 @@ impl Worker {
             (Need::Page(read), Land::Arena(r)) => {
                 let PageRead { rows, page, block } = &read;
                 let what = || format!("{}: column {:?} page {page}", file.key(), sh.catalog.columns[rows.col].name);
-                let stored = &self.arena[r.clone()];
+                let stored = &arena[r.clone()];
                 let decoded = if block.codec == Codec::None {
                     verify(block, stored, check, &what).map(|()| None)
                 } else {
@@ -533,7 +541,7 @@ impl Worker {
         }
         if block.codec == Codec::None {
             // Read straight into the page's own buffer: it becomes the cached raw bytes.
-            self.make_room(block.stored_len, true)?;
+            self.within_allowance(block.stored_len)?;
             let mut v = vec![0u8; block.stored_len as usize];
             sh.fetcher.read_into(key, block.offset, &mut v, &sh.stopped)?;
             verify(block, &v, check, &what)?;
