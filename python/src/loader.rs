@@ -18,7 +18,9 @@ use numpy::{PyArray1, PyArrayMethods};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 use tessera::DType;
-use tessera_loader::{DistEnv, Elem, EpochIter, HostBatch, Lease, Loader, LoaderConfig, LoaderState, ShuffleMode};
+use tessera_loader::{
+    DistEnv, Elem, EpochIter, HostBatch, Lease, Loader, LoaderConfig, LoaderState, RaggedLayout, ShuffleMode,
+};
 
 use crate::buffer::{PyAllocator, PyHostBuffer};
 use crate::dataset::at_of;
@@ -62,7 +64,7 @@ impl PyLoader {
         location, *, version=None, tag=None, branch=None, view=None, batch_size=32, columns=None, shuffle="global",
         window_fragments=4, seed=0, drop_last=false, workers=2, prefetch_batches=6, memory_budget=None,
         rank=None, world_size=None, verify_checksums=true, skip_bad_samples=false, u64_as_i64_bits=false,
-        ragged_offsets=false,
+        ragged_offsets=false, ragged="padded",
     ))]
     #[allow(clippy::too_many_arguments, clippy::fn_params_excessive_bools)] // keyword-only Python options
     fn new(
@@ -87,6 +89,7 @@ impl PyLoader {
         skip_bad_samples: bool,
         u64_as_i64_bits: bool,
         ragged_offsets: bool,
+        ragged: &str,
     ) -> PyResult<Self> {
         let mut cfg = LoaderConfig::new(location);
         cfg.at = at_of(version, tag, branch)?;
@@ -110,6 +113,11 @@ impl PyLoader {
         cfg.skip_bad_samples = skip_bad_samples;
         cfg.u64_as_i64_bits = u64_as_i64_bits;
         cfg.ragged.offsets = ragged_offsets;
+        cfg.ragged.layout = match ragged {
+            "padded" => RaggedLayout::Padded,
+            "packed" => RaggedLayout::Packed,
+            other => return Err(usage(format!("ragged must be \"padded\" or \"packed\", not {other:?}"))),
+        };
         cfg.dist = match (rank, world_size) {
             (None, None) => DistEnv::from_env().py_err()?,
             (Some(rank), Some(world_size)) => DistEnv { rank, world_size, local_rank: rank },
@@ -229,9 +237,10 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl PyEpoch {
-    /// One column's pieces: `(name, values, lengths, offsets, valid, elem)` where `values` is
-    /// a numpy array over the batch buffer (no copy) for tensors, or a list of `str`/`bytes`
-    /// for text columns (`elem` is then `"utf8"`/`"bytes"`).
+    /// One column's pieces: `(name, values, lengths, offsets, shapes, valid, elem)` where
+    /// `values` is a numpy array over the batch buffer (no copy) for tensors, or a list of
+    /// `str`/`bytes` for text columns (`elem` is then `"utf8"`/`"bytes"`); `shapes` (`[B,
+    /// ndim]`) marks a packed ragged column.
     fn column<'py>(&self, py: Python<'py>, batch: &HostBatch, c: usize) -> PyResult<Bound<'py, PyTuple>> {
         let col = &batch.columns[c];
         let lengths = col.lengths.as_ref().map(|l| {
@@ -244,12 +253,31 @@ impl PyEpoch {
         });
         let lengths = lengths.transpose()?;
         let offsets = col.offsets.as_ref().map(|o| PyArray1::from_slice(py, o));
+        let shapes = match &col.shapes {
+            Some(v) => {
+                let rows = batch.rows.len();
+                let ndim = v.len().checked_div(rows).unwrap_or(0);
+                Some(PyArray1::from_slice(py, v).reshape([rows, ndim])?)
+            }
+            None => None,
+        };
         let valid = col.valid.as_ref().map(|v| PyArray1::from_slice(py, v));
         let bug = |m: &str| internal(format!("column {:?}: {m}", col.name));
         if let Some(utf8) = self.text.get(c).copied().flatten() {
-            let rows = col.shape.first().copied().unwrap_or(0).max(0) as usize;
+            let rows = batch.rows.len();
             let width = col.shape.get(1).copied().unwrap_or(0).max(0) as usize;
             let lens = col.lengths.as_deref().ok_or_else(|| bug("a text column without lengths"))?;
+            // Row i's bytes: back to back from the offsets when packed, else at i × width.
+            let span = |i: usize| -> Option<std::ops::Range<usize>> {
+                let n = lens.get(i).copied().unwrap_or(0).max(0) as usize;
+                match (&col.shapes, &col.offsets) {
+                    (Some(_), Some(off)) => {
+                        let start = off.get(i).copied()?.max(0) as usize;
+                        Some(start..start + n)
+                    }
+                    _ => Some(i * width..i * width + n.min(width)),
+                }
+            };
             let items = batch
                 .with_buffer(c, |b| -> PyResult<Vec<Bound<'py, PyAny>>> {
                     let buf = b.as_any().downcast_ref::<PyHostBuffer>().ok_or_else(|| bug("a foreign buffer"))?;
@@ -260,8 +288,7 @@ impl PyEpoch {
                             if !valid {
                                 return Ok(py.None().into_bound(py));
                             }
-                            let n = lens.get(i).copied().unwrap_or(0).max(0) as usize;
-                            let row = bytes.get(i * width..i * width + n.min(width)).ok_or_else(|| bug("short"))?;
+                            let row = span(i).and_then(|r| bytes.get(r)).ok_or_else(|| bug("short"))?;
                             Ok(if utf8 {
                                 let s = std::str::from_utf8(row).map_err(|_| bug("text is not UTF-8"))?;
                                 PyString::new(py, s).into_any()
@@ -274,7 +301,7 @@ impl PyEpoch {
                 .ok_or_else(|| bug("no buffer"))??;
             let list = PyList::new(py, items)?;
             let elem = if utf8 { "utf8" } else { "bytes" };
-            return (col.name.as_str(), list, lengths, offsets, valid, elem).into_pyobject(py);
+            return (col.name.as_str(), list, lengths, offsets, shapes, valid, elem).into_pyobject(py);
         }
         let array = batch
             .with_buffer(c, |b| {
@@ -285,7 +312,7 @@ impl PyEpoch {
         let shape: Vec<usize> = col.shape.iter().map(|&d| d.max(0) as usize).collect();
         let values = array.call_method1("view", (elem_dtype(col.elem),))?.call_method1("reshape", (shape,))?;
         let elem = if col.elem == Elem::Bf16 { "bf16" } else { elem_dtype(col.elem) };
-        (col.name.as_str(), values, lengths, offsets, valid, elem).into_pyobject(py)
+        (col.name.as_str(), values, lengths, offsets, shapes, valid, elem).into_pyobject(py)
     }
 }
 

@@ -464,7 +464,8 @@ class Dataset:
         tensors, ``"cuda"`` (or ``"cuda:N"``) copies each batch to the GPU. More options
         (``window_fragments``, ``prefetch_batches``, ``verify_checksums``,
         ``skip_bad_samples``, ``u64_as_i64_bits``, ``ragged_offsets`` for
-        ``"<name>.offsets"``) pass through.
+        ``"<name>.offsets"``, ``ragged="packed"`` for jagged ragged columns, see
+        :class:`Loader`) pass through.
         """
         kwargs = _loader_kwargs(
             batch_size, columns, shuffle, seed, drop_last, workers, memory_budget, rank, world_size, view, options

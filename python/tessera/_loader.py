@@ -32,6 +32,12 @@ class Loader:
     nullable columns add ``"<name>.valid"`` (bool ``[B]``); ``utf8``/``bytes`` columns are
     lists of ``str``/``bytes`` (``None`` for nulls).
 
+    With ``ragged="packed"`` a ragged column is its rows back to back, without padding (one
+    copy of the payload): ``[Σ d1, d2, …]`` when only the first dim varies, else flat, with
+    ``"<name>.offsets"`` (``[B + 1]``, where each row starts along the first dim) and
+    ``"<name>.shapes"`` (``[B, ndim]``). That is the layout of torch's jagged nested tensors:
+    ``torch.nested.nested_tensor_from_jagged(batch["tokens"], batch["tokens.offsets"])``.
+
     Resume (torchdata ``StatefulDataLoader`` convention): ``state_dict()`` at any point, and
     ``load_state_dict(state)`` on a loader of the same dataset version and settings; the next
     ``iter()`` yields exactly the batches that were not consumed yet.
@@ -162,7 +168,7 @@ class Loader:
             t = torch.from_numpy(a)
             return t.to(self._device) if self._device else t
 
-        for name, values, lengths, offsets, valid, elem in pieces:
+        for name, values, lengths, offsets, shapes, valid, elem in pieces:
             if elem in ("utf8", "bytes"):
                 out[name] = values
                 continue
@@ -177,6 +183,8 @@ class Loader:
                 out[name + ".lengths"] = side(lengths)
             if offsets is not None:
                 out[name + ".offsets"] = side(offsets)
+            if shapes is not None:
+                out[name + ".shapes"] = side(shapes)
             if valid is not None:
                 out[name + ".valid"] = side(valid)
         return out
@@ -190,13 +198,13 @@ class Loader:
         def dl(a):
             return None if a is None else jax.numpy.from_dlpack(a)
 
-        for name, values, lengths, offsets, valid, elem in pieces:
+        for name, values, lengths, offsets, shapes, valid, elem in pieces:
             if elem in ("utf8", "bytes"):
                 out[name] = values
                 continue
             arr = dl(values)
             out[name] = jax.lax.bitcast_convert_type(arr, jax.numpy.bfloat16) if elem == "bf16" else arr
-            for suffix, side in ((".lengths", lengths), (".offsets", offsets), (".valid", valid)):
+            for suffix, side in ((".lengths", lengths), (".offsets", offsets), (".shapes", shapes), (".valid", valid)):
                 if side is not None:
                     out[name + suffix] = dl(side)
         return out

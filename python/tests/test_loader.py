@@ -339,6 +339,31 @@ def test_ragged_offsets(ds):
     assert batch["tokens.offsets"].tolist() == [0] + np.cumsum(lengths).tolist()
 
 
+def test_packed_ragged_columns(ds):
+    """ragged="packed": rows back to back with offsets and shapes, equal to the reader's
+    values, text from the packed bytes, and a jagged nested tensor built without a copy."""
+    ref = ds.read()
+    cols = ["tokens", "mat", "caption", "blob", "id"]
+    loader = ds.pytorch(batch_size=8, shuffle="global", seed=3, columns=cols, ragged="packed")
+    it = iter(loader)
+    for batch in it:
+        rows = it.last_rows.tolist()
+        assert batch["caption"] == [ref["caption"][r] for r in rows]
+        assert batch["blob"] == [ref["blob"][r] for r in rows]
+        for name in ("tokens", "mat"):
+            values, offsets, shapes = batch[name], batch[name + ".offsets"], batch[name + ".shapes"]
+            assert offsets.tolist() == [0] + np.cumsum([ref[name][r].shape[0] for r in rows]).tolist()
+            assert values.shape[0] == offsets[-1], "no padding"
+            for i, r in enumerate(rows):
+                assert tuple(shapes[i].tolist()) == ref[name][r].shape
+                np.testing.assert_array_equal(values[offsets[i] : offsets[i + 1]].numpy(), ref[name][r])
+        nested = torch.nested.nested_tensor_from_jagged(batch["tokens"], batch["tokens.offsets"])
+        for i, r in enumerate(rows):
+            np.testing.assert_array_equal(nested[i].numpy(), ref["tokens"][r])
+    with pytest.raises(tessera.UsageError, match="packed"):
+        ds.numpy(ragged="jagged")
+
+
 def test_a_tensor_outlives_its_loader(ds):
     import gc
 
