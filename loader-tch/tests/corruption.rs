@@ -50,10 +50,13 @@ fn checksum_failures_are_errors_or_deterministic_substitutions() {
     assert!(matches!(err, LoaderError::Checksum { .. }), "{err}");
     assert!(results.last().unwrap().is_err(), "nothing after the error");
 
-    for (shuffle, clean_sh) in modes.into_iter().zip(&clean) {
+    // The same through an object store (block shuffle then reads through its window).
+    let fs = object_store::local::LocalFileSystem::new_with_prefix(dir.path()).unwrap();
+    let store = tessera::Store::from_object_store(std::sync::Arc::new(fs), "", true);
+    for ((shuffle, clean_sh), remote) in modes.into_iter().zip(&clean).flat_map(|m| [(m, false), (m, true)]) {
         let run = |workers: usize| {
             let c = LoaderConfig { skip_bad_samples: true, ..cfg(root) }.with_shuffle(shuffle).with_workers(workers);
-            let loader = Loader::open(c).unwrap();
+            let loader = if remote { Loader::open_store(&store, c) } else { Loader::open(c) }.unwrap();
             let batches: Vec<Vec<i64>> = loader.epoch(0).unwrap().map(|b| common::ids(&b.unwrap())).collect();
             (batches, loader.skipped())
         };
@@ -62,7 +65,7 @@ fn checksum_failures_are_errors_or_deterministic_substitutions() {
         let got: Vec<i64> = batches.concat();
         // Exactly the bad rows were replaced, each by a readable row.
         let replaced: BTreeSet<i64> = skipped.iter().map(|s| s.row as i64).collect();
-        assert_eq!(replaced, bad.iter().copied().collect(), "{shuffle:?}");
+        assert_eq!(replaced, bad.iter().copied().collect(), "{shuffle:?} remote={remote}");
         for (i, (&g, &c)) in got.iter().zip(clean_sh).enumerate() {
             if bad.contains(&c) {
                 assert!(!bad.contains(&g), "position {i} still holds a bad row");

@@ -52,7 +52,10 @@ fn accounting_high_water_stays_within_the_budget() {
         assert_eq!(m.current, kept, "only kept indexes, extents and pages stay");
         assert_eq!((m.by_use[2].current, m.by_use[1].current), (m.window.held_bytes, m.cached_pages));
         assert!(m.window.held_bytes <= m.by_use[2].share && m.cached_pages <= m.by_use[1].share);
-        if matches!(shuffle, ShuffleMode::Block { .. }) {
+        if matches!(shuffle, ShuffleMode::Block { .. }) && !remote {
+            assert_eq!(m.by_use[2].high_water, 0, "local files are read without a window");
+        }
+        if matches!(shuffle, ShuffleMode::Block { .. }) && remote {
             assert!(m.by_use[2].high_water > 0, "the window was used");
             // Each data file is read once per epoch (plus its footer and index blocks).
             assert!(loader.io_stats().bytes <= data + data / 8, "{} read of {data}", loader.io_stats().bytes);

@@ -62,9 +62,11 @@
 //!   Adjacent-pair retention ≈ 1/N, mean normalised displacement ≈ 1/3 — the reference
 //!   quality. Reads are random: each batch touches up to `batch_size` pages anywhere.
 //! * Block ([`ShuffleMode::Block`]): fragments are permuted, taken `window_fragments` at a time, and
-//!   each window's rows are permuted. Every data file is read once per epoch, with ranged
-//!   reads of up to 4 MiB into window buffers reused from fragment to fragment and epoch to
-//!   epoch (idle ones stay counted as `Shuffle` memory), and at most two windows are resident. Displacement is still ≈ 1/3 (fragments move anywhere), but a batch
+//!   each window's rows are permuted. On an object store every data file is read once per
+//!   epoch, with ranged reads of up to 4 MiB into window buffers reused from fragment to
+//!   fragment and epoch to epoch (idle ones stay counted as `Shuffle` memory), and at most two
+//!   windows are resident. On local files rows are read straight into the batch, as in a
+//!   global shuffle: the kernel's page cache is the window, and each byte is copied once. Displacement is still ≈ 1/3 (fragments move anywhere), but a batch
 //!   only mixes rows of one or two windows: adjacent-pair retention ≈ 1/(rows per window), and
 //!   rows of the same fragment are correlated in time. Use windows of many fragments when
 //!   fragments are internally sorted (by label, source, time).

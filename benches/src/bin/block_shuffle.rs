@@ -171,7 +171,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mem: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
     let mut files = Vec::new();
     files_under(&dir, &dir, &mut files)?;
-    let store = Store::from_object_store(mem.clone(), "", false);
+    let store = Store::from_object_store(mem.clone(), "", true);
     for (key, path) in &files {
         store.put_if_absent(key, Bytes::from(std::fs::read(path)?))?;
     }
