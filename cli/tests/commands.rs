@@ -31,7 +31,7 @@ fn inspect_tag_branch_diff() {
     );
     let image = info["columns"].as_array().unwrap().iter().find(|c| c["name"] == "image").unwrap();
     assert_eq!(image["kind"]["type"], "image");
-    assert_eq!(image["compression"]["codec"], "lz4");
+    assert_eq!(image["compression"]["codec"], "none", "images are stored uncompressed by default");
     assert!(image["bytes_raw"].as_u64().unwrap() > 0 && image["ratio"].as_f64().unwrap() > 0.0);
     let text = ok(&["info", "-d", s(&ds)]);
     assert!(text.contains("class_label(3: a, b, c)") && text.contains("[?, ?, 3]"), "{text}");

@@ -26,7 +26,7 @@ fn image_folder_native_shape_matches_independent_decode() {
     assert_eq!(image.dtype, DType::U8);
     assert_eq!(image.shape, vec![Dim::Ragged, Dim::Ragged, Dim::Fixed(3)]);
     assert_eq!(image.kind, Kind::Image { layout: ImageLayout::Hwc });
-    assert_eq!(image.compression, Compression::Lz4);
+    assert_eq!(image.compression, Compression::None);
     let label = d.schema().column("label").unwrap();
     assert_eq!(label.dtype, DType::I64);
     assert_eq!(label.kind, Kind::ClassLabel { names: vec!["bird".into(), "cat".into(), "dog".into()] });

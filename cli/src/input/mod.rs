@@ -157,13 +157,15 @@ pub(crate) fn infer_column(name: &str, value: &Value, opts: &InferOptions) -> Re
     Ok(Some(c.with_compression(z)))
 }
 
-/// The default compression of a column: lz4 for images and video (decodes at several GB/s,
-/// so loaders stay I/O-bound; raw pixels of natural images shrink a little), zstd level 3 for
-/// text and JSON (compresses well, tiny next to tensors), none otherwise (already-encoded
-/// bytes, audio and numeric tensors rarely gain enough to pay for decoding).
+/// The default compression of a column: zstd level 3 for text and JSON (compresses well,
+/// tiny next to tensors), none otherwise. Decoded pixels of photographs barely compress
+/// losslessly: on crops of real photos (`benches` `codecs`, 2026-11-27) lz4 stored 89% of
+/// the bytes and cut the loader to 0.37-0.39x of uncompressed pages on local files; over a
+/// modelled bucket at +20 ms it tied with none on a 10 Gbit/s link (1.01x) and lost on 25
+/// Gbit/s (0.69x) and through an HTTP server (0.81-0.87x). Where bytes matter, the encoded
+/// image codec (`--keep-encoded`) stores the JPEG/PNG files at a fraction of the size.
 pub(crate) fn default_compression(c: &Column) -> Compression {
     match c.kind {
-        Kind::Image { .. } | Kind::Video { .. } => Compression::Lz4,
         Kind::Text | Kind::Json => Compression::Zstd { level: 3 },
         _ => Compression::None,
     }
