@@ -461,7 +461,8 @@ class Dataset:
         ``rank``/``world_size`` default to torchrun's ``RANK``/``WORLD_SIZE``; ranks get
         disjoint shards of equal batch counts. ``workers`` are Rust threads: results never
         depend on their number. ``device``: ``None``/``"cpu"`` keeps the zero-copy CPU
-        tensors, ``"cuda"`` (or ``"cuda:N"``) copies each batch to the GPU. More options
+        tensors, ``"cuda"`` (or ``"cuda:N"``) copies each batch to the GPU through pinned
+        memory with ``non_blocking=True`` (the copy overlaps the running step). More options
         (``window_fragments``, ``prefetch_batches``, ``verify_checksums``,
         ``skip_bad_samples``, ``u64_as_i64_bits``, ``ragged_offsets`` for
         ``"<name>.offsets"``, ``ragged="packed"`` for jagged ragged columns, see

@@ -54,6 +54,7 @@ class Loader:
         self._current: Optional[LoaderIterator] = None
         self._torch = None
         self._jax = None
+        self._cuda = False
         if output == "jax":
             import jax  # imported here: the package works without jax
 
@@ -66,6 +67,7 @@ class Loader:
                 dev = torch.device(self._device)
                 if dev.type == "cuda" and not torch.cuda.is_available():
                     raise UsageError(f"device={device!r}, but this torch has no CUDA device")
+                self._cuda = dev.type == "cuda"
 
     # -- facts ------------------------------------------------------------------------------
     @property
@@ -162,11 +164,20 @@ class Loader:
         torch = self._torch
         out: Dict[str, Any] = {}
 
+        def move(t):
+            if self._device is None:
+                return t
+            if self._cuda:
+                # Through pinned memory, asynchronously: the copy overlaps the step that runs
+                # on the GPU, and torch's pinned allocator keeps the staging buffer alive
+                # until the copy has finished.
+                return t.pin_memory().to(self._device, non_blocking=True)
+            return t.to(self._device)
+
         def side(a):
             if a is None or torch is None:
                 return a
-            t = torch.from_numpy(a)
-            return t.to(self._device) if self._device else t
+            return move(torch.from_numpy(a))
 
         for name, values, lengths, offsets, shapes, valid, elem in pieces:
             if elem in ("utf8", "bytes"):
@@ -178,7 +189,7 @@ class Loader:
                 t = torch.from_numpy(values)  # zero-copy: the tensor keeps the array alive
                 if elem == "bf16":
                     t = t.view(torch.bfloat16)
-                out[name] = t.to(self._device) if self._device else t
+                out[name] = move(t)
             if lengths is not None:
                 out[name + ".lengths"] = side(lengths)
             if offsets is not None:
