@@ -218,6 +218,13 @@ fn work(sh: &Shared, mut worker: Worker, tx: &SyncSender<(usize, Result<Batch>)>
         if tx.send((index, result)).is_err() {
             return;
         }
+        // Block shuffle on an object store: with its batch handed over, the thread loads the
+        // next window fragment ahead of the batches that need it. A failure is not this
+        // batch's: the fragment's unfinished work stays for the batch that needs it, which
+        // retries it and reports what fails.
+        if let Some(window) = &sh.window {
+            let _ = worker.load_ahead(window);
+        }
     }
 }
 
@@ -299,13 +306,14 @@ impl Shares {
 }
 
 /// Block mode: the physical rows of each fragment this rank reads at real positions, the
-/// window cache (admission order = first need), and the peak window bytes (estimated).
+/// window cache (admission order = first need), the peak window bytes and the largest
+/// fragment's bytes (estimated).
 fn block_schedule(
     catalog: &Catalog,
     plan: &Plan,
     rows_n: u64,
     position: &dyn Fn(usize, usize) -> u64,
-) -> Result<(Vec<Vec<u64>>, WindowCache, u64)> {
+) -> Result<(Vec<Vec<u64>>, WindowCache, u64, u64)> {
     let frags = catalog.fragments.len();
     let mut needed: Vec<Vec<u64>> = vec![Vec::new(); frags];
     let mut first = vec![usize::MAX; frags];
@@ -341,7 +349,8 @@ fn block_schedule(
         .map(|(f, &b)| (b + b / 16).div_ceil(extent) * extent + extent * catalog.fragments[f].files.len() as u64)
         .collect();
     let peak = sweep_peak(&first, &last, &est, batches);
-    Ok((needed, WindowCache::new(first, uses, extent), peak))
+    let largest = est.iter().copied().max().unwrap_or(0);
+    Ok((needed, WindowCache::new(first, uses, extent), peak, largest))
 }
 
 /// One epoch's running pipeline, owned by the consumer.
@@ -377,17 +386,23 @@ impl EpochPipeline {
         // kernel's page cache already is that window: reading rows straight into the batch
         // (the block order, the global path's reads) copies each byte once, where the window
         // copied it twice (into the window, then out of it) and ran at about half the rate.
-        let (needed, window, shuffle_share) = if set.block && !fetcher.is_local() {
-            let (needed, window, peak) = block_schedule(&catalog, &plan, rows_n, &position)?;
-            (needed, Some(window), peak)
+        let (needed, window, peak, ahead) = if set.block && !fetcher.is_local() {
+            let (needed, window, peak, largest) = block_schedule(&catalog, &plan, rows_n, &position)?;
+            (needed, Some(window), peak, largest)
         } else {
-            (Vec::new(), None, 0)
+            (Vec::new(), None, 0, 0)
         };
         let plan_bytes = 8 * (plan.effective_order().len() as u64 + needed.iter().map(|n| n.len() as u64).sum::<u64>());
         let batch_bytes: u64 =
             (0..catalog.columns.len()).map(|c| catalog.estimated_slot_bytes(c) * batch_size as u64).sum::<u64>().max(1);
         let tuned = !fetcher.is_local();
-        let shares = Shares::size(acct.budget(), plan_bytes, shuffle_share, batch_bytes, &set, tuned)?;
+        // The window's share holds one fragment more than its sweep peak where the budget
+        // allows (loading ahead, see `Worker::load_ahead`), else the peak.
+        let budget = acct.budget();
+        let (shuffle_share, shares) = match Shares::size(budget, plan_bytes, peak + ahead, batch_bytes, &set, tuned) {
+            Ok(shares) if ahead > 0 => (peak + ahead, shares),
+            _ => (peak, Shares::size(budget, plan_bytes, peak, batch_bytes, &set, tuned)?),
+        };
         let (sets, meta_cap, allowance, threads) = (shares.sets, shares.meta_cap, shares.allowance, shares.threads);
         acct.set_shares([
             (MemoryUse::Ready, shares.ready),

@@ -259,12 +259,20 @@ pub(crate) const DEFAULT_GAP: u64 = 1 << 20;
 /// Bounds of the measured coalescing gap.
 const MIN_GAP: u64 = 64 << 10;
 const MAX_GAP: u64 = 4 << 20;
+/// Requests per window of the latency minimum.
+const LATENCY_WINDOW: u32 = 64;
 /// Bodies at least this long update the measured transfer rate.
 const RATE_SAMPLE_MIN: u64 = 64 << 10;
 
 /// The measured cost of an object-store request: time to the first byte (latency) and the
-/// body's transfer rate, as moving averages. Reading a gap between two wanted ranges is cheaper
-/// than another round trip while the gap is shorter than latency × bandwidth.
+/// body's transfer rate. Reading a gap between two wanted ranges is cheaper than another round
+/// trip while the gap is shorter than latency × bandwidth.
+///
+/// The latency is the smallest first-byte time of the recent requests (the round trip of an
+/// idle link, as BBR measures it), not their average: when the server or the link is the
+/// bottleneck, requests queue and their first-byte times grow, and an average would then
+/// widen the gap and spend the scarce bandwidth on bytes nobody wants. The rate is a moving
+/// average of body transfer rates.
 #[derive(Debug, Default)]
 pub(crate) struct LinkModel {
     state: Mutex<LinkState>,
@@ -272,7 +280,10 @@ pub(crate) struct LinkModel {
 
 #[derive(Clone, Copy, Debug, Default)]
 struct LinkState {
-    latency_s: f64,
+    /// Smallest first-byte time of the current window of [`LATENCY_WINDOW`] requests, and
+    /// of the window before it; the latency is the smaller of the two.
+    min_now_s: f64,
+    min_prev_s: f64,
     rate: f64,
     latencies: u32,
     rates: u32,
@@ -287,7 +298,14 @@ impl LinkModel {
         let mut s = self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         s.file_bodies = file_body;
         let l = first_byte.as_secs_f64();
-        s.latency_s = if s.latencies == 0 { l } else { s.latency_s + ALPHA * (l - s.latency_s) };
+        if s.latencies.is_multiple_of(LATENCY_WINDOW) {
+            // A new window: the minimum forgets requests two windows old (a link that got
+            // slower is followed within two windows).
+            s.min_prev_s = if s.latencies == 0 { l } else { s.min_now_s };
+            s.min_now_s = l;
+        } else {
+            s.min_now_s = s.min_now_s.min(l);
+        }
         s.latencies = s.latencies.saturating_add(1);
         if body >= RATE_SAMPLE_MIN && !body_time.is_zero() {
             let r = body as f64 / body_time.as_secs_f64();
@@ -309,7 +327,7 @@ impl LinkModel {
         if s.latencies == 0 || s.rates == 0 {
             return DEFAULT_GAP;
         }
-        let product = s.latency_s * s.rate;
+        let product = s.min_now_s.min(s.min_prev_s) * s.rate;
         if product.is_finite() { (product as u64).clamp(MIN_GAP, MAX_GAP) } else { MAX_GAP }
     }
 }
@@ -589,6 +607,29 @@ mod tests {
         near.observe(Duration::from_micros(1), 1_000_000, Duration::from_millis(10), true);
         assert!(near.gaps_free());
         assert_eq!(near.gap_bytes(), MIN_GAP);
+    }
+
+    #[test]
+    fn queueing_does_not_widen_the_gap_and_a_slower_link_is_followed() {
+        let ms = Duration::from_millis;
+        let link = LinkModel::default();
+        // An idle link: 1 ms to the first byte at 1 GB/s.
+        link.observe(ms(1), 1_000_000, ms(1), false);
+        // A saturated server: requests queue for 40 ms before their first byte, and each
+        // body still streams at 1 GB/s. The gap stays the idle link's 1 MB.
+        for _ in 0..LATENCY_WINDOW - 1 {
+            link.observe(ms(40), 1_000_000, ms(1), false);
+        }
+        assert_eq!(link.gap_bytes(), 1_000_000);
+        for _ in 0..LATENCY_WINDOW {
+            link.observe(ms(2), 1_000_000, ms(1), false);
+        }
+        assert_eq!(link.gap_bytes(), 1_000_000, "the previous window still holds 1 ms");
+        // The link got slower for good (2 ms at best): followed after two windows.
+        for _ in 0..LATENCY_WINDOW {
+            link.observe(ms(3), 1_000_000, ms(1), false);
+        }
+        assert_eq!(link.gap_bytes(), 2_000_000);
     }
 
     #[test]

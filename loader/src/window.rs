@@ -178,6 +178,8 @@ struct State {
 pub(crate) struct WindowCache {
     /// Admission position of each fragment (`usize::MAX` when this rank never needs it).
     position: Vec<usize>,
+    /// The fragments in admission order (the inverse of `position`).
+    order: Vec<usize>,
     /// Real rows of this rank's remaining batches per fragment.
     uses: Vec<u64>,
     /// First batch needing each fragment.
@@ -213,6 +215,7 @@ impl WindowCache {
         }
         Self {
             position,
+            order,
             uses,
             first_need,
             extent,
@@ -340,6 +343,50 @@ impl WindowCache {
         self.changed.notify_all();
     }
 
+    /// Takes the turn to plan the next fragment in admission order ahead of any batch that
+    /// needs it (loading ahead): `Some(fragment)` when it is not planned yet; the caller then
+    /// plans it ([`WindowCache::planned`]) or gives the turn back ([`WindowCache::abandon`]).
+    pub(crate) fn claim_turn(&self) -> Option<usize> {
+        let mut s = self.lock();
+        let frag = *self.order.get(s.turn)?;
+        if s.slots.contains_key(&frag) {
+            return None;
+        }
+        s.slots.insert(frag, Slot::Planning);
+        Some(frag)
+    }
+
+    /// Up to `max` pending jobs of fragment `frag`.
+    pub(crate) fn take_pending_of(&self, frag: usize, max: usize) -> Vec<Job> {
+        let mut s = self.lock();
+        let Some(Slot::Loading(l)) = s.slots.get_mut(&frag) else { return Vec::new() };
+        let n = max.min(l.pending.len());
+        l.pending.drain(..n).collect()
+    }
+
+    /// Up to `max` more pending jobs, of the earliest loading fragments first: a worker on an
+    /// object store runs them together with the job [`WindowCache::admit`] gave it, so that
+    /// their range GETs share the round trip instead of waiting for one another.
+    pub(crate) fn take_pending(&self, max: usize) -> Vec<Job> {
+        let mut s = self.lock();
+        let mut loading: Vec<usize> = s
+            .slots
+            .iter()
+            .filter(|(_, slot)| matches!(slot, Slot::Loading(l) if !l.pending.is_empty()))
+            .map(|(&f, _)| f)
+            .collect();
+        loading.sort_by_key(|&f| self.position(f));
+        let mut jobs = Vec::new();
+        for f in loading {
+            let Some(Slot::Loading(l)) = s.slots.get_mut(&f) else { continue };
+            while jobs.len() < max {
+                let Some(job) = l.pending.pop_front() else { break };
+                jobs.push(job);
+            }
+        }
+        jobs
+    }
+
     /// Puts back a job whose run failed (the epoch is failing; another worker may retry it).
     pub(crate) fn requeue(&self, job: Job) {
         let mut s = self.lock();
@@ -350,7 +397,8 @@ impl WindowCache {
         self.changed.notify_all();
     }
 
-    /// Gives the turn back after a failed plan (the epoch is failing; waiters see the stop).
+    /// Gives the turn back after a failed plan (the epoch is failing; waiters see the stop)
+    /// or a load ahead that found no room (the fragment is planned when a batch needs it).
     pub(crate) fn abandon(&self, frag: usize) {
         let mut s = self.lock();
         s.slots.remove(&frag);
@@ -443,6 +491,24 @@ mod tests {
         assert!(matches!(w.admit(0, &stop), Ok(Step::Plan)));
         stop.store(true, Ordering::Release);
         assert!(matches!(w.admit(0, &stop), Err(LoaderError::Stopped)));
+    }
+
+    #[test]
+    fn loading_ahead_takes_the_next_turn_only() {
+        // Admission order: fragment 2, then 0 (fragment 1 is never needed).
+        let w = WindowCache::new(vec![1, usize::MAX, 0], vec![3, 0, 2], MIN_EXTENT);
+        let stop = AtomicBool::new(false);
+        assert_eq!(w.claim_turn(), Some(2));
+        assert_eq!(w.claim_turn(), None, "fragment 2 is being planned");
+        // No room now: the turn goes back, and the batch that needs fragment 2 plans it.
+        w.abandon(2);
+        assert!(matches!(w.admit(2, &stop), Ok(Step::Plan)));
+        w.planned(2, Vec::new(), Vec::new());
+        assert_eq!(w.claim_turn(), Some(0));
+        w.planned(0, Vec::new(), Vec::new());
+        assert!(matches!(w.admit(0, &stop), Ok(Step::Ready(_))), "loaded ahead, resident for its batch");
+        assert_eq!(w.claim_turn(), None, "every needed fragment was admitted");
+        assert!(w.take_pending_of(0, 8).is_empty());
     }
 
     #[test]

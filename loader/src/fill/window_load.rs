@@ -3,7 +3,9 @@
 //! taken from the loader's pool within the `Shuffle` share) and publishes one job per extent;
 //! any worker waiting for the fragment runs jobs: one ranged read of neighbouring pages
 //! straight into the extent (a positioned read locally, a range GET on an object store),
-//! checked in place, or staged and decoded into it for compressed pages.
+//! checked in place, or staged and decoded into it for compressed pages. On an object store a
+//! worker takes every pending job (up to `max_requests_in_flight`) and sends their GETs
+//! together, so a window's fragments load in about one round trip, not one per extent.
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -110,32 +112,89 @@ impl Worker {
         loop {
             match window.admit(f, &sh.stopped)? {
                 Step::Ready(d) => return Ok(d),
-                Step::Plan => match self.plan_fragment(window, f) {
-                    Ok((files, jobs)) => window.planned(f, files, jobs),
+                Step::Plan => match self.plan_fragment(window, f, false) {
+                    Ok(Some((files, jobs))) => window.planned(f, files, jobs),
+                    Ok(None) => window.abandon(f), // not reached: a plan that waits
                     Err(e) => {
                         window.abandon(f);
                         return Err(e);
                     }
                 },
-                Step::Run(mut job) => match self.run_job(&mut job) {
-                    Ok(faults) => window.finished(*job, faults),
-                    Err(e) => {
-                        window.requeue(*job);
-                        return Err(e);
+                Step::Run(job) => {
+                    // On an object store, more pending jobs join this one: their range GETs
+                    // go out together (at most `max_requests_in_flight`), one round trip for
+                    // all. Locally, reads are positioned and cost no round trip.
+                    let mut jobs = vec![*job];
+                    if !sh.fetcher.is_local() {
+                        jobs.extend(window.take_pending(sh.set.max_requests.saturating_sub(1)));
                     }
-                },
+                    match self.run_jobs(&mut jobs) {
+                        Ok(faults) => {
+                            for (job, faults) in jobs.into_iter().zip(faults) {
+                                window.finished(job, faults);
+                            }
+                        }
+                        Err(e) => {
+                            for job in jobs {
+                                window.requeue(job);
+                            }
+                            return Err(e);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Loads the next fragment in admission order before a batch needs it, when its
+    /// extents fit in the `Shuffle` share now: plans it and runs its jobs. Without this, a
+    /// fragment would start loading only when a claimed batch needs it, and every fragment's
+    /// round trips and transfer would stall the batches waiting for it; the share holds one
+    /// fragment more than the window's sweep peak (when the budget allows) for this.
+    pub(crate) fn load_ahead(&mut self, window: &WindowCache) -> Result<()> {
+        let Some(f) = window.claim_turn() else { return Ok(()) };
+        match self.plan_fragment(window, f, true) {
+            Ok(Some((files, jobs))) => window.planned(f, files, jobs),
+            Ok(None) => {
+                window.abandon(f);
+                return Ok(());
+            }
+            Err(e) => {
+                window.abandon(f);
+                return Err(e);
+            }
+        }
+        loop {
+            let mut jobs = window.take_pending_of(f, self.sh.set.max_requests);
+            if jobs.is_empty() {
+                return Ok(());
+            }
+            match self.run_jobs(&mut jobs) {
+                Ok(faults) => {
+                    for (job, faults) in jobs.into_iter().zip(faults) {
+                        window.finished(job, faults);
+                    }
+                }
+                Err(e) => {
+                    for job in jobs {
+                        window.requeue(job);
+                    }
+                    return Err(e);
+                }
             }
         }
     }
 
     /// Lays out every page of fragment `f` this rank needs in extents taken from the pool
-    /// (waiting for them within the `Shuffle` share) and makes one job per extent.
+    /// (waiting for them within the `Shuffle` share, or with `ahead` not waiting: `None` when
+    /// they do not fit now) and makes one job per extent.
     #[allow(clippy::type_complexity)]
     fn plan_fragment(
         &mut self,
         window: &WindowCache,
         f: usize,
-    ) -> Result<(Vec<std::result::Result<Vec<PageMap>, Fault>>, Vec<Job>)> {
+        ahead: bool,
+    ) -> Result<Option<(Vec<std::result::Result<Vec<PageMap>, Fault>>, Vec<Job>)>> {
         let sh = self.sh.clone();
         let entry = &sh.catalog.fragments[f];
         let needed = &sh.needed[f];
@@ -173,52 +232,72 @@ impl Worker {
             plans.extend(file_runs.into_iter().map(|runs| (fi, meta.clone(), runs)));
         }
         let first_need = window.first_need(f);
-        let extents = sh.set.window_pool.take(&lens, &sh.stopped, &|| first_need <= sh.oldest())?;
+        let extents = if ahead {
+            let Some(extents) = sh.set.window_pool.try_take(&lens) else { return Ok(None) };
+            extents
+        } else {
+            sh.set.window_pool.take(&lens, &sh.stopped, &|| first_need <= sh.oldest())?
+        };
         let jobs = plans
             .into_iter()
             .zip(extents)
             .enumerate()
             .map(|(index, ((fi, meta, runs), extent))| Job { frag: f, fi, meta, index, extent, runs })
             .collect();
-        Ok((files, jobs))
+        Ok(Some((files, jobs)))
     }
 
-    /// Fills a job's extent: each run one ranged read, pages checked in place (or staged and
-    /// decoded into place). Returns the pages' data faults.
-    fn run_job(&mut self, job: &mut Job) -> Result<Vec<PageFault>> {
+    /// Fills the jobs' extents: each run one ranged read (positioned reads locally; on an
+    /// object store every job's runs as range GETs together), pages checked in place (or
+    /// staged and decoded into place). Returns each job's page data faults.
+    fn run_jobs(&mut self, jobs: &mut [Job]) -> Result<Vec<Vec<PageFault>>> {
         let sh = self.sh.clone();
-        let key = sh.catalog.fragments[job.frag].files[job.fi].file.path.clone();
+        let keys: Vec<String> =
+            jobs.iter().map(|j| sh.catalog.fragments[j.frag].files[j.fi].file.path.clone()).collect();
+        if sh.fetcher.is_local() {
+            for (job, key) in jobs.iter_mut().zip(&keys) {
+                let ext = job.extent.bytes_mut();
+                for run in job.runs.iter().filter(|r| r.direct) {
+                    let len = (run.range.end - run.range.start) as usize;
+                    let dst = ext
+                        .get_mut(run.at..run.at + len)
+                        .ok_or_else(|| LoaderError::WorkerPanicked("a run outside its extent".into()))?;
+                    sh.fetcher.read_into(key, run.range.start, dst, &sh.stopped)?;
+                }
+            }
+        } else {
+            let mut requests = Vec::new();
+            for (job, key) in jobs.iter_mut().zip(&keys) {
+                let Job { extent, runs, .. } = job;
+                let mut rest: &mut [u8] = extent.bytes_mut();
+                let mut base = 0usize;
+                for run in runs.iter().filter(|r| r.direct) {
+                    let len = (run.range.end - run.range.start) as usize;
+                    let skip = run.at.checked_sub(base).filter(|&s| s + len <= rest.len());
+                    let skip = skip.ok_or_else(|| LoaderError::WorkerPanicked("a run outside its extent".into()))?;
+                    let (_, tail) = std::mem::take(&mut rest).split_at_mut(skip);
+                    let (dst, tail) = tail.split_at_mut(len);
+                    rest = tail;
+                    base = run.at + len;
+                    requests.push(RangeRequest { key: key.as_str(), range: run.range.clone(), dests: vec![(0, dst)] });
+                }
+            }
+            if !requests.is_empty() {
+                sh.fetcher.run_requests(&mut requests, sh.set.max_requests, &sh.stopped)?;
+            }
+        }
+        jobs.iter_mut().zip(&keys).map(|(job, key)| self.check_job(job, key)).collect()
+    }
+
+    /// Checks a job's landed pages in place and decodes its compressed runs into place.
+    /// Returns the pages' data faults.
+    fn check_job(&mut self, job: &mut Job, key: &str) -> Result<Vec<PageFault>> {
+        let sh = self.sh.clone();
         let meta = job.meta.clone();
         let fi = job.fi;
         let what = |pos: usize, p: usize| format!("{key}: projected column #{pos} page {p}");
         let check = sh.set.verify;
         let mut faults = Vec::new();
-        // Stored pages land in the extent: one positioned read per run locally, the runs'
-        // range GETs together on an object store.
-        let ext = job.extent.bytes_mut();
-        let direct: Vec<&Run> = job.runs.iter().filter(|r| r.direct).collect();
-        if sh.fetcher.is_local() {
-            for run in &direct {
-                let len = (run.range.end - run.range.start) as usize;
-                let dst = ext
-                    .get_mut(run.at..run.at + len)
-                    .ok_or_else(|| LoaderError::WorkerPanicked("a run outside its extent".into()))?;
-                sh.fetcher.read_into(&key, run.range.start, dst, &sh.stopped)?;
-            }
-        } else if !direct.is_empty() {
-            let mut requests = Vec::with_capacity(direct.len());
-            let mut rest: &mut [u8] = ext;
-            let mut base = 0usize;
-            for run in &direct {
-                let len = (run.range.end - run.range.start) as usize;
-                let (_, tail) = std::mem::take(&mut rest).split_at_mut(run.at - base);
-                let (dst, tail) = tail.split_at_mut(len);
-                rest = tail;
-                base = run.at + len;
-                requests.push(RangeRequest { key: &key, range: run.range.clone(), dests: vec![(0, dst)] });
-            }
-            sh.fetcher.run_requests(&mut requests, sh.set.max_requests, &sh.stopped)?;
-        }
         let ext = job.extent.bytes_mut();
         for run in &job.runs {
             if run.direct {
@@ -231,7 +310,7 @@ impl Worker {
                 continue;
             }
             // Pages to decode: the run's stored bytes are staged, each page decoded into place.
-            let staged = self.stage_run(&key, &run.range)?;
+            let staged = self.stage_run(key, &run.range)?;
             for pg in &run.pages {
                 let chunk = &meta.chunks[pg.pos];
                 let block = chunk.pages()[pg.page].block;

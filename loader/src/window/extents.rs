@@ -190,6 +190,25 @@ impl ExtentPool {
         }
     }
 
+    /// [`ExtentPool::take`] without waiting and without going past the share: `None` when
+    /// the extents do not fit now (loading ahead is optional).
+    pub(crate) fn try_take(self: &Arc<Self>, lens: &[u64]) -> Option<Vec<Extent>> {
+        let share = self.acct.share(MemoryUse::Shuffle);
+        let mut s = self.lock();
+        let mut idle_lens: Vec<u64> = s.idle.iter().map(|slab| slab.buf.len() as u64).collect();
+        let mut missing = 0u64;
+        for &len in lens {
+            match idle_lens.iter().position(|&l| l == len) {
+                Some(i) => {
+                    idle_lens.swap_remove(i);
+                }
+                None => missing += len,
+            }
+        }
+        let unused: u64 = idle_lens.iter().sum();
+        (s.held - unused + missing <= share).then(|| self.lend(&mut s, lens, share, false))
+    }
+
     /// Lends `lens` from the idle extents, freeing idle extents of other lengths while the
     /// pool is over `share`, and allocating the rest.
     fn lend(self: &Arc<Self>, s: &mut PoolState, lens: &[u64], share: u64, overcommit: bool) -> Vec<Extent> {
@@ -284,6 +303,17 @@ mod tests {
         assert!(matches!(pool(100).take(&[MIN_EXTENT], &stop, &|| false), Err(LoaderError::Budget { .. })));
         stop.store(true, Ordering::Release);
         assert!(matches!(p.take(&[256 << 10], &stop, &|| false), Err(LoaderError::Stopped)));
+    }
+
+    #[test]
+    fn taking_ahead_never_waits_nor_overcommits() {
+        let p = pool(512 << 10);
+        let held = p.try_take(&[256 << 10, 256 << 10]).expect("fits the share");
+        assert!(p.try_take(&[256 << 10]).is_none(), "no room: no extent, no wait");
+        assert_eq!(p.acct.stats().overcommits, 0);
+        drop(held);
+        assert_eq!(p.try_take(&[256 << 10]).map(|e| e.len()), Some(1));
+        assert_eq!(p.stats().reuses, 1, "an idle extent is reused");
     }
 
     #[test]
