@@ -196,15 +196,18 @@ pub struct LoaderConfig {
     /// the most bytes one worker has in flight: a batch's requests to an object store go out
     /// together in waves of at most this many bytes.
     pub max_fetch_bytes: u64,
-    /// The most storage requests one worker has in flight at once (object stores; a wave of
-    /// a batch's requests is also cut at this count). With `workers` workers, at most
-    /// `workers × max_requests_in_flight` requests are outstanding.
+    /// The most storage requests one filling thread has in flight at once (object stores; a
+    /// wave of a batch's requests is also cut at this count). Across the loader's threads,
+    /// requests with streamed bodies (HTTP stores) are also held to a limit that adapts to
+    /// the link: it grows while first-byte times stay near the idle round trip and shrinks
+    /// while requests queue at the server ([`IoStats::in_flight_limit`](crate::IoStats::in_flight_limit)).
     pub max_requests_in_flight: usize,
     /// Object stores: two wanted byte ranges of a data file closer than this many bytes are
     /// read with one range GET (the gap is read and dropped). `None` (the default) measures
-    /// it: request latency × transfer rate, within 64 KiB..4 MiB, 1 MiB until measured, and
-    /// unbounded for a store that answers with local file handles (`object_store`'s file
-    /// system), whose gaps are never read. `Some(0)` coalesces only touching ranges.
+    /// it: the idle round trip (smallest recent first-byte time) × the transfer rate one
+    /// request in flight gets, within 64 KiB..4 MiB, 1 MiB until measured, and unbounded for
+    /// a store that answers with local file handles (`object_store`'s file system), whose
+    /// gaps are never read. `Some(0)` coalesces only touching ranges.
     pub coalesce_gap_bytes: Option<u64>,
     /// Verify every page's CRC-32 (pages are then read whole). `false` lets uncompressed
     /// rows be read alone, which is much cheaper for big samples in a global shuffle.

@@ -78,8 +78,8 @@
 //! ## Pipeline
 //! Worker threads (count does not affect output) assemble batches: rows are grouped by data
 //! file and the pages each file contributes are read in offset order, neighbouring ranges
-//! coalesced when the gap costs less than a round trip (from the measured latency and
-//! bandwidth, or [`LoaderConfig::coalesce_gap_bytes`]): positioned reads (`pread`) from a
+//! coalesced when the gap costs less than a round trip (the idle round trip × the rate one
+//! request in flight gets, or [`LoaderConfig::coalesce_gap_bytes`]): positioned reads (`pread`) from a
 //! local directory, concurrent range GETs from an object store, in both cases straight into
 //! the batch buffer where the stored bytes need no decoding. Pages are CRC-checked when
 //! [`LoaderConfig::verify_checksums`] is on (the default), which requires reading a page
@@ -98,7 +98,10 @@
 //! (2 workers, 1 GiB) need no tuning for latency; the knobs that remain are `workers` (CPU
 //! threads' worth of decode and copy), `memory_budget` (the cap on everything, depth
 //! included), `max_requests_in_flight` and `max_fetch_bytes` (per request wave), and
-//! [`IoStats::depth`] reports the depth an epoch ran at.
+//! [`IoStats::depth`] reports the depth an epoch ran at. Requests with streamed bodies (HTTP
+//! stores) share one in-flight limit that adapts to the server like TCP's congestion window
+//! (`flight.rs`): more requests than the server serves at once only queue there, and their
+//! bodies would wait in the HTTP client's buffers, outside the budget.
 //!
 //! Every batch buffer is allocated once (from a `pool`, through the adapter's
 //! [`BufferAllocator`]) and filled in place. A buffer is refilled only when it reports itself
@@ -137,6 +140,7 @@ mod config;
 mod depth;
 mod error;
 mod fill;
+mod flight;
 mod loader;
 mod memory;
 mod pipeline;

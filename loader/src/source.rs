@@ -30,6 +30,7 @@ use object_store::{GetOptions, GetRange, GetResultPayload};
 use crate::config::RetryPolicy;
 use crate::depth::DepthModel;
 use crate::error::{LoaderError, Result};
+use crate::flight::FlightLimit;
 
 /// Files kept open by a local source before the handle cache is flushed.
 const MAX_OPEN_FILES: usize = 256;
@@ -90,6 +91,9 @@ pub struct IoStats {
     /// Object stores: the self-tuned pipeline depth (batches claimed and not yet delivered)
     /// the last epoch ran at; 0 on local files, whose depth is `prefetch_batches`.
     pub depth: u64,
+    /// Object stores with streamed bodies: the adapted limit of requests in flight across
+    /// the loader's threads (it shrinks while requests queue at the server).
+    pub in_flight_limit: u64,
 }
 
 /// Runs `attempt` until it succeeds, fails fatally, or `policy.max_retries` retries are spent.
@@ -259,8 +263,9 @@ pub(crate) const DEFAULT_GAP: u64 = 1 << 20;
 /// Bounds of the measured coalescing gap.
 const MIN_GAP: u64 = 64 << 10;
 const MAX_GAP: u64 = 4 << 20;
-/// Requests per window of the latency minimum.
-const LATENCY_WINDOW: u32 = 64;
+/// Requests per window of the latency minimum: long enough to remember the idle round trip
+/// while requests queue (the in-flight limit then shrinks until they do not).
+const LATENCY_WINDOW: u32 = 1024;
 /// Bodies at least this long update the measured transfer rate.
 const RATE_SAMPLE_MIN: u64 = 64 << 10;
 
@@ -320,14 +325,24 @@ impl LinkModel {
         self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner).file_bodies
     }
 
+    /// The link's idle round trip: the smallest first-byte time of the recent requests
+    /// (`None` before the first).
+    pub(crate) fn idle_latency(&self) -> Option<Duration> {
+        let s = *self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let l = s.min_now_s.min(s.min_prev_s);
+        (s.latencies > 0 && l.is_finite() && l >= 0.0).then(|| Duration::from_secs_f64(l))
+    }
+
     /// Latency × bandwidth in bytes, within `[MIN_GAP, MAX_GAP]`; [`DEFAULT_GAP`] before
-    /// anything was measured.
-    pub(crate) fn gap_bytes(&self) -> u64 {
+    /// anything was measured. With `slot_rate` (bytes per second one request in flight gets when many share the
+    /// link), that rate replaces a single body's rate where it is lower.
+    pub(crate) fn gap_bytes_at(&self, slot_rate: Option<f64>) -> u64 {
         let s = *self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if s.latencies == 0 || s.rates == 0 {
             return DEFAULT_GAP;
         }
-        let product = s.min_now_s.min(s.min_prev_s) * s.rate;
+        let rate = slot_rate.map_or(s.rate, |r| r.min(s.rate));
+        let product = s.min_now_s.min(s.min_prev_s) * rate;
         if product.is_finite() { (product as u64).clamp(MIN_GAP, MAX_GAP) } else { MAX_GAP }
     }
 }
@@ -351,6 +366,8 @@ pub(crate) struct Fetcher {
     pub(crate) link: LinkModel,
     /// Measured fill and service time per batch: the self-tuned pipeline depth (object stores).
     pub(crate) depth: DepthModel,
+    /// Streamed object-store requests in flight, adapted to the link.
+    pub(crate) flight: FlightLimit,
 }
 
 impl Fetcher {
@@ -361,11 +378,18 @@ impl Fetcher {
             counters: IoCounters::default(),
             link: LinkModel::default(),
             depth: DepthModel::default(),
+            flight: FlightLimit::default(),
         }
     }
 
     pub(crate) fn is_local(&self) -> bool {
         self.source.is_local()
+    }
+
+    /// The coalescing gap of object-store range GETs: the idle round trip × the rate one
+    /// request in flight gets (see [`LinkModel`] and `crate::flight`).
+    pub(crate) fn gap_bytes(&self) -> u64 {
+        self.link.gap_bytes_at(self.flight.slot_rate())
     }
 
     pub(crate) fn stats(&self) -> IoStats {
@@ -374,6 +398,7 @@ impl Fetcher {
             bytes: self.counters.bytes.load(Ordering::Relaxed),
             retries: self.counters.retries.load(Ordering::Relaxed),
             depth: self.depth.last() as u64,
+            in_flight_limit: self.flight.limit() as u64,
         }
     }
 
@@ -462,6 +487,9 @@ impl Fetcher {
     async fn get_into(&self, store: &tessera::Store, req: &mut RangeRequest<'_>) -> std::result::Result<(), Attempt> {
         let key = req.key;
         let io = |e: object_store::Error| classify(key, tessera::Error::Io { path: key.to_string(), source: e });
+        // Streamed bodies wait for a permit (released on return, also on failure); local
+        // file handles buffer nothing and are not limited.
+        let permit = if self.link.gaps_free() { None } else { self.flight.acquire().await };
         self.counters.requests.fetch_add(1, Ordering::Relaxed);
         let t0 = Instant::now();
         let opts = GetOptions { range: Some(GetRange::Bounded(req.range.clone())), ..GetOptions::default() };
@@ -508,6 +536,9 @@ impl Fetcher {
             }
         };
         self.link.observe(first_byte, read, t1.elapsed(), file_body);
+        if let Some(permit) = permit {
+            self.flight.done(permit, read, first_byte, self.link.idle_latency());
+        }
         self.counters.bytes.fetch_add(read, Ordering::Relaxed);
         Ok(())
     }
@@ -595,18 +626,24 @@ mod tests {
     #[test]
     fn the_coalescing_gap_is_latency_times_bandwidth_within_bounds() {
         let link = LinkModel::default();
-        assert_eq!(link.gap_bytes(), DEFAULT_GAP);
+        assert_eq!(link.gap_bytes_at(None), DEFAULT_GAP);
         // 1 ms to the first byte, 1 MB in 1 ms: 1 GB/s × 1 ms = 1 MB.
         link.observe(Duration::from_millis(1), 1_000_000, Duration::from_millis(1), false);
         assert!(!link.gaps_free());
-        assert_eq!(link.gap_bytes(), 1_000_000);
+        assert_eq!(link.gap_bytes_at(None), 1_000_000);
         let slow = LinkModel::default();
         slow.observe(Duration::from_millis(100), 1_000_000, Duration::from_millis(1), false);
-        assert_eq!(slow.gap_bytes(), MAX_GAP);
+        assert_eq!(slow.gap_bytes_at(None), MAX_GAP);
+        // 50 requests in flight share 1 GB/s: a round trip saved is worth 1 ms × 20 MB/s.
+        assert_eq!(link.gap_bytes_at(Some(20e6)), MIN_GAP.max(20_000));
+        let busy = LinkModel::default();
+        busy.observe(Duration::from_millis(20), 1_000_000, Duration::from_millis(1), false);
+        assert_eq!(busy.gap_bytes_at(Some(20e6)), 400_000);
+        assert_eq!(busy.gap_bytes_at(Some(1e12)), MAX_GAP, "a single body's rate bounds the slot rate");
         let near = LinkModel::default();
         near.observe(Duration::from_micros(1), 1_000_000, Duration::from_millis(10), true);
         assert!(near.gaps_free());
-        assert_eq!(near.gap_bytes(), MIN_GAP);
+        assert_eq!(near.gap_bytes_at(None), MIN_GAP);
     }
 
     #[test]
@@ -620,16 +657,16 @@ mod tests {
         for _ in 0..LATENCY_WINDOW - 1 {
             link.observe(ms(40), 1_000_000, ms(1), false);
         }
-        assert_eq!(link.gap_bytes(), 1_000_000);
+        assert_eq!(link.gap_bytes_at(None), 1_000_000);
         for _ in 0..LATENCY_WINDOW {
             link.observe(ms(2), 1_000_000, ms(1), false);
         }
-        assert_eq!(link.gap_bytes(), 1_000_000, "the previous window still holds 1 ms");
+        assert_eq!(link.gap_bytes_at(None), 1_000_000, "the previous window still holds 1 ms");
         // The link got slower for good (2 ms at best): followed after two windows.
         for _ in 0..LATENCY_WINDOW {
             link.observe(ms(3), 1_000_000, ms(1), false);
         }
-        assert_eq!(link.gap_bytes(), 2_000_000);
+        assert_eq!(link.gap_bytes_at(None), 2_000_000);
     }
 
     #[test]

@@ -126,6 +126,7 @@ fn run_row(spec: &Spec, dir: &Path) -> BenchResult<Value> {
         "gets_per_sample": if spec.source == "local" { Value::Null } else { json!(gets) },
         "depth": loader.io_stats().depth,
         "retries": loader.io_stats().retries,
+        "in_flight_limit": loader.io_stats().in_flight_limit,
         "accounted_high_water_mb": warm.memory.high_water.max(cold.memory.high_water) as f64 / f64::from(1 << 20),
         "peak_rss_mb": status_mb("VmHWM:"),
         "rss_before_loader_mb": rss_base,

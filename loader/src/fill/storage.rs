@@ -199,7 +199,7 @@ impl Worker {
         let (gap, span) = match sh.set.coalesce_gap {
             Some(gap) => (gap.min(limit), limit),
             None if sh.fetcher.link.gaps_free() => (u64::MAX, u64::MAX),
-            None => (sh.fetcher.link.gap_bytes().min(limit), limit),
+            None => (sh.fetcher.gap_bytes().min(limit), limit),
         };
         let mut planned: Vec<Planned> = Vec::new();
         for (f, rf) in files.iter().enumerate() {
