@@ -321,21 +321,16 @@ impl ColumnPlan {
             .ok_or_else(|| LoaderError::WorkerPanicked(format!("{}: row slot outside the batch buffer", what())))?;
         check_elements(layout, src)?;
         let out_len = elems * layout.out_item;
-        if self.packed.is_some() || self.prefix {
-            let (row, tail) = slot
-                .split_at_mut_checked(out_len)
-                .ok_or_else(|| LoaderError::WorkerPanicked(format!("{}: row larger than its slot", what())))?;
-            convert(layout, src, row)?;
-            tail.fill(0);
-            return Ok(());
-        }
         // Padded with an inner ragged dim. From the last dim where the row is smaller than the
         // slot (`split`) on, the row's values are contiguous runs of `prod(dims[split..])`
         // elements, each the start of a slot run of `prod(out_dims[split..])` elements: walk
         // the slot's runs in order; one inside the row takes the row's next run and zeroes
         // after it, any other is zero. (An image `[h, w, 3]` in a `[H, W, 3]` slot is `H` runs
-        // of `W × 3` bytes, not `H × W` runs of 3.)
-        let Some(split) = (0..dims.len()).rev().find(|&k| dims.get(k) != self.out_dims.get(k)) else {
+        // of `W × 3` bytes, not `H × W` runs of 3.) Packed rows, rows of a ragged outer dim
+        // only (`prefix`) and rows of the slot's shape are one contiguous run.
+        let inner = !(self.packed.is_some() || self.prefix);
+        let split = if inner { (0..dims.len()).rev().find(|&k| dims.get(k) != self.out_dims.get(k)) } else { None };
+        let Some(split) = split else {
             let (row, tail) = slot
                 .split_at_mut_checked(out_len)
                 .ok_or_else(|| LoaderError::WorkerPanicked(format!("{}: row larger than its slot", what())))?;

@@ -128,19 +128,7 @@ impl Worker {
                     if !sh.fetcher.is_local() {
                         jobs.extend(window.take_pending(sh.set.max_requests.saturating_sub(1)));
                     }
-                    match self.run_jobs(&mut jobs) {
-                        Ok(faults) => {
-                            for (job, faults) in jobs.into_iter().zip(faults) {
-                                window.finished(job, faults);
-                            }
-                        }
-                        Err(e) => {
-                            for job in jobs {
-                                window.requeue(job);
-                            }
-                            return Err(e);
-                        }
-                    }
+                    self.finish_jobs(window, jobs)?;
                 }
             }
         }
@@ -165,22 +153,29 @@ impl Worker {
             }
         }
         loop {
-            let mut jobs = window.take_pending_of(f, self.sh.set.max_requests);
+            let jobs = window.take_pending_of(f, self.sh.set.max_requests);
             if jobs.is_empty() {
                 return Ok(());
             }
-            match self.run_jobs(&mut jobs) {
-                Ok(faults) => {
-                    for (job, faults) in jobs.into_iter().zip(faults) {
-                        window.finished(job, faults);
-                    }
+            self.finish_jobs(window, jobs)?;
+        }
+    }
+
+    /// Runs `jobs` ([`Worker::run_jobs`]) and reports each finished to the window; on an
+    /// error every job goes back to the window's queue.
+    fn finish_jobs(&mut self, window: &WindowCache, mut jobs: Vec<Job>) -> Result<()> {
+        match self.run_jobs(&mut jobs) {
+            Ok(faults) => {
+                for (job, faults) in jobs.into_iter().zip(faults) {
+                    window.finished(job, faults);
                 }
-                Err(e) => {
-                    for job in jobs {
-                        window.requeue(job);
-                    }
-                    return Err(e);
+                Ok(())
+            }
+            Err(e) => {
+                for job in jobs {
+                    window.requeue(job);
                 }
+                Err(e)
             }
         }
     }

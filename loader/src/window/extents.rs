@@ -56,6 +56,25 @@ struct PoolState {
     stats: WindowBufferStats,
 }
 
+impl PoolState {
+    /// Whether extents of `lens` fit in `share` (idle extents of a wanted length are reused,
+    /// the other idle ones freed), and the bytes the idle extents cannot serve.
+    fn fits(&self, lens: &[u64], share: u64) -> (bool, u64) {
+        let mut idle_lens: Vec<u64> = self.idle.iter().map(|slab| slab.buf.len() as u64).collect();
+        let mut missing = 0u64;
+        for &len in lens {
+            match idle_lens.iter().position(|&l| l == len) {
+                Some(i) => {
+                    idle_lens.swap_remove(i);
+                }
+                None => missing += len,
+            }
+        }
+        let unused: u64 = idle_lens.iter().sum();
+        (self.held - unused + missing <= share, missing)
+    }
+}
+
 /// The loader's pool of window extents.
 #[derive(Debug)]
 pub(crate) struct ExtentPool {
@@ -159,20 +178,8 @@ impl ExtentPool {
             if stopped.load(Ordering::Acquire) {
                 return Err(LoaderError::Stopped);
             }
-            // Lengths the idle extents cannot serve.
-            let mut idle_lens: Vec<u64> = s.idle.iter().map(|slab| slab.buf.len() as u64).collect();
-            let mut missing = 0u64;
-            for &len in lens {
-                match idle_lens.iter().position(|&l| l == len) {
-                    Some(i) => {
-                        idle_lens.swap_remove(i);
-                    }
-                    None => missing += len,
-                }
-            }
-            let unused: u64 = idle_lens.iter().sum();
+            let (fits, missing) = s.fits(lens, share);
             let lent = s.held - s.idle.iter().map(|slab| slab.buf.len() as u64).sum::<u64>();
-            let fits = s.held - unused + missing <= share;
             if fits || may_overcommit() {
                 let overcommit = !fits;
                 return Ok(self.lend(&mut s, lens, share, overcommit));
@@ -195,18 +202,7 @@ impl ExtentPool {
     pub(crate) fn try_take(self: &Arc<Self>, lens: &[u64]) -> Option<Vec<Extent>> {
         let share = self.acct.share(MemoryUse::Shuffle);
         let mut s = self.lock();
-        let mut idle_lens: Vec<u64> = s.idle.iter().map(|slab| slab.buf.len() as u64).collect();
-        let mut missing = 0u64;
-        for &len in lens {
-            match idle_lens.iter().position(|&l| l == len) {
-                Some(i) => {
-                    idle_lens.swap_remove(i);
-                }
-                None => missing += len,
-            }
-        }
-        let unused: u64 = idle_lens.iter().sum();
-        (s.held - unused + missing <= share).then(|| self.lend(&mut s, lens, share, false))
+        s.fits(lens, share).0.then(|| self.lend(&mut s, lens, share, false))
     }
 
     /// Lends `lens` from the idle extents, freeing idle extents of other lengths while the
