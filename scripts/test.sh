@@ -12,8 +12,11 @@ bash scripts/setup.sh
 
 echo "== object-storage test servers"
 ci() { case ${CI:-} in ""|false|0) return 1;; *) return 0;; esac; }
-if [[ $(bash scripts/servers.sh status) == *"running"* ]]; then
-  # Started by hand: use them and leave them running.
+status=$(bash scripts/servers.sh status)
+if [[ $status == *"running"* ]]; then
+  # Started by hand: use them and leave them running; start the one that is not (a server
+  # that died since would otherwise fail its storage tests).
+  [[ $status != *"stopped"* ]] || bash scripts/servers.sh start
   echo "test: using the servers already running (scripts/servers.sh stop stops them)"
 else
   trap 'bash scripts/servers.sh stop || true' EXIT
