@@ -297,6 +297,13 @@ struct LinkState {
     file_bodies: bool,
 }
 
+impl LinkState {
+    /// The idle round trip in seconds: the smaller of the two windows' minimums.
+    fn idle_s(&self) -> f64 {
+        self.min_now_s.min(self.min_prev_s)
+    }
+}
+
 impl LinkModel {
     fn observe(&self, first_byte: Duration, body: u64, body_time: Duration, file_body: bool) {
         const ALPHA: f64 = 0.2;
@@ -329,20 +336,20 @@ impl LinkModel {
     /// (`None` before the first).
     pub(crate) fn idle_latency(&self) -> Option<Duration> {
         let s = *self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let l = s.min_now_s.min(s.min_prev_s);
+        let l = s.idle_s();
         (s.latencies > 0 && l.is_finite() && l >= 0.0).then(|| Duration::from_secs_f64(l))
     }
 
-    /// Latency × bandwidth in bytes, within `[MIN_GAP, MAX_GAP]`; [`DEFAULT_GAP`] before
-    /// anything was measured. With `slot_rate` (bytes per second one request in flight gets when many share the
-    /// link), that rate replaces a single body's rate where it is lower.
+    /// Idle round trip × bandwidth in bytes, within `[MIN_GAP, MAX_GAP]`; [`DEFAULT_GAP`]
+    /// before anything was measured. With `slot_rate` (bytes per second one request in flight
+    /// gets when many share the link), that rate replaces a single body's rate where lower.
     pub(crate) fn gap_bytes_at(&self, slot_rate: Option<f64>) -> u64 {
         let s = *self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if s.latencies == 0 || s.rates == 0 {
             return DEFAULT_GAP;
         }
         let rate = slot_rate.map_or(s.rate, |r| r.min(s.rate));
-        let product = s.min_now_s.min(s.min_prev_s) * rate;
+        let product = s.idle_s() * rate;
         if product.is_finite() { (product as u64).clamp(MIN_GAP, MAX_GAP) } else { MAX_GAP }
     }
 }
@@ -639,7 +646,11 @@ mod tests {
         let busy = LinkModel::default();
         busy.observe(Duration::from_millis(20), 1_000_000, Duration::from_millis(1), false);
         assert_eq!(busy.gap_bytes_at(Some(20e6)), 400_000);
-        assert_eq!(busy.gap_bytes_at(Some(1e12)), MAX_GAP, "a single body's rate bounds the slot rate");
+        // A single body's rate bounds the slot rate: 20 ms × 10 MB/s = 200 KB, not the
+        // 4 MiB ceiling a slot rate of 1 TB/s alone would give.
+        let thin = LinkModel::default();
+        thin.observe(Duration::from_millis(20), 1_000_000, Duration::from_millis(100), false);
+        assert_eq!(thin.gap_bytes_at(Some(1e12)), 200_000);
         let near = LinkModel::default();
         near.observe(Duration::from_micros(1), 1_000_000, Duration::from_millis(10), true);
         assert!(near.gaps_free());

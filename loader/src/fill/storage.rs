@@ -185,7 +185,8 @@ impl Worker {
     /// batch buffer, anything else (whole pages, compressed pages) in the worker's reused
     /// staging arena. Needs are taken in waves whose staged bytes fit the request limit
     /// (usually one wave per batch); within a wave, each file's ranges are sorted by offset
-    /// and neighbours closer than the coalescing gap (measured latency × bandwidth, or
+    /// and neighbours closer than the coalescing gap (`Fetcher::gap_bytes`: the idle round
+    /// trip × the rate one request in flight gets, or
     /// `coalesce_gap_bytes`; unbounded while the store answers with local file handles,
     /// whose gaps are never read) share one range GET, and all the wave's GETs go out
     /// together, at most `max_requests_in_flight` at a time: a batch costs about one round
