@@ -47,11 +47,14 @@ fn accounting_high_water_stays_within_the_budget() {
         assert!(m.high_water > 0 && m.by_use[0].high_water > 0);
         assert_eq!(m.overcommits, 0);
         // What stays after the epoch: the file indexes the catalog keeps, the window's idle
-        // extents and the cached pages, kept for the next epoch within their shares.
-        let kept = m.by_use[3].current + m.window.held_bytes + m.cached_pages;
-        assert_eq!(m.current, kept, "only kept indexes, extents and pages stay");
+        // extents, the cached pages and the idle batch buffers, kept for the next epoch within
+        // their shares.
+        let kept = m.by_use[3].current + m.window.held_bytes + m.cached_pages + m.idle_buffers;
+        assert_eq!(m.current, kept, "only kept indexes, extents, pages and idle buffers stay");
         assert_eq!((m.by_use[2].current, m.by_use[1].current), (m.window.held_bytes, m.cached_pages));
         assert!(m.window.held_bytes <= m.by_use[2].share && m.cached_pages <= m.by_use[1].share);
+        assert_eq!(m.by_use[0].current, m.idle_buffers, "no buffer is out after the epoch");
+        assert!(m.idle_buffers <= m.by_use[0].share);
         if matches!(shuffle, ShuffleMode::Block { .. }) && !remote {
             assert_eq!(m.by_use[2].high_water, 0, "local files are read without a window");
         }
@@ -86,7 +89,9 @@ fn rss_child() {
         .map(|s| Loader::open(budget_config(&root, budget).with_shuffle(s).with_workers(2)).unwrap())
         .collect();
     let base = status_kib("VmRSS:");
-    for l in &loaders {
+    // One loader after the other, each dropped after its epoch: a loader keeps its idle
+    // buffers, extents and pages for its next epoch, within its own budget.
+    for l in loaders {
         for b in l.epoch(0).unwrap() {
             drop(b.unwrap());
         }

@@ -15,6 +15,7 @@ use crate::error::{LoaderError, Result};
 use crate::fill::page_cache::PageCache;
 use crate::memory::{Accountant, MemoryStats};
 use crate::pipeline::{EpochPipeline, PipelineSettings};
+use crate::pool::BufferPool;
 use crate::sampler::{LoaderState, Plan, PlanConfig, SamplerError, ShuffleMode};
 use crate::source::{Fetcher, IoStats, Source, classify, with_retry};
 use crate::window::ExtentPool;
@@ -28,11 +29,12 @@ pub struct Loader {
     acct: Arc<Accountant>,
     skipped: Arc<Mutex<Vec<SkippedSample>>>,
     active: Arc<AtomicBool>,
-    alloc: Arc<dyn BufferAllocator>,
     /// Block shuffle: the window's extents, kept from epoch to epoch.
     window_pool: Arc<ExtentPool>,
     /// Decoded pages, kept from epoch to epoch (each epoch sets the cache's share).
     pages: Arc<PageCache>,
+    /// Batch buffer sets, kept from epoch to epoch (each epoch sets their bound).
+    buffers: Arc<BufferPool>,
     batches_per_epoch: usize,
 }
 
@@ -95,13 +97,13 @@ impl Loader {
         let mut loader = Self {
             window_pool: ExtentPool::new(acct.clone()),
             pages: Arc::new(PageCache::new(&acct, 0)),
+            buffers: BufferPool::new(acct.clone(), catalog.columns.len(), 0, alloc, config.reuse_buffers),
             acct,
             config,
             catalog,
             fetcher,
             skipped: Arc::new(Mutex::new(Vec::new())),
             active: Arc::new(AtomicBool::new(false)),
-            alloc,
             batches_per_epoch: 0,
         };
         loader.batches_per_epoch = Plan::new(loader.plan_config(), 0)?.batches_per_rank();
@@ -192,8 +194,7 @@ impl Loader {
             max_requests: self.config.max_requests_in_flight,
             coalesce_gap: self.config.coalesce_gap_bytes,
             block: matches!(self.config.shuffle, ShuffleMode::Block { .. }),
-            reuse: self.config.reuse_buffers,
-            alloc: self.alloc.clone(),
+            buffers: self.buffers.clone(),
             window_pool: self.window_pool.clone(),
             pages: self.pages.clone(),
         };
@@ -269,7 +270,12 @@ impl Loader {
     /// Memory accounting, with the high-water mark since the loader opened.
     #[must_use]
     pub fn memory_stats(&self) -> MemoryStats {
-        MemoryStats { window: self.window_pool.stats(), cached_pages: self.pages.bytes(), ..self.acct.stats() }
+        MemoryStats {
+            window: self.window_pool.stats(),
+            cached_pages: self.pages.bytes(),
+            idle_buffers: self.buffers.idle_bytes(),
+            ..self.acct.stats()
+        }
     }
 
     /// Storage traffic since the loader opened.

@@ -73,6 +73,9 @@ pub struct MemoryStats {
     /// Bytes of decoded pages cached for later batches and epochs (counted in
     /// [`MemoryUse::Fetch`], kept between epochs).
     pub cached_pages: u64,
+    /// Bytes of batch buffers idle in the pool, kept for the next epoch (counted in
+    /// [`MemoryUse::Ready`]; buffers of batches the consumer still holds are not idle).
+    pub idle_buffers: u64,
 }
 
 /// The block-shuffle window's buffers ("extents"): allocated once, then reused from fragment
@@ -220,6 +223,7 @@ impl Accountant {
             overcommits: s.overcommits,
             window: WindowBufferStats::default(),
             cached_pages: 0,
+            idle_buffers: 0,
         }
     }
 

@@ -28,7 +28,6 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::batch::{HostBatch as Batch, SkippedSample};
-use crate::buffer::BufferAllocator;
 use crate::catalog::Catalog;
 use crate::depth::thread_cpu_time;
 use crate::error::{LoaderError, Result};
@@ -68,8 +67,8 @@ pub(crate) struct PipelineSettings {
     /// Coalescing gap of object-store range GETs (`None`: measured).
     pub(crate) coalesce_gap: Option<u64>,
     pub(crate) block: bool,
-    pub(crate) reuse: bool,
-    pub(crate) alloc: Arc<dyn BufferAllocator>,
+    /// Batch buffers (the loader's, kept from epoch to epoch).
+    pub(crate) buffers: Arc<BufferPool>,
     /// Block shuffle: the window's extents (the loader's, kept from epoch to epoch).
     pub(crate) window_pool: Arc<ExtentPool>,
     /// Decoded pages (the loader's, kept from epoch to epoch).
@@ -418,7 +417,8 @@ impl EpochPipeline {
         // Extents kept from the last epoch: those of this epoch's size, within its share.
         set.window_pool.trim(shuffle_share, window.as_ref().map_or(0, WindowCache::extent));
         let plan_charge = acct.charge(MemoryUse::Metadata, plan_bytes);
-        let pool = BufferPool::new(acct.clone(), catalog.columns.len(), sets, set.alloc.clone(), set.reuse);
+        let pool = set.buffers.clone();
+        pool.start_epoch(sets);
         set.pages.set_cap(shares.pages);
         let pages = set.pages.clone();
         let staging = StagePool::new(acct.clone(), shares.staging);

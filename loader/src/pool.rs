@@ -16,6 +16,11 @@
 //! shares its storage ([`HostBuffer::is_exclusive`]): a batch tensor the training loop keeps
 //! (a view, a `shallow_clone`) keeps its values, and that buffer is replaced by a new one.
 //!
+//! The pool is the loader's, not an epoch's: sets idle at the end of an epoch serve the next
+//! one, so an epoch starts without allocating (and zero-filling) its depth's worth of buffers.
+//! Each epoch sets its own bound ([`BufferPool::start_epoch`]), and idle sets beyond it or
+//! beyond the `Ready` share are freed then.
+//!
 //! With `reuse = false` the buffers are freed instead, and every batch allocates fresh
 //! tensors (for consumers that keep batch tensors past the batch's life).
 
@@ -33,6 +38,13 @@ pub(crate) struct BufferSet {
     pub(crate) bufs: Vec<Option<(Box<dyn HostBuffer>, Charge)>>,
 }
 
+impl BufferSet {
+    /// The bytes its buffers hold (and are charged for).
+    fn bytes(&self) -> usize {
+        self.bufs.iter().flatten().map(|(b, _)| b.capacity()).sum()
+    }
+}
+
 #[derive(Debug, Default)]
 struct PoolState {
     idle: Vec<BufferSet>,
@@ -41,14 +53,15 @@ struct PoolState {
     delivered: usize,
 }
 
-/// The pool of buffer sets for one epoch.
+/// The loader's pool of buffer sets, bounded per epoch.
 #[derive(Debug)]
 pub(crate) struct BufferPool {
     state: Mutex<PoolState>,
     returned: Condvar,
     acct: Arc<Accountant>,
     columns: usize,
-    max_sets: usize,
+    /// The running epoch's bound on sets out at once.
+    max_sets: AtomicUsize,
     alloc: Arc<dyn BufferAllocator>,
     reuse: bool,
     /// Workers waiting for `Ready` bytes: returned sets are then freed rather than kept.
@@ -68,7 +81,7 @@ impl BufferPool {
             returned: Condvar::new(),
             acct,
             columns,
-            max_sets,
+            max_sets: AtomicUsize::new(max_sets),
             alloc,
             reuse,
             starved: AtomicUsize::new(0),
@@ -77,6 +90,36 @@ impl BufferPool {
 
     fn lock(&self) -> MutexGuard<'_, PoolState> {
         self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Bytes of the idle sets' buffers.
+    pub(crate) fn idle_bytes(&self) -> u64 {
+        self.lock().idle.iter().map(|set| set.bytes() as u64).sum()
+    }
+
+    /// Bounds the coming epoch to `max_sets` sets out at once, and frees idle sets beyond
+    /// that bound and beyond the `Ready` share (set for this epoch before), largest first.
+    /// The rest serve the epoch as they are.
+    pub(crate) fn start_epoch(&self, max_sets: usize) {
+        self.max_sets.store(max_sets, Ordering::Release);
+        let share = self.acct.share(MemoryUse::Ready);
+        let freed = {
+            let mut s = self.lock();
+            let keep = max_sets.saturating_sub(s.outstanding);
+            let mut freed: Vec<BufferSet> =
+                if s.idle.len() > keep { s.idle.drain(keep..).collect() } else { Vec::new() };
+            s.idle.sort_by_key(BufferSet::bytes);
+            let mut kept: u64 =
+                self.acct.stats().by_use[0].current - freed.iter().map(|f| f.bytes() as u64).sum::<u64>();
+            while kept > share
+                && let Some(set) = s.idle.pop()
+            {
+                kept -= set.bytes() as u64;
+                freed.push(set);
+            }
+            freed
+        };
+        drop(freed); // outside the pool lock: releasing takes the accountant's
     }
 
     /// Takes a set, waiting while `max_sets` are out (in workers, the queue or the consumer).
@@ -96,7 +139,7 @@ impl BufferPool {
             }
             // Beyond `max_sets` only when the consumer holds every set out: then no batch in
             // the pipeline can finish and return one, and waiting would never end.
-            if s.outstanding < self.max_sets || s.delivered >= s.outstanding {
+            if s.outstanding < self.max_sets.load(Ordering::Acquire) || s.delivered >= s.outstanding {
                 s.outstanding += 1;
                 return Ok(BufferSet { bufs: (0..self.columns).map(|_| None).collect() });
             }
@@ -329,5 +372,51 @@ mod tests {
         drop(kept);
         let s = pool.lock();
         assert_eq!((s.outstanding, s.delivered), (0, 0), "counts return to zero");
+    }
+
+    #[test]
+    fn idle_sets_outlive_the_epoch_within_its_bounds() {
+        let acct = ready_only(1 << 20);
+        let pool = BufferPool::new(acct.clone(), 1, 0, Arc::new(crate::buffer::AlignedAllocator), true);
+        let stop = AtomicBool::new(false);
+        let ptr_of = |set: &mut BufferSet| set.bufs[0].as_mut().unwrap().0.bytes_mut().unwrap().as_ptr() as usize;
+        pool.start_epoch(3);
+        let mut sets: Vec<BufferSet> = (0..3).map(|_| pool.take(&stop).unwrap()).collect();
+        for (set, bytes) in sets.iter_mut().zip([1000, 3000, 2000]) {
+            pool.ensure(set, 0, bytes, &stop, &|| false).unwrap();
+        }
+        let ptrs: Vec<usize> = sets.iter_mut().map(ptr_of).collect();
+        for set in sets {
+            pool.give_back(set);
+        }
+        assert_eq!(acct.stats().current, 6000);
+        // The next epoch takes the same buffers: nothing is allocated.
+        pool.start_epoch(3);
+        let mut again: Vec<BufferSet> = (0..3).map(|_| pool.take(&stop).unwrap()).collect();
+        let mut reused: Vec<usize> = again.iter_mut().map(ptr_of).collect();
+        reused.sort_unstable();
+        let mut want = ptrs.clone();
+        want.sort_unstable();
+        assert_eq!(reused, want, "every buffer is reused");
+        assert_eq!(acct.stats().current, 6000);
+        for set in again {
+            pool.give_back(set);
+        }
+        // A smaller bound frees the sets beyond it.
+        pool.start_epoch(2);
+        assert_eq!(pool.lock().idle.len(), 2);
+        // A smaller share frees the largest idle sets until the rest fit.
+        acct.set_shares([
+            (MemoryUse::Ready, 2500),
+            (MemoryUse::Fetch, 0),
+            (MemoryUse::Shuffle, 0),
+            (MemoryUse::Metadata, 0),
+        ]);
+        pool.start_epoch(2);
+        let current = acct.stats().current;
+        assert!(current <= 2500, "{current} bytes kept over a 2,500-byte share");
+        assert_eq!(pool.lock().idle.len(), 1);
+        pool.start_epoch(0);
+        assert_eq!(acct.stats().current, 0, "a zero bound frees every idle set");
     }
 }
