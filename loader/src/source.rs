@@ -26,6 +26,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use futures::StreamExt;
 use object_store::{GetOptions, GetRange, GetResultPayload};
+use tessera::datafile::Block;
 
 use crate::config::RetryPolicy;
 use crate::depth::DepthModel;
@@ -126,22 +127,22 @@ pub(crate) fn with_retry<T>(
 }
 
 /// Copies the part of `chunk` (at offset `pos` of its body) that each destination wants.
-fn scatter(dests: &mut [(u64, &mut [u8])], pos: u64, chunk: &[u8]) {
+fn scatter(dests: &mut [Dest<'_>], pos: u64, chunk: &[u8]) {
     let end = pos + chunk.len() as u64;
-    for (off, dst) in dests {
-        if *off >= end {
+    for d in dests {
+        if d.off >= end {
             break;
         }
-        let d_end = *off + dst.len() as u64;
+        let d_end = d.end();
         if d_end <= pos {
             continue;
         }
-        let from = pos.max(*off);
+        let from = pos.max(d.off);
         let to = end.min(d_end);
         let n = (to - from) as usize;
         let src_at = (from - pos) as usize;
-        let dst_at = (from - *off) as usize;
-        dst[dst_at..dst_at + n].copy_from_slice(&chunk[src_at..src_at + n]);
+        let dst_at = (from - d.off) as usize;
+        d.buf[dst_at..dst_at + n].copy_from_slice(&chunk[src_at..src_at + n]);
     }
 }
 
@@ -354,13 +355,43 @@ impl LinkModel {
     }
 }
 
-/// One range GET of an object whose body lands in place: `dests` are (offset in the range,
-/// destination), ascending by offset; bytes no destination wants are skipped (streamed past,
-/// or never read from a local file).
+/// One range GET of an object whose body lands in place: `dests` ascend by offset; bytes no
+/// destination wants are skipped (streamed past, or never read from a local file).
 pub(crate) struct RangeRequest<'a> {
     pub(crate) key: &'a str,
     pub(crate) range: Range<u64>,
-    pub(crate) dests: Vec<(u64, &'a mut [u8])>,
+    pub(crate) dests: Vec<Dest<'a>>,
+}
+
+/// Where part of a range GET's body lands: `buf.len()` bytes from `off` bytes into the range.
+///
+/// A destination that holds one whole stored block carries it in `check`: its checksum is
+/// verified the moment the bytes land, while they are still in cache, instead of in a second
+/// pass over the whole wave once it has landed (and left the cache). `verified` records a
+/// pass; a mismatch leaves it false, and the caller's own check reports the fault.
+pub(crate) struct Dest<'a> {
+    pub(crate) off: u64,
+    pub(crate) buf: &'a mut [u8],
+    pub(crate) check: Option<&'a Block>,
+    pub(crate) verified: bool,
+}
+
+impl<'a> Dest<'a> {
+    /// A destination whose bytes are not verified on landing.
+    pub(crate) fn new(off: u64, buf: &'a mut [u8]) -> Self {
+        Self { off, buf, check: None, verified: false }
+    }
+
+    fn end(&self) -> u64 {
+        self.off + self.buf.len() as u64
+    }
+
+    /// Verifies the landed bytes against `check` (the reference's rule), if any.
+    fn landed(&mut self) {
+        if let Some(block) = self.check {
+            self.verified = tessera::datafile::verify_block(block, self.buf, true, &String::new).is_ok();
+        }
+    }
 }
 
 /// A source with its retry policy and counters.
@@ -493,6 +524,9 @@ impl Fetcher {
     /// only; a stream is scattered chunk by chunk. A short body is transient, a long one fatal.
     async fn get_into(&self, store: &tessera::Store, req: &mut RangeRequest<'_>) -> std::result::Result<(), Attempt> {
         let key = req.key;
+        for d in &mut req.dests {
+            d.verified = false; // a retried request lands (and verifies) its bytes again
+        }
         let io = |e: object_store::Error| classify(key, tessera::Error::Io { path: key.to_string(), source: e });
         // Streamed bodies wait for a permit (released on return, also on failure); local
         // file handles buffer nothing and are not limited.
@@ -511,9 +545,10 @@ impl Fetcher {
                     return Err(Attempt::Fatal(LoaderError::corrupt(key, "file is shorter than its footer says")));
                 }
                 let mut n = 0u64;
-                for (off, dst) in &mut req.dests {
-                    file.read_exact_at(dst, req.range.start + *off).map_err(|e| classify_io(key, e))?;
-                    n += dst.len() as u64;
+                for d in &mut req.dests {
+                    file.read_exact_at(d.buf, req.range.start + d.off).map_err(|e| classify_io(key, e))?;
+                    d.landed();
+                    n += d.buf.len() as u64;
                 }
                 n
             }
@@ -529,7 +564,8 @@ impl Fetcher {
                         )));
                     }
                     scatter(&mut req.dests[first..], pos, &chunk);
-                    while first < req.dests.len() && req.dests[first].0 + req.dests[first].1.len() as u64 <= end {
+                    while first < req.dests.len() && req.dests[first].end() <= end {
+                        req.dests[first].landed();
                         first += 1;
                     }
                     pos = end;
@@ -617,11 +653,29 @@ mod tests {
     }
 
     #[test]
+    fn a_destination_is_verified_as_it_lands() {
+        let bytes: Vec<u8> = (0u8..100).collect();
+        let block = |crc32| Block { offset: 0, stored_len: 100, raw_len: 100, codec: tessera::Codec::None, crc32 };
+        let (good, bad) = (block(crc32fast::hash(&bytes)), block(crc32fast::hash(&bytes) ^ 1));
+        for (check, want) in [(Some(&good), true), (Some(&bad), false), (None, false)] {
+            let mut buf = bytes.clone();
+            let mut d = Dest { check, ..Dest::new(0, &mut buf) };
+            d.landed();
+            assert_eq!(d.verified, want, "{check:?}");
+        }
+        // A destination shorter than its block never passes.
+        let mut short = bytes[..99].to_vec();
+        let mut d = Dest { check: Some(&good), ..Dest::new(0, &mut short) };
+        d.landed();
+        assert!(!d.verified);
+    }
+
+    #[test]
     fn chunks_scatter_into_their_destinations_and_gaps_are_dropped() {
         let body: Vec<u8> = (0u8..40).collect();
         let (mut a, mut b, mut c) = ([0u8; 5], [0u8; 10], [0u8; 3]);
         // a = 2..7, b = 5..15 (overlaps a), c = 30..33; everything else is gap.
-        let mut dests: Vec<(u64, &mut [u8])> = vec![(2, &mut a), (5, &mut b), (30, &mut c)];
+        let mut dests = vec![Dest::new(2, &mut a), Dest::new(5, &mut b), Dest::new(30, &mut c)];
         for (i, chunk) in body.chunks(7).enumerate() {
             scatter(&mut dests, 7 * i as u64, chunk);
         }

@@ -18,7 +18,7 @@ use super::{
 use crate::assemble::ColumnPlan;
 use crate::catalog::FileMeta;
 use crate::error::{LoaderError, Result, from_format};
-use crate::source::RangeRequest;
+use crate::source::{Dest, RangeRequest};
 
 /// Column `col` of slot `j`, read on its own from `range` of the data file.
 #[derive(Debug)]
@@ -75,6 +75,14 @@ impl Need {
             Need::Row(row) => Some(row.range.clone()),
             Need::Single(SingleRead { block, .. }) | Need::Page(PageRead { block, .. }) => Some(block.range()),
             Need::Cached(..) => None,
+        }
+    }
+
+    /// The stored block the need reads whole (its bytes can be verified as they land).
+    fn block(&self) -> Option<&Block> {
+        match self {
+            Need::Single(SingleRead { block, .. }) | Need::Page(PageRead { block, .. }) => Some(block),
+            Need::Row(_) | Need::Cached(..) => None,
         }
     }
 }
@@ -234,13 +242,13 @@ impl Worker {
             start = end;
             let mut lent = if staged > 0 { Some(sh.staging.take(staged, &sh.stopped)?) } else { None };
             let arena: &mut [u8] = lent.as_mut().map_or(&mut [][..], |b| b.bytes_mut());
-            self.run_wave(fill, &files, wave, arena, gap, span)?;
-            let mut order: Vec<&Planned> = wave.iter().collect();
-            order.sort_by_key(|p| (p.file, p.need));
-            for p in order {
+            let verified = self.run_wave(fill, &files, wave, arena, gap, span)?;
+            let mut order: Vec<(&Planned, bool)> = wave.iter().zip(verified).collect();
+            order.sort_by_key(|(p, _)| (p.file, p.need));
+            for (p, verified) in order {
                 let rf = &mut files[p.file];
                 let Some(need) = rf.needs[p.need].take() else { continue };
-                self.serve_landed(fill, rf.file, need, &p.land, arena)?;
+                self.serve_landed(fill, rf.file, need, &p.land, arena, verified)?;
             }
             drop(lent);
         }
@@ -271,6 +279,8 @@ impl Worker {
 
     /// Fetches one wave: carves the landing places out of the batch buffers and `arena` (the
     /// wave's staging buffer), coalesces each file's ranges into range GETs and runs them.
+    /// With checksums on, a need's block is verified as it lands; returns, per need of the
+    /// wave, whether it passed then.
     fn run_wave(
         &mut self,
         fill: &mut BatchFill<'_>,
@@ -279,9 +289,9 @@ impl Worker {
         arena: &mut [u8],
         gap: u64,
         span: u64,
-    ) -> FillResult<()> {
+    ) -> FillResult<Vec<bool>> {
         let sh = self.sh.clone();
-        let r = (|| -> Result<()> {
+        let r = (|| -> Result<Vec<bool>> {
             let mut dests: Vec<Option<&mut [u8]>> = (0..wave.len()).map(|_| None).collect();
             let mut by_col: Vec<Vec<(usize, Range<usize>)>> = vec![Vec::new(); fill.set.bufs.len()];
             let mut in_arena = Vec::new();
@@ -303,8 +313,10 @@ impl Worker {
             }
             carve(arena, in_arena, &mut dests)?;
             let mut requests: Vec<RangeRequest<'_>> = Vec::new();
+            // The wave index of each destination, in request order.
+            let mut tags: Vec<usize> = Vec::new();
             let mut last_file = usize::MAX;
-            for (p, dest) in wave.iter().zip(dests) {
+            for (i, (p, dest)) in wave.iter().zip(dests).enumerate() {
                 let dest = dest.ok_or_else(|| LoaderError::WorkerPanicked("a need has no landing place".into()))?;
                 if p.range.is_empty() {
                     continue; // an empty block needs no request
@@ -321,14 +333,23 @@ impl Worker {
                 }
                 let q = requests.last_mut().ok_or_else(|| LoaderError::WorkerPanicked("no request".into()))?;
                 q.range.end = q.range.end.max(p.range.end);
-                q.dests.push((p.range.start - q.range.start, dest));
+                let check =
+                    if sh.set.verify { files[p.file].needs[p.need].as_ref().and_then(Need::block) } else { None };
+                q.dests.push(Dest { check, ..Dest::new(p.range.start - q.range.start, dest) });
+                tags.push(i);
             }
-            sh.fetcher.run_requests(&mut requests, sh.set.max_requests, &sh.stopped)
+            sh.fetcher.run_requests(&mut requests, sh.set.max_requests, &sh.stopped)?;
+            let mut verified = vec![false; wave.len()];
+            for (d, &i) in requests.iter().flat_map(|q| &q.dests).zip(&tags) {
+                verified[i] = d.verified;
+            }
+            Ok(verified)
         })();
         r.map_err(FillError::Fatal)
     }
 
-    /// Serves a need whose stored bytes have landed (in its slot or in the wave's `arena`).
+    /// Serves a need whose stored bytes have landed (in its slot or in the wave's `arena`);
+    /// `verified` when their checksum passed as they landed.
     fn serve_landed(
         &mut self,
         fill: &mut BatchFill<'_>,
@@ -336,9 +357,10 @@ impl Worker {
         need: Need,
         land: &Land,
         arena: &[u8],
+        verified: bool,
     ) -> FillResult<()> {
         let sh = self.sh.clone();
-        let check = sh.set.verify;
+        let check = sh.set.verify && !verified;
         match (need, land) {
             (Need::Row(row), Land::Slot(_, dst)) => {
                 let layout = &sh.catalog.columns[row.col];

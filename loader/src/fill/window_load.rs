@@ -15,7 +15,7 @@ use tessera::Codec;
 use super::{Worker, verify};
 use crate::catalog::FileMeta;
 use crate::error::{LoaderError, Result, from_format};
-use crate::source::RangeRequest;
+use crate::source::{Dest, RangeRequest};
 use crate::window::{
     Fault, FragmentData, Job, PageFault, PageIn, PageLoc, PageMap, Run, Step, WindowCache, extent_len,
 };
@@ -274,7 +274,11 @@ impl Worker {
                     let (dst, tail) = tail.split_at_mut(len);
                     rest = tail;
                     base = run.at + len;
-                    requests.push(RangeRequest { key: key.as_str(), range: run.range.clone(), dests: vec![(0, dst)] });
+                    requests.push(RangeRequest {
+                        key: key.as_str(),
+                        range: run.range.clone(),
+                        dests: vec![Dest::new(0, dst)],
+                    });
                 }
             }
             if !requests.is_empty() {
@@ -336,7 +340,7 @@ impl Worker {
         let r = if sh.fetcher.is_local() {
             sh.fetcher.read_into(key, range.start, &mut stored[..n], &sh.stopped)
         } else {
-            let mut req = [RangeRequest { key, range: range.clone(), dests: vec![(0, &mut stored[..n])] }];
+            let mut req = [RangeRequest { key, range: range.clone(), dests: vec![Dest::new(0, &mut stored[..n])] }];
             sh.fetcher.run_requests(&mut req, 1, &sh.stopped)
         };
         match r {
