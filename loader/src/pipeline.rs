@@ -52,6 +52,11 @@ pub(crate) const MAX_DEPTH: usize = 128;
 /// +20 ms). The lower depth cap half leaves (51 batches at 1 GiB) still covers a 100 ms
 /// link: 17,811 samples/s there, against 15,503 at an eighth.
 const REMOTE_FETCH_DIVISOR: u64 = 2;
+/// Object stores, global shuffle: claims' starts are spaced this fraction of the idle round
+/// trip / depth apart (see [`Pacer`]).
+const PACE: f64 = 1.0;
+/// Spacing below this (a fast link) is not enforced: sleeping costs more than it spreads.
+const MIN_SPACING: Duration = Duration::from_micros(200);
 
 /// Settings of one epoch's pipeline.
 #[derive(Clone, Debug)]
@@ -75,12 +80,49 @@ pub(crate) struct PipelineSettings {
     pub(crate) pages: Arc<PageCache>,
 }
 
+/// Spaces the starts of claims over a round trip, so batches in flight do not move as one.
+///
+/// Claims started together finish their round trips together, wait together for the
+/// oldest to be delivered, and start again together: a convoy whose CPU work never overlaps
+/// its waiting. On mm224 at +100 ms, 51 fills in flight took 170 ms a round for 100 ms
+/// round trips; spaced, the warm epoch ran 25-35% faster. The spacing follows the link's
+/// idle round trip, never the measured rate (a spacing from the rate ratchets a slow phase
+/// down further), and `depth` claims per round trip is at least what `depth` claims in
+/// flight sustain, so it only breaks up bursts. Block shuffle is not paced: its fills wait
+/// for window fragments, not one round trip each.
+#[derive(Debug, Default)]
+struct Pacer {
+    next_start: Option<Instant>,
+}
+
+impl Pacer {
+    /// [`PACE`] × `rtt` / `depth`; `None` (no pacing) below [`MIN_SPACING`].
+    fn spacing(rtt: Duration, depth: usize) -> Option<Duration> {
+        let spacing = rtt.mul_f64(PACE / depth.max(1) as f64);
+        (spacing >= MIN_SPACING).then_some(spacing)
+    }
+
+    /// Reserves the next start at or after `now`, `spacing` after the last one reserved;
+    /// returns it where it lies ahead of `now`. Without a spacing, every claim starts now.
+    fn reserve(&mut self, now: Instant, spacing: Option<Duration>) -> Option<Instant> {
+        let Some(spacing) = spacing else {
+            self.next_start = None;
+            return None;
+        };
+        let start = self.next_start.map_or(now, |at| at.max(now));
+        self.next_start = Some(start + spacing);
+        (start > now).then_some(start)
+    }
+}
+
 #[derive(Debug, Default)]
 struct Claims {
     next: usize,
     unfinished: BTreeSet<usize>,
     /// Threads admitted by the depth gate that have not claimed yet.
     admitted: usize,
+    /// Spaces the starts of admitted claims (object stores).
+    pacer: Pacer,
 }
 
 /// State shared by the workers of one epoch.
@@ -157,10 +199,35 @@ impl Shared {
             let claimed = c.next + c.admitted;
             if claimed < self.total && claimed < self.delivered.load(Ordering::Acquire).saturating_add(depth) {
                 c.admitted += 1;
-                return true;
+                let start = self.pace(&mut c, depth);
+                drop(c);
+                return start.is_none_or(|at| self.sleep_until(at));
             }
             // Woken by a delivered batch; the timeout also sees a depth that grew.
             c = self.turn.wait_timeout(c, Duration::from_millis(20)).map_or_else(|e| e.into_inner().0, |r| r.0);
+        }
+    }
+
+    /// Global shuffle on an object store: spaces claims' starts [`PACE`] × the link's idle
+    /// round trip / `depth` apart (see [`Pacer`]). Returns when this claim may start (`None`:
+    /// now).
+    fn pace(&self, c: &mut Claims, depth: usize) -> Option<Instant> {
+        let rtt = if self.window.is_none() { self.fetcher.link.idle_latency() } else { None };
+        c.pacer.reserve(Instant::now(), rtt.and_then(|rtt| Pacer::spacing(rtt, depth)))
+    }
+
+    /// Sleeps until `at`, in steps that notice a stop; `false` when the epoch stopped.
+    fn sleep_until(&self, at: Instant) -> bool {
+        loop {
+            if self.stopped.load(Ordering::Acquire) {
+                self.claims().admitted -= 1;
+                return false;
+            }
+            let left = at.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return true;
+            }
+            std::thread::sleep(left.min(Duration::from_millis(10)));
         }
     }
 
@@ -514,5 +581,33 @@ impl EpochPipeline {
 impl Drop for EpochPipeline {
     fn drop(&mut self) {
         self.shutdown();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: Duration = Duration::from_millis(1);
+
+    #[test]
+    fn the_pacer_spreads_a_burst_over_a_round_trip() {
+        // 100 ms round trips, 50 claims in flight: 2 ms apart.
+        let spacing = Pacer::spacing(100 * MS, 50);
+        assert_eq!(spacing, Some(2 * MS));
+        let mut p = Pacer::default();
+        let t0 = Instant::now();
+        // A burst of 50 claims at once starts over 98 ms, 2 ms apart.
+        let starts: Vec<Option<Instant>> = (0..50).map(|_| p.reserve(t0, spacing)).collect();
+        assert_eq!(starts[0], None, "the first starts now");
+        for (k, s) in starts.iter().enumerate().skip(1) {
+            assert_eq!(*s, Some(t0 + 2 * MS * k as u32), "claim {k}");
+        }
+        // After a lull, the next claim starts at once: no debt is carried.
+        assert_eq!(p.reserve(t0 + Duration::from_secs(1), spacing), None);
+        // A fast link is not paced, and forgets the schedule.
+        assert_eq!(Pacer::spacing(MS, 50), None);
+        assert_eq!(p.reserve(t0 + Duration::from_secs(1), None), None);
+        assert_eq!(p.next_start, None);
     }
 }
