@@ -13,6 +13,7 @@ use crate::catalog::Catalog;
 use crate::config::LoaderConfig;
 use crate::error::{LoaderError, Result};
 use crate::fill::page_cache::PageCache;
+use crate::fill::staging::StagePool;
 use crate::memory::{Accountant, MemoryStats};
 use crate::pipeline::{EpochPipeline, PipelineSettings};
 use crate::pool::BufferPool;
@@ -35,6 +36,8 @@ pub struct Loader {
     pages: Arc<PageCache>,
     /// Batch buffer sets, kept from epoch to epoch (each epoch sets their bound).
     buffers: Arc<BufferPool>,
+    /// Object-store staging buffers, kept from epoch to epoch (each epoch sets their cap).
+    staging: Arc<StagePool>,
     batches_per_epoch: usize,
 }
 
@@ -97,6 +100,7 @@ impl Loader {
         let mut loader = Self {
             window_pool: ExtentPool::new(acct.clone()),
             pages: Arc::new(PageCache::new(&acct, 0)),
+            staging: Arc::new(StagePool::new(acct.clone(), 0)),
             buffers: BufferPool::new(acct.clone(), catalog.columns.len(), 0, alloc, config.reuse_buffers),
             acct,
             config,
@@ -195,6 +199,7 @@ impl Loader {
             coalesce_gap: self.config.coalesce_gap_bytes,
             block: matches!(self.config.shuffle, ShuffleMode::Block { .. }),
             buffers: self.buffers.clone(),
+            staging: self.staging.clone(),
             window_pool: self.window_pool.clone(),
             pages: self.pages.clone(),
         };
@@ -274,6 +279,7 @@ impl Loader {
             window: self.window_pool.stats(),
             cached_pages: self.pages.bytes(),
             idle_buffers: self.buffers.idle_bytes(),
+            staging_buffers: self.staging.held(),
             ..self.acct.stats()
         }
     }

@@ -76,6 +76,9 @@ pub struct MemoryStats {
     /// Bytes of batch buffers idle in the pool, kept for the next epoch (counted in
     /// [`MemoryUse::Ready`]; buffers of batches the consumer still holds are not idle).
     pub idle_buffers: u64,
+    /// Bytes of object-store staging buffers, lent or idle (counted in [`MemoryUse::Fetch`],
+    /// kept between epochs).
+    pub staging_buffers: u64,
 }
 
 /// The block-shuffle window's buffers ("extents"): allocated once, then reused from fragment
@@ -224,6 +227,7 @@ impl Accountant {
             window: WindowBufferStats::default(),
             cached_pages: 0,
             idle_buffers: 0,
+            staging_buffers: 0,
         }
     }
 

@@ -74,6 +74,8 @@ pub(crate) struct PipelineSettings {
     pub(crate) block: bool,
     /// Batch buffers (the loader's, kept from epoch to epoch).
     pub(crate) buffers: Arc<BufferPool>,
+    /// Object-store staging buffers (the loader's, kept from epoch to epoch).
+    pub(crate) staging: Arc<StagePool>,
     /// Block shuffle: the window's extents (the loader's, kept from epoch to epoch).
     pub(crate) window_pool: Arc<ExtentPool>,
     /// Decoded pages (the loader's, kept from epoch to epoch).
@@ -162,7 +164,7 @@ pub(crate) struct Shared {
     /// Decoded pages for every worker (its part of the `Fetch` share).
     pub(crate) pages: Arc<PageCache>,
     /// Staging buffers for every object-store wave (its part of the `Fetch` share).
-    pub(crate) staging: StagePool,
+    pub(crate) staging: Arc<StagePool>,
     pub(crate) skipped: Arc<Mutex<Vec<SkippedSample>>>,
 }
 
@@ -488,7 +490,8 @@ impl EpochPipeline {
         pool.start_epoch(sets);
         set.pages.set_cap(shares.pages);
         let pages = set.pages.clone();
-        let staging = StagePool::new(acct.clone(), shares.staging);
+        let staging = set.staging.clone();
+        staging.set_cap(shares.staging);
         let shared = Arc::new(Shared {
             catalog,
             fetcher,

@@ -8,9 +8,10 @@
 //! pool's cap, and gives it back when the wave is served. Idle buffers are reused (no fresh
 //! allocation, no page faults per wave); every buffer, lent or idle, is counted against
 //! `Fetch` with its own [`Charge`]. A thread holds at most one buffer at a time, so a wait
-//! for one always ends when another wave is served.
+//! for one always ends when another wave is served. The pool is the loader's: each epoch
+//! sets its cap ([`StagePool::set_cap`]), and idle buffers serve the next epoch.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -33,11 +34,11 @@ struct State {
     held: u64,
 }
 
-/// The epoch's staging buffers, within `cap` bytes.
+/// The loader's staging buffers, within the running epoch's `cap` bytes.
 #[derive(Debug)]
 pub(crate) struct StagePool {
     acct: Arc<Accountant>,
-    cap: u64,
+    cap: AtomicU64,
     state: Mutex<State>,
     returned: Condvar,
 }
@@ -69,7 +70,7 @@ impl Drop for Staged<'_> {
 
 impl StagePool {
     pub(crate) fn new(acct: Arc<Accountant>, cap: u64) -> Self {
-        Self { acct, cap, state: Mutex::new(State::default()), returned: Condvar::new() }
+        Self { acct, cap: AtomicU64::new(cap), state: Mutex::new(State::default()), returned: Condvar::new() }
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -79,7 +80,27 @@ impl StagePool {
 
     /// The most bytes one wave may stage.
     pub(crate) fn cap(&self) -> u64 {
-        self.cap
+        self.cap.load(Ordering::Acquire)
+    }
+
+    /// Bytes of every buffer, lent or idle.
+    pub(crate) fn held(&self) -> u64 {
+        self.lock().held
+    }
+
+    /// Sets the coming epoch's cap; idle buffers beyond it are freed.
+    pub(crate) fn set_cap(&self, cap: u64) {
+        self.cap.store(cap, Ordering::Release);
+        let mut freed = Vec::new();
+        let mut s = self.lock();
+        while s.held > cap
+            && let Some(buf) = s.idle.pop()
+        {
+            s.held -= buf.bytes.len() as u64;
+            freed.push(buf);
+        }
+        drop(s);
+        drop(freed); // outside the lock: releasing takes the accountant's
     }
 
     /// Lends a buffer of at least `n` bytes: an idle one that fits, else a new one while the
@@ -89,15 +110,16 @@ impl StagePool {
     /// # Errors
     /// [`LoaderError::Budget`] when `n` exceeds the cap; [`LoaderError::Stopped`] on stop.
     pub(crate) fn take(&self, n: usize, stopped: &AtomicBool) -> Result<Staged<'_>> {
+        let cap = self.cap();
         let len = n.div_ceil(ROUND).max(1) * ROUND;
-        if n as u64 > self.cap {
+        if n as u64 > cap {
             return Err(LoaderError::Budget {
                 budget: self.acct.budget(),
-                what: format!("one wave of staged object-store bytes (the staging share is {} bytes)", self.cap),
+                what: format!("one wave of staged object-store bytes (the staging share is {cap} bytes)"),
                 needed: n as u64,
             });
         }
-        let len = len.min(usize::try_from(self.cap).unwrap_or(usize::MAX)).max(n);
+        let len = len.min(usize::try_from(cap).unwrap_or(usize::MAX)).max(n);
         let mut s = self.lock();
         loop {
             if stopped.load(Ordering::Acquire) {
@@ -109,11 +131,11 @@ impl StagePool {
                 let buf = s.idle.swap_remove(i);
                 return Ok(Staged { buf: Some(buf), pool: self });
             }
-            while s.held + len as u64 > self.cap && !s.idle.is_empty() {
+            while s.held + len as u64 > cap && !s.idle.is_empty() {
                 let freed = s.idle.swap_remove(0);
                 s.held -= freed.bytes.len() as u64;
             }
-            if s.held + len as u64 <= self.cap {
+            if s.held + len as u64 <= cap {
                 s.held += len as u64;
                 drop(s);
                 let charge = self.acct.charge(MemoryUse::Fetch, len as u64);
@@ -160,6 +182,11 @@ mod tests {
         let hold = pool.take(2 << 20, &AtomicBool::new(false)).unwrap();
         assert!(matches!(pool.take(1 << 20, &stop), Err(LoaderError::Stopped)));
         drop(hold);
+        // A later epoch's smaller cap frees idle buffers beyond it; a zero cap frees them all.
+        pool.set_cap(1 << 20);
+        assert!(acct.stats().by_use[1].current <= 1 << 20);
+        pool.set_cap(0);
+        assert_eq!(acct.stats().current, 0);
         drop(pool);
         assert_eq!(acct.stats().current, 0);
     }
