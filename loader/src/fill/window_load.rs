@@ -242,55 +242,65 @@ impl Worker {
         Ok(Some((files, jobs)))
     }
 
-    /// Fills the jobs' extents: each run one ranged read (positioned reads locally; on an
-    /// object store every job's runs as range GETs together), pages checked in place (or
-    /// staged and decoded into place). Returns each job's page data faults.
+    /// Fills the jobs' extents: every job's runs as range GETs sent together (the window
+    /// serves object stores only; local files read rows straight into the batch, the page
+    /// cache being their window), pages checked in place (or staged and decoded into place).
+    /// With checksums on, a run's pages are verified as they land, while in cache, not in a
+    /// pass over the whole extent afterwards. Returns each job's page data faults.
     fn run_jobs(&mut self, jobs: &mut [Job]) -> Result<Vec<Vec<PageFault>>> {
         let sh = self.sh.clone();
         let keys: Vec<String> =
             jobs.iter().map(|j| sh.catalog.fragments[j.frag].files[j.fi].file.path.clone()).collect();
-        if sh.fetcher.is_local() {
-            for (job, key) in jobs.iter_mut().zip(&keys) {
-                let ext = job.extent.bytes_mut();
-                for run in job.runs.iter().filter(|r| r.direct) {
-                    let len = (run.range.end - run.range.start) as usize;
-                    let dst = ext
-                        .get_mut(run.at..run.at + len)
-                        .ok_or_else(|| LoaderError::WorkerPanicked("a run outside its extent".into()))?;
-                    sh.fetcher.read_into(key, run.range.start, dst, &sh.stopped)?;
-                }
-            }
-        } else {
-            let mut requests = Vec::new();
-            for (job, key) in jobs.iter_mut().zip(&keys) {
-                let Job { extent, runs, .. } = job;
-                let mut rest: &mut [u8] = extent.bytes_mut();
-                let mut base = 0usize;
-                for run in runs.iter().filter(|r| r.direct) {
-                    let len = (run.range.end - run.range.start) as usize;
-                    let skip = run.at.checked_sub(base).filter(|&s| s + len <= rest.len());
-                    let skip = skip.ok_or_else(|| LoaderError::WorkerPanicked("a run outside its extent".into()))?;
+        // Per job, per page of its direct runs (in run order): verified as it landed.
+        let mut verified: Vec<Vec<bool>> =
+            jobs.iter().map(|j| vec![false; j.runs.iter().filter(|r| r.direct).map(|r| r.pages.len()).sum()]).collect();
+        let outside = || LoaderError::WorkerPanicked("a run outside its extent".into());
+        let mut requests = Vec::new();
+        // (job, page) of each destination, in request order.
+        let mut tags: Vec<(usize, usize)> = Vec::new();
+        for (j, (job, key)) in jobs.iter_mut().zip(&keys).enumerate() {
+            let Job { extent, runs, meta, .. } = job;
+            let meta: &crate::catalog::FileMeta = meta;
+            let mut rest: &mut [u8] = extent.bytes_mut();
+            let mut base = 0usize;
+            let mut k = 0;
+            for run in runs.iter().filter(|r| r.direct) {
+                // One destination per page (the gaps between them are not landed).
+                let mut dests = Vec::with_capacity(run.pages.len());
+                for pg in &run.pages {
+                    let block = &meta.chunks[pg.pos].pages()[pg.page].block;
+                    let off = block.offset - run.range.start;
+                    let at = run.at + off as usize;
+                    let len = block.stored_len as usize;
+                    let skip = at.checked_sub(base).filter(|&s| s + len <= rest.len()).ok_or_else(outside)?;
                     let (_, tail) = std::mem::take(&mut rest).split_at_mut(skip);
                     let (dst, tail) = tail.split_at_mut(len);
                     rest = tail;
-                    base = run.at + len;
-                    requests.push(RangeRequest {
-                        key: key.as_str(),
-                        range: run.range.clone(),
-                        dests: vec![Dest::new(0, dst)],
-                    });
+                    base = at + len;
+                    let check = sh.set.verify.then_some(block);
+                    dests.push(Dest { check, ..Dest::new(off, dst) });
+                    tags.push((j, k));
+                    k += 1;
                 }
-            }
-            if !requests.is_empty() {
-                sh.fetcher.run_requests(&mut requests, sh.set.max_requests, &sh.stopped)?;
+                requests.push(RangeRequest { key: key.as_str(), range: run.range.clone(), dests });
             }
         }
-        jobs.iter_mut().zip(&keys).map(|(job, key)| self.check_job(job, key)).collect()
+        if !requests.is_empty() {
+            sh.fetcher.run_requests(&mut requests, sh.set.max_requests, &sh.stopped)?;
+        }
+        for (d, &(j, k)) in requests.iter().flat_map(|q| &q.dests).zip(&tags) {
+            verified[j][k] = d.verified;
+        }
+        jobs.iter_mut()
+            .zip(&keys)
+            .zip(&verified)
+            .map(|((job, key), verified)| self.check_job(job, key, verified))
+            .collect()
     }
 
-    /// Checks a job's landed pages in place and decodes its compressed runs into place.
-    /// Returns the pages' data faults.
-    fn check_job(&mut self, job: &mut Job, key: &str) -> Result<Vec<PageFault>> {
+    /// Checks a job's landed pages in place (those not `verified` as they landed) and
+    /// decodes its compressed runs into place. Returns the pages' data faults.
+    fn check_job(&mut self, job: &mut Job, key: &str, verified: &[bool]) -> Result<Vec<PageFault>> {
         let sh = self.sh.clone();
         let meta = job.meta.clone();
         let fi = job.fi;
@@ -298,10 +308,12 @@ impl Worker {
         let check = sh.set.verify;
         let mut faults = Vec::new();
         let ext = job.extent.bytes_mut();
+        let mut landed = verified.iter();
         for run in &job.runs {
             if run.direct {
                 for pg in &run.pages {
                     let block = meta.chunks[pg.pos].pages()[pg.page].block;
+                    let check = check && !landed.next().copied().unwrap_or(false);
                     let r = slot(ext, pg.at, block.stored_len)
                         .and_then(|stored| verify(&block, stored, check, &|| what(pg.pos, pg.page)));
                     page_fault(&mut faults, fi, pg, r)?;
