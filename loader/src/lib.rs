@@ -101,10 +101,15 @@
 //! [`IoStats::depth`] reports the depth an epoch ran at. Requests with streamed bodies (HTTP
 //! stores) share one in-flight limit that adapts to the server like TCP's congestion window
 //! (`flight.rs`): more requests than the server serves at once only queue there, and their
-//! bodies would wait in the HTTP client's buffers, outside the budget.
+//! bodies would wait in the HTTP client's buffers, outside the budget. In a global shuffle,
+//! claims start spaced over the idle round trip (`pipeline::Pacer`), so the batches in
+//! flight do not move as one convoy whose CPU work never overlaps its waiting. Checksums of
+//! fetched pages are verified as each page lands, while its bytes are in cache.
 //!
-//! Every batch buffer is allocated once (from a `pool`, through the adapter's
-//! [`BufferAllocator`]) and filled in place. A buffer is refilled only when it reports itself
+//! Every batch buffer is allocated once (from the loader's `pool`, through the adapter's
+//! [`BufferAllocator`]) and filled in place, epoch after epoch: idle buffer sets (and
+//! object-store staging buffers) serve the next epoch, counted in
+//! [`MemoryStats::idle_buffers`] and [`MemoryStats::staging_buffers`]. A buffer is refilled only when it reports itself
 //! exclusive ([`HostBuffer::is_exclusive`]): the tch adapter asks libtorch whether any tensor
 //! still shares its storage, so a tensor the training loop keeps never changes under it.
 //!
