@@ -162,13 +162,5 @@ fn fresh_buffers_when_reuse_is_off() {
         }
     }
     let m = l.memory_stats();
-    // What stays after the epoch: the file indexes the catalog keeps, the window's idle
-    // extents, the cached pages, the idle batch and staging buffers, kept for the next epoch within
-    // their shares.
-    let kept = m.by_use[3].current + m.window.held_bytes + m.cached_pages + m.idle_buffers + m.staging_buffers;
-    assert_eq!(m.current, kept, "only kept indexes, extents, pages and idle buffers stay");
-    assert_eq!((m.by_use[2].current, m.by_use[1].current), (m.window.held_bytes, m.cached_pages + m.staging_buffers));
-    assert!(m.window.held_bytes <= m.by_use[2].share && m.cached_pages + m.staging_buffers <= m.by_use[1].share);
-    assert_eq!(m.by_use[0].current, m.idle_buffers, "no buffer is out after the epoch");
-    assert!(m.idle_buffers <= m.by_use[0].share);
+    common::assert_only_kept_memory_stays(&m);
 }

@@ -3,11 +3,13 @@
 //! fixed-shape columns), from local files and from an object store alike, and its batches
 //! are byte-identical to a fresh loader's.
 
+mod common;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use tessera::{Batch, ColumnData, DType, Dataset, Dim, Schema, Store, WriteOptions};
-use tessera_loader::{AlignedAllocator, AlignedBuffer, BufferAllocator, HostBatch, HostBuffer, Loader, LoaderConfig};
+use tessera_loader::{AlignedAllocator, BufferAllocator, HostBuffer, Loader, LoaderConfig};
 
 const ROWS: usize = 600;
 const SIDE: usize = 16;
@@ -44,17 +46,9 @@ fn dataset(root: &str) {
     }
 }
 
-fn bytes(batch: &HostBatch, c: usize) -> Vec<u8> {
-    let len = batch.columns[c].byte_len;
-    batch
-        .with_buffer(c, |b| b.as_any().downcast_ref::<AlignedBuffer>().map(|a| a.bytes()[..len].to_vec()))
-        .flatten()
-        .unwrap()
-}
-
 /// One epoch's batches, each column's bytes, dropping every batch before the next.
 fn epoch(loader: &Loader, e: u64) -> Vec<Vec<Vec<u8>>> {
-    loader.epoch(e).unwrap().map(|b| b.unwrap()).map(|b| (0..2).map(|c| bytes(&b, c)).collect()).collect()
+    loader.epoch(e).unwrap().map(|b| b.unwrap()).map(|b| (0..2).map(|c| common::bytes(&b, c)).collect()).collect()
 }
 
 #[test]

@@ -3,11 +3,13 @@
 //! mode, with ragged images padded like other ragged columns; shards are disjoint; resume is
 //! exact; and a bad image is skipped and reported, never half-decoded into a batch.
 
+mod common;
+
 use std::collections::BTreeSet;
 use std::io::Cursor;
 
 use tessera::{Batch, Column, ColumnData, Compression, DType, Dataset, Dim, ImageLayout, Kind, Schema, WriteOptions};
-use tessera_loader::{AlignedBuffer, HostBatch, Loader, LoaderConfig, ShuffleMode};
+use tessera_loader::{HostBatch, Loader, LoaderConfig, ShuffleMode};
 
 const ROWS: usize = 30;
 const SIDE: u32 = 24;
@@ -76,20 +78,13 @@ fn dataset(root: &str) -> Dataset {
     ds
 }
 
-fn bytes(batch: &HostBatch, c: usize) -> Vec<u8> {
-    let len = batch.columns[c].byte_len;
-    batch
-        .with_buffer(c, |b| b.as_any().downcast_ref::<AlignedBuffer>().map(|a| a.bytes()[..len].to_vec()))
-        .flatten()
-        .unwrap()
-}
-
 /// Checks every sample of a batch against the independent decode; returns the ids.
 fn check_batch(batch: &HostBatch) -> Vec<i64> {
-    let ids: Vec<i64> = bytes(batch, 0).chunks_exact(8).map(|c| i64::from_le_bytes(c.try_into().unwrap())).collect();
-    let img = bytes(batch, 1);
+    let ids: Vec<i64> =
+        common::bytes(batch, 0).chunks_exact(8).map(|c| i64::from_le_bytes(c.try_into().unwrap())).collect();
+    let img = common::bytes(batch, 1);
     let slot = (SIDE * SIDE * 3) as usize;
-    let var = bytes(batch, 2);
+    let var = common::bytes(batch, 2);
     let vcol = &batch.columns[2];
     let (max_h, max_w) = (vcol.shape[1] as usize, vcol.shape[2] as usize);
     let lengths = vcol.lengths.as_ref().unwrap();
@@ -189,8 +184,10 @@ fn a_bad_image_is_skipped_and_reported() {
     for b in loader.epoch(0).unwrap() {
         let b = b.unwrap();
         let len = (SIDE * SIDE * 3) as usize;
-        let img = bytes(&b, 1);
-        for (j, id) in bytes(&b, 0).chunks_exact(8).map(|c| i64::from_le_bytes(c.try_into().unwrap())).enumerate() {
+        let img = common::bytes(&b, 1);
+        for (j, id) in
+            common::bytes(&b, 0).chunks_exact(8).map(|c| i64::from_le_bytes(c.try_into().unwrap())).enumerate()
+        {
             assert_eq!(img[j * len..(j + 1) * len], decode(&img_file(id as usize)).2[..], "row {id}");
             ids.push(id);
         }

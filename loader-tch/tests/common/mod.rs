@@ -3,7 +3,7 @@
 #![allow(dead_code, unreachable_pub, missing_docs)]
 
 use tessera::{Batch as Rows, Column, ColumnData, Compression, DType, Dataset, Dim, WriteOptions};
-use tessera_loader_tch::{Batch, Loader, LoaderConfig};
+use tessera_loader_tch::{Batch, Loader, LoaderConfig, MemoryStats};
 
 /// Small files and pages, so a few hundred rows span many fragments and pages.
 pub fn small_files() -> WriteOptions {
@@ -145,4 +145,16 @@ pub fn big_dataset(root: &str, rows: usize, file_bytes: u64) -> u64 {
     }
     let ds = w.commit("big").unwrap();
     ds.fragments().iter().flat_map(|f| f.fragment.files.iter().map(|x| x.size)).sum()
+}
+
+/// What may stay counted after an epoch: the file indexes the catalog keeps, the window's
+/// idle extents, the cached pages and the idle batch and staging buffers, kept for the next
+/// epoch, each within its share.
+pub fn assert_only_kept_memory_stays(m: &MemoryStats) {
+    let kept = m.by_use[3].current + m.window.held_bytes + m.cached_pages + m.idle_buffers + m.staging_buffers;
+    assert_eq!(m.current, kept, "only kept indexes, extents, pages and idle buffers stay");
+    assert_eq!((m.by_use[2].current, m.by_use[1].current), (m.window.held_bytes, m.cached_pages + m.staging_buffers));
+    assert!(m.window.held_bytes <= m.by_use[2].share && m.cached_pages + m.staging_buffers <= m.by_use[1].share);
+    assert_eq!(m.by_use[0].current, m.idle_buffers, "no buffer is out after the epoch");
+    assert!(m.idle_buffers <= m.by_use[0].share);
 }
