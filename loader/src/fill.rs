@@ -212,16 +212,16 @@ impl Worker {
         match self.assemble_into(index, &mut set) {
             Ok(filled) => match self.finish(index, filled, &set) {
                 Ok(mut batch) => {
-                    batch.lease = Some(Lease::new(sh.pool.clone(), set));
+                    batch.lease = Some(Lease::new(sh.set.buffers.clone(), set));
                     Ok(batch)
                 }
                 Err(e) => {
-                    sh.pool.give_back(set);
+                    sh.set.buffers.give_back(set);
                     Err(e)
                 }
             },
             Err(e) => {
-                sh.pool.give_back(set);
+                sh.set.buffers.give_back(set);
                 Err(e)
             }
         }
@@ -420,7 +420,7 @@ impl Worker {
             validity.push(layout.nullable.then_some(valid));
         }
         for (c, plan) in plans.iter().enumerate() {
-            sh.pool.ensure(set, c, plan.buffer_bytes(b), &sh.stopped, &|| sh.oldest() >= index)?;
+            sh.set.buffers.ensure(set, c, plan.buffer_bytes(b), &sh.stopped, &|| sh.oldest() >= index)?;
         }
         let mut fill = BatchFill { slots, plans: &plans, set, fails: Vec::new() };
         // Group slots by data file; serve window rows from memory, the rest from storage.

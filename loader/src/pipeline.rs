@@ -154,17 +154,12 @@ pub(crate) struct Shared {
     /// Whether the depth is self-tuned (object stores).
     tuned: bool,
     pub(crate) stopped: AtomicBool,
-    pub(crate) pool: Arc<BufferPool>,
     pub(crate) window: Option<WindowCache>,
     /// Physical rows of each fragment this rank reads in real positions (block mode).
     pub(crate) needed: Vec<Vec<u64>>,
     pub(crate) meta_cap: u64,
     /// Each worker's share of the `Fetch` memory use.
     pub(crate) allowance: u64,
-    /// Decoded pages for every worker (its part of the `Fetch` share).
-    pub(crate) pages: Arc<PageCache>,
-    /// Staging buffers for every object-store wave (its part of the `Fetch` share).
-    pub(crate) staging: Arc<StagePool>,
     pub(crate) skipped: Arc<Mutex<Vec<SkippedSample>>>,
 }
 
@@ -236,13 +231,13 @@ impl Shared {
     fn stop(&self) {
         self.stopped.store(true, Ordering::Release);
         self.turn.notify_all();
-        self.pool.notify();
+        self.set.buffers.notify();
         self.acct.notify();
         if let Some(w) = &self.window {
             w.notify();
         }
         self.set.window_pool.notify();
-        self.staging.notify();
+        self.set.staging.notify();
     }
 }
 
@@ -253,7 +248,7 @@ fn work(sh: &Shared, mut worker: Worker, tx: &SyncSender<(usize, Result<Batch>)>
         if !sh.admit() {
             return;
         }
-        let Ok(set) = sh.pool.take(&sh.stopped) else {
+        let Ok(set) = sh.set.buffers.take(&sh.stopped) else {
             sh.claims().admitted -= 1;
             return;
         };
@@ -262,7 +257,7 @@ fn work(sh: &Shared, mut worker: Worker, tx: &SyncSender<(usize, Result<Batch>)>
             c.admitted -= 1;
             if c.next >= sh.total {
                 drop(c);
-                sh.pool.give_back(set);
+                sh.set.buffers.give_back(set);
                 return;
             }
             let i = c.next;
@@ -486,12 +481,9 @@ impl EpochPipeline {
         // Extents kept from the last epoch: those of this epoch's size, within its share.
         set.window_pool.trim(shuffle_share, window.as_ref().map_or(0, WindowCache::extent));
         let plan_charge = acct.charge(MemoryUse::Metadata, plan_bytes);
-        let pool = set.buffers.clone();
-        pool.start_epoch(sets);
+        set.buffers.start_epoch(sets);
         set.pages.set_cap(shares.pages);
-        let pages = set.pages.clone();
-        let staging = set.staging.clone();
-        staging.set_cap(shares.staging);
+        set.staging.set_cap(shares.staging);
         let shared = Arc::new(Shared {
             catalog,
             fetcher,
@@ -511,13 +503,10 @@ impl EpochPipeline {
             threads,
             tuned,
             stopped: AtomicBool::new(false),
-            pool,
             window,
             needed,
             meta_cap,
             allowance,
-            pages,
-            staging,
             skipped,
         });
         let (tx, rx) = sync_channel(sets);

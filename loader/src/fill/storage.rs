@@ -164,7 +164,7 @@ impl Worker {
                         let range = block.offset + r.start as u64..block.offset + r.end as u64;
                         needs.push(Need::Row(RowRead { col, j, range }));
                     }
-                } else if let Some(raw) = sh.pages.get((file.frag, file.fi, pos, page)) {
+                } else if let Some(raw) = sh.set.pages.get((file.frag, file.fi, pos, page)) {
                     needs.push(Need::Cached(PageRows { pos, col, items: group }, raw));
                 } else if group.len() == 1
                     && chunk.pages()[page].row_count == 1
@@ -202,7 +202,7 @@ impl Worker {
     pub(super) fn fill_remote(&mut self, fill: &mut BatchFill<'_>, mut files: Vec<RemoteFile<'_>>) -> FillResult<()> {
         let sh = self.sh.clone();
         // A wave's staged bytes come from the epoch's shared staging pool.
-        let limit = sh.set.max_fetch.min(sh.staging.cap()).max(1);
+        let limit = sh.set.max_fetch.min(sh.set.staging.cap()).max(1);
         // (gap, span): ranges closer than `gap` share a GET of at most `span` bytes; with
         // free gaps (local file bodies) a file's ranges of a wave are one GET.
         let (gap, span) = match sh.set.coalesce_gap {
@@ -240,7 +240,7 @@ impl Worker {
             }
             let wave = &planned[start..end];
             start = end;
-            let mut lent = if staged > 0 { Some(sh.staging.take(staged, &sh.stopped)?) } else { None };
+            let mut lent = if staged > 0 { Some(sh.set.staging.take(staged, &sh.stopped)?) } else { None };
             let arena: &mut [u8] = lent.as_mut().map_or(&mut [][..], |b| b.bytes_mut());
             let verified = self.run_wave(fill, &files, wave, arena, gap, span)?;
             let mut order: Vec<(&Planned, bool)> = wave.iter().zip(verified).collect();
@@ -413,9 +413,9 @@ impl Worker {
                         // Cache the page only if it holds rows this batch did not take (a later
                         // batch may want them), as a copy: the arena is reused.
                         let rows_left = (rows.items.len() as u64) < file.meta.chunks[rows.pos].pages()[*page].row_count;
-                        if rows_left && raw.len() as u64 <= sh.pages.max_page() {
+                        if rows_left && raw.len() as u64 <= sh.set.pages.max_page() {
                             let raw = owned.unwrap_or_else(|| Bytes::copy_from_slice(stored));
-                            sh.pages.insert((file.frag, file.fi, rows.pos, *page), raw);
+                            sh.set.pages.insert((file.frag, file.fi, rows.pos, *page), raw);
                         }
                     }
                     Err(e) if e.is_data_error() => {
@@ -465,9 +465,9 @@ impl Worker {
                         // batch may want them), and never as a slice of a fetched body, which
                         // would keep the whole coalesced body alive unaccounted.
                         let rows_left = (rows.items.len() as u64) < file.meta.chunks[rows.pos].pages()[*page].row_count;
-                        if rows_left && raw.len() as u64 <= self.sh.pages.max_page() {
+                        if rows_left && raw.len() as u64 <= self.sh.set.pages.max_page() {
                             let raw = if fetched { Bytes::copy_from_slice(&raw) } else { raw };
-                            self.sh.pages.insert((file.frag, file.fi, rows.pos, *page), raw);
+                            self.sh.set.pages.insert((file.frag, file.fi, rows.pos, *page), raw);
                         }
                     }
                     Err(e) if e.is_data_error() => {
