@@ -241,7 +241,6 @@ impl Accountant {
 
 impl Charge {
     /// Bytes counted.
-    #[cfg(test)]
     pub(crate) fn bytes(&self) -> u64 {
         self.bytes
     }

@@ -39,9 +39,9 @@ pub(crate) struct BufferSet {
 }
 
 impl BufferSet {
-    /// The bytes its buffers hold (and are charged for).
-    fn bytes(&self) -> usize {
-        self.bufs.iter().flatten().map(|(b, _)| b.capacity()).sum()
+    /// The bytes its buffers are charged for.
+    fn bytes(&self) -> u64 {
+        self.bufs.iter().flatten().map(|(_, charge)| charge.bytes()).sum()
     }
 }
 
@@ -94,7 +94,7 @@ impl BufferPool {
 
     /// Bytes of the idle sets' buffers.
     pub(crate) fn idle_bytes(&self) -> u64 {
-        self.lock().idle.iter().map(|set| set.bytes() as u64).sum()
+        self.lock().idle.iter().map(BufferSet::bytes).sum()
     }
 
     /// Bounds the coming epoch to `max_sets` sets out at once, and frees idle sets beyond
@@ -109,12 +109,11 @@ impl BufferPool {
             let mut freed: Vec<BufferSet> =
                 if s.idle.len() > keep { s.idle.drain(keep..).collect() } else { Vec::new() };
             s.idle.sort_by_key(BufferSet::bytes);
-            let mut kept: u64 =
-                self.acct.stats().by_use[0].current - freed.iter().map(|f| f.bytes() as u64).sum::<u64>();
+            let mut kept = self.acct.stats().by_use[0].current.saturating_sub(freed.iter().map(BufferSet::bytes).sum());
             while kept > share
                 && let Some(set) = s.idle.pop()
             {
-                kept -= set.bytes() as u64;
+                kept = kept.saturating_sub(set.bytes());
                 freed.push(set);
             }
             freed
