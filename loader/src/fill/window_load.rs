@@ -99,6 +99,26 @@ fn page_fault(faults: &mut Vec<PageFault>, fi: usize, pg: &PageIn, r: Result<()>
     }
 }
 
+/// Hands out an extent's bytes in ascending, disjoint pieces.
+struct Carver<'b> {
+    /// The part not yet handed out, which starts at `base` in the extent.
+    rest: &'b mut [u8],
+    base: usize,
+}
+
+impl<'b> Carver<'b> {
+    /// The extent's bytes `at..at + len`.
+    fn take(&mut self, at: usize, len: usize) -> Result<&'b mut [u8]> {
+        let skip = at.checked_sub(self.base).filter(|&s| s + len <= self.rest.len());
+        let skip = skip.ok_or_else(|| LoaderError::WorkerPanicked("a run outside its extent".into()))?;
+        let (_, tail) = std::mem::take(&mut self.rest).split_at_mut(skip);
+        let (dst, tail) = tail.split_at_mut(len);
+        self.rest = tail;
+        self.base = at + len;
+        Ok(dst)
+    }
+}
+
 /// The extent bytes a page's raw bytes occupy.
 fn slot(ext: &mut [u8], at: usize, len: u64) -> Result<&mut [u8]> {
     ext.get_mut(at..at + len as usize).ok_or_else(|| LoaderError::WorkerPanicked("a page outside its extent".into()))
@@ -254,31 +274,32 @@ impl Worker {
         // Per job, per page of its direct runs (in run order): verified as it landed.
         let mut verified: Vec<Vec<bool>> =
             jobs.iter().map(|j| vec![false; j.runs.iter().filter(|r| r.direct).map(|r| r.pages.len()).sum()]).collect();
-        let outside = || LoaderError::WorkerPanicked("a run outside its extent".into());
         let mut requests = Vec::new();
         // (job, page) of each destination, in request order.
         let mut tags: Vec<(usize, usize)> = Vec::new();
         for (j, (job, key)) in jobs.iter_mut().zip(&keys).enumerate() {
             let Job { extent, runs, meta, .. } = job;
-            let meta: &crate::catalog::FileMeta = meta;
-            let mut rest: &mut [u8] = extent.bytes_mut();
-            let mut base = 0usize;
+            let meta: &FileMeta = meta;
+            let mut carver = Carver { rest: extent.bytes_mut(), base: 0 };
             let mut k = 0;
             for run in runs.iter().filter(|r| r.direct) {
-                // One destination per page (the gaps between them are not landed).
+                if !sh.set.verify {
+                    // Nothing to verify: the run lands whole, in one read.
+                    let dst = carver.take(run.at, (run.range.end - run.range.start) as usize)?;
+                    requests.push(RangeRequest {
+                        key: key.as_str(),
+                        range: run.range.clone(),
+                        dests: vec![Dest::new(0, dst)],
+                    });
+                    continue;
+                }
+                // One destination per page, verified as it lands (the gaps are not landed).
                 let mut dests = Vec::with_capacity(run.pages.len());
                 for pg in &run.pages {
                     let block = &meta.chunks[pg.pos].pages()[pg.page].block;
                     let off = block.offset - run.range.start;
-                    let at = run.at + off as usize;
-                    let len = block.stored_len as usize;
-                    let skip = at.checked_sub(base).filter(|&s| s + len <= rest.len()).ok_or_else(outside)?;
-                    let (_, tail) = std::mem::take(&mut rest).split_at_mut(skip);
-                    let (dst, tail) = tail.split_at_mut(len);
-                    rest = tail;
-                    base = at + len;
-                    let check = sh.set.verify.then_some(block);
-                    dests.push(Dest { check, ..Dest::new(off, dst) });
+                    let dst = carver.take(run.at + off as usize, block.stored_len as usize)?;
+                    dests.push(Dest { check: Some(block), ..Dest::new(off, dst) });
                     tags.push((j, k));
                     k += 1;
                 }
