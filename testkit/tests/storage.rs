@@ -201,6 +201,39 @@ fn commit_protocol(root: &TestRoot) {
     }
 }
 
+const RACERS: usize = 8;
+const ROUNDS: usize = 30;
+
+/// The primitive the commit protocol stands on `[VER-04]`: racers creating one fresh key at
+/// once, round after round. Exactly one wins each key, and the object holds the winner's bytes.
+/// A server that checks and then writes without a lock fails this before any commit test does.
+fn create_race(root: &TestRoot) {
+    let barrier = std::sync::Arc::new(std::sync::Barrier::new(RACERS));
+    let handles: Vec<_> = (0..RACERS)
+        .map(|r| {
+            let (url, barrier) = (root.url.clone(), barrier.clone());
+            std::thread::spawn(move || {
+                let store = Store::open(&url).unwrap();
+                (0..ROUNDS)
+                    .map(|k| {
+                        barrier.wait();
+                        let body = bytes::Bytes::from(format!("racer {r} round {k}"));
+                        store.put_if_absent(&format!("race/{k}"), body).unwrap() == tessera::store::Created::New
+                    })
+                    .collect::<Vec<bool>>()
+            })
+        })
+        .collect();
+    let won: Vec<Vec<bool>> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    let store = root.store();
+    for k in 0..ROUNDS {
+        let winners: Vec<usize> = (0..RACERS).filter(|&r| won[r][k]).collect();
+        assert_eq!(winners.len(), 1, "round {k}: racers {winners:?} all created race/{k}");
+        let got = store.get_bounded(&format!("race/{k}"), 64).unwrap();
+        assert_eq!(&got[..], format!("racer {} round {k}", winners[0]).as_bytes(), "the winner's bytes");
+    }
+}
+
 fn run(backend: Backend, name: &str, scenario: fn(&TestRoot)) {
     let Some(root) = TestRoot::new(backend, name) else { return };
     let t = Instant::now();
@@ -234,6 +267,7 @@ macro_rules! suite {
     };
 }
 
+suite!(create_race);
 suite!(write_commit_read);
 suite!(time_travel);
 suite!(deletes_updates_columns);
