@@ -227,7 +227,7 @@ fn create_race(root: &TestRoot) {
     let won: Vec<Vec<bool>> = handles.into_iter().map(|h| h.join().unwrap()).collect();
     let store = root.store();
     for k in 0..ROUNDS {
-        let winners: Vec<usize> = (0..RACERS).filter(|&r| won[r][k]).collect();
+        let winners: Vec<usize> = won.iter().enumerate().filter(|(_, w)| w[k]).map(|(r, _)| r).collect();
         assert_eq!(winners.len(), 1, "round {k}: racers {winners:?} all created race/{k}");
         let got = store.get_bounded(&format!("race/{k}"), 64).unwrap();
         assert_eq!(&got[..], format!("racer {} round {k}", winners[0]).as_bytes(), "the winner's bytes");
