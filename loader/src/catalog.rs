@@ -55,7 +55,8 @@ pub(crate) struct FileMeta {
     pub(crate) data_file: Arc<DataFile>,
     /// Parallel to [`FileEntry::columns`]: the reference's index of each chunk.
     pub(crate) chunks: Vec<ChunkIndex>,
-    /// Bytes the index occupies (what the metadata share is charged).
+    /// Bytes the index and the opened file's footer occupy (what the metadata share is
+    /// charged).
     pub(crate) bytes: u64,
     /// The charge, released when the last user drops the index.
     _charge: Charge,
@@ -124,8 +125,11 @@ pub fn version_id(branch: &str, version: u64, manifest_crc32: u32) -> u64 {
 }
 
 impl Catalog {
-    /// Resolves the projection and the fragments of an opened version.
+    /// Resolves the projection and the fragments of an opened version. The catalog keeps the
+    /// files it opens in its own cache, inside the memory budget, so its handle of the dataset
+    /// keeps none (the caller's handle keeps its cache).
     pub(crate) fn new(dataset: Dataset, projection: Option<&[String]>, u64_bits: bool) -> Result<Self> {
+        let dataset = dataset.with_cache_bytes(0);
         let names: Vec<&str> = match projection {
             Some(cols) => cols.iter().map(String::as_str).collect(),
             None => dataset.schema().columns.iter().map(|c| c.name.as_str()).collect(),
@@ -279,9 +283,8 @@ impl Catalog {
         self.meta.lock().unwrap_or_else(std::sync::PoisonError::into_inner).entries.contains_key(&(frag, file))
     }
 
-    /// The index of file `file` of fragment `frag`, from the cache or built (one footer
-    /// read, if not cached by the dataset, and one ranged read of the shape and validity
-    /// blocks).
+    /// The index of file `file` of fragment `frag`, from the cache or built (one footer read
+    /// and one ranged read of the shape and validity blocks).
     pub(crate) fn file_meta(
         &self,
         frag: usize,
@@ -359,7 +362,7 @@ impl Catalog {
             let index = data_file.index_chunk(&self.columns[ci].column, &stored).map_err(|e| from_format(key, e))?;
             chunks.push(index);
         }
-        let bytes = chunks.iter().map(ChunkIndex::heap_bytes).sum();
+        let bytes = chunks.iter().map(ChunkIndex::heap_bytes).sum::<u64>() + data_file.heap_bytes();
         Ok(FileMeta { data_file, chunks, bytes, _charge: acct.charge(MemoryUse::Metadata, bytes) })
     }
 }

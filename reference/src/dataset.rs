@@ -1,6 +1,6 @@
 //! Opening a dataset version and reading from it (SPEC.md §"Versioning", §"Reader validation").
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::ops::Range;
 use std::sync::{Arc, Mutex};
 
@@ -9,6 +9,7 @@ use object_store::{GetOptions, GetRange, ObjectStoreExt};
 
 use crate::batch::Batch;
 use crate::column::ColumnData;
+use crate::cache::{Cache, CacheStats, DEFAULT_CACHE_BYTES, Key, Value};
 use crate::datafile::{self, DataFile};
 use crate::envelope::{self, ObjectKind};
 use crate::error::{Error, Result};
@@ -50,9 +51,6 @@ impl FragmentInfo {
     }
 }
 
-/// Key of the data-file cache: the whole reference and the fragment's row count.
-type FileKey = (DataFileRef, u64);
-
 /// One version of a dataset, opened and validated: its manifest and index segments are
 /// loaded; data files are opened on first use.
 #[derive(Clone, Debug)]
@@ -62,10 +60,8 @@ pub struct Dataset {
     manifest_crc32: u32,
     fragments: Arc<Vec<FragmentInfo>>,
     limits: Limits,
-    /// Opened data files, keyed by the whole reference and the fragment's row count: two
-    /// references to one path with other columns, sizes, CRCs or rows are validated apart.
-    files: Arc<Mutex<HashMap<FileKey, Arc<DataFile>>>>,
-    deletions: Arc<Mutex<HashMap<u64, Arc<Vec<u64>>>>>,
+    /// Opened data files and loaded deletion vectors, within a byte bound (shared by clones).
+    cache: Arc<Mutex<Cache>>,
 }
 
 /// What [`Dataset::verify`] checked.
@@ -166,8 +162,7 @@ impl Dataset {
             manifest_crc32,
             fragments: Arc::new(fragments),
             limits,
-            files: Arc::new(Mutex::new(HashMap::new())),
-            deletions: Arc::new(Mutex::new(HashMap::new())),
+            cache: Arc::new(Mutex::new(Cache::new(DEFAULT_CACHE_BYTES))),
         })
     }
 
@@ -225,6 +220,35 @@ impl Dataset {
         &self.limits
     }
 
+    /// This handle with its own, empty cache of opened data files and deletion vectors,
+    /// bounded at `bytes` (default [`DEFAULT_CACHE_BYTES`]; 0 keeps nothing, for a caller that
+    /// keeps what it opens itself). Other handles keep the cache they share.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// # let schema = tessera::Schema::new([tessera::Column::new("id", tessera::DType::I64, &[])])?;
+    /// # let ds = tessera::Dataset::create(dir.path().to_str().unwrap(), schema, &Default::default())?;
+    /// let small = ds.with_cache_bytes(1 << 20);
+    /// assert_eq!(small.cache_stats().cap, 1 << 20);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use]
+    pub fn with_cache_bytes(mut self, bytes: u64) -> Self {
+        self.cache = Arc::new(Mutex::new(Cache::new(bytes)));
+        self
+    }
+
+    /// How full the cache of opened data files and deletion vectors is.
+    #[must_use]
+    pub fn cache_stats(&self) -> CacheStats {
+        self.cache().stats()
+    }
+
+    /// The cache, locked. Its updates cannot panic halfway, so a poisoned lock is taken over.
+    fn cache(&self) -> std::sync::MutexGuard<'_, Cache> {
+        self.cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
     /// Resolves a projection (all columns when `None`) to schema columns, in the order asked.
     ///
     /// # Errors
@@ -245,9 +269,9 @@ impl Dataset {
     /// # Errors
     /// The first failed check.
     pub fn data_file(&self, fragment: &Fragment, file: &DataFileRef) -> Result<Arc<DataFile>> {
-        let key = (file.clone(), fragment.row_count);
-        if let Some(f) = self.files.lock().map_err(|_| Error::usage("cache poisoned"))?.get(&key) {
-            return Ok(f.clone());
+        let key = Key::File(file.clone(), fragment.row_count);
+        if let Some(Value::File(f)) = self.cache().get(&key) {
+            return Ok(f);
         }
         paths::validate_relative(&file.path, &file.path)?;
         let columns = self.file_columns(file)?;
@@ -256,7 +280,7 @@ impl Dataset {
             self.store.get_ranges(&file.path, &[r]).map(|mut v| v.pop().unwrap_or_default())
         })?;
         let f = Arc::new(f);
-        self.files.lock().map_err(|_| Error::usage("cache poisoned"))?.insert(key, f.clone());
+        self.cache().insert(key, Value::File(f.clone()));
         Ok(f)
     }
 
@@ -339,13 +363,13 @@ impl Dataset {
     /// Validation or storage errors of the deletion vector.
     pub fn deleted_rows(&self, info: &FragmentInfo) -> Result<Arc<Vec<u64>>> {
         let Some(dref) = &info.fragment.deletion else { return Ok(Arc::new(Vec::new())) };
-        let cache = |e| Error::usage(format!("deletion cache poisoned: {e}"));
-        if let Some(d) = self.deletions.lock().map_err(|e| cache(e.to_string()))?.get(&info.fragment.id) {
-            return Ok(d.clone());
+        let key = Key::Deleted(info.fragment.id);
+        if let Some(Value::Deleted(rows)) = self.cache().get(&key) {
+            return Ok(rows);
         }
         let dv = read_deletion_vector(&self.store, dref, &info.fragment, &self.limits)?;
         let rows = Arc::new(dv.rows);
-        self.deletions.lock().map_err(|e| cache(e.to_string()))?.insert(info.fragment.id, rows.clone());
+        self.cache().insert(key, Value::Deleted(rows.clone()));
         Ok(rows)
     }
 

@@ -62,6 +62,7 @@
 #![deny(rustdoc::broken_intra_doc_links)]
 
 pub mod batch;
+mod cache;
 pub mod codec;
 pub mod column;
 pub mod commit;
@@ -94,6 +95,7 @@ mod writer;
 pub use batch::Batch;
 pub use column::ColumnData;
 pub use commit::{DEFAULT_TARGET_FILE_BYTES, DatasetWriter, WriteOptions};
+pub use cache::{CacheStats, DEFAULT_CACHE_BYTES};
 pub use dataset::{At, Dataset, FragmentInfo, VerifyReport};
 pub use dtype::{DType, Element};
 pub use error::{Error, ErrorClass, Result};

@@ -3,7 +3,7 @@
 
 use std::ops::Range;
 
-use super::{ALIGN, Block, ColumnChunk, END_MAGIC, Footer, HEADER_LEN, MAGIC, TRAILER_LEN};
+use super::{ALIGN, Block, ColumnChunk, END_MAGIC, Footer, HEADER_LEN, MAGIC, Page, TRAILER_LEN};
 use crate::codec;
 use crate::column::{ColumnData, full_shape};
 use crate::envelope::{self, MAJOR, le8};
@@ -237,6 +237,15 @@ impl DataFile {
     #[must_use]
     pub fn tail(&self) -> Tail {
         self.tail
+    }
+
+    /// Bytes this opened file holds on the heap (its parsed footer), what a cache of opened
+    /// files charges for it.
+    #[must_use]
+    pub fn heap_bytes(&self) -> u64 {
+        let chunks = self.footer.columns.iter().map(|c| c.pages.capacity() * std::mem::size_of::<Page>()).sum::<usize>()
+            + self.footer.columns.capacity() * std::mem::size_of::<ColumnChunk>();
+        (std::mem::size_of::<Self>() + self.what.capacity() + chunks) as u64
     }
 
     /// The chunk of a column id.
