@@ -458,10 +458,20 @@ impl Worker {
         if fails.is_empty() { Ok((plans, validity)) } else { Err(FillError::Rows(fails)) }
     }
 
-    /// Opens the object-store data files of `slots` whose indexes are not cached, each on a
-    /// scoped thread of its own (at most `max_requests_in_flight` at once); local files and
-    /// a single missing file are left to the caller.
+    /// Opens the object-store data files of `slots` whose indexes are not cached, together
+    /// ([`Worker::open_files`]).
     fn open_together(&self, slots: &[SlotRow]) -> HashMap<(usize, usize), Result<Arc<FileMeta>>> {
+        self.open_files(slots.iter().map(|s| s.frag))
+    }
+
+    /// Opens the object-store data files of `frags` whose indexes are not cached, each on a
+    /// scoped thread of its own (at most `max_requests_in_flight` at once): about one footer
+    /// and one index round trip for all of them. Local files and a single missing file are
+    /// left to the caller.
+    pub(super) fn open_files(
+        &self,
+        frags: impl IntoIterator<Item = usize>,
+    ) -> HashMap<(usize, usize), Result<Arc<FileMeta>>> {
         let sh = &self.sh;
         let cat = &sh.catalog;
         let mut out = HashMap::new();
@@ -469,10 +479,10 @@ impl Worker {
             return out;
         }
         let mut missing: Vec<(usize, usize)> = Vec::new();
-        for s in slots {
-            for fi in 0..cat.fragments[s.frag].files.len() {
-                if !missing.contains(&(s.frag, fi)) && !cat.has_meta(s.frag, fi) {
-                    missing.push((s.frag, fi));
+        for f in frags {
+            for fi in 0..cat.fragments[f].files.len() {
+                if !missing.contains(&(f, fi)) && !cat.has_meta(f, fi) {
+                    missing.push((f, fi));
                 }
             }
         }

@@ -233,6 +233,12 @@ impl WindowCache {
         self.position.get(frag).copied().unwrap_or(usize::MAX)
     }
 
+    /// `frag` and the fragments after it in admission order, `n` in all (fewer at the end).
+    pub(crate) fn upcoming(&self, frag: usize, n: usize) -> Vec<usize> {
+        let pos = self.position(frag);
+        self.order.iter().skip(pos).take(n).copied().collect()
+    }
+
     /// The first batch that needs `frag`.
     pub(crate) fn first_need(&self, frag: usize) -> usize {
         self.first_need.get(frag).copied().unwrap_or(usize::MAX)
@@ -460,6 +466,16 @@ pub(crate) fn sweep_peak(first_need: &[usize], last_need: &[usize], bytes: &[u64
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn upcoming_fragments_follow_admission_order() {
+        // Admission order: 3, 0, 2 (fragment 1 is never needed).
+        let w = WindowCache::new(vec![1, usize::MAX, 2, 0], vec![3, 0, 2, 1], MIN_EXTENT);
+        assert_eq!(w.upcoming(3, 2), vec![3, 0]);
+        assert_eq!(w.upcoming(0, 5), vec![0, 2]);
+        assert_eq!(w.upcoming(2, 1), vec![2]);
+        assert!(w.upcoming(1, 3).is_empty(), "a fragment outside the schedule has none");
+    }
 
     #[test]
     fn fragments_are_admitted_in_order_and_released_after_their_last_row() {
