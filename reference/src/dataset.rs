@@ -8,8 +8,8 @@ use bytes::Bytes;
 use object_store::{GetOptions, GetRange, ObjectStoreExt};
 
 use crate::batch::Batch;
-use crate::column::ColumnData;
 use crate::cache::{Cache, CacheStats, DEFAULT_CACHE_BYTES, Key, Value};
+use crate::column::ColumnData;
 use crate::datafile::{self, DataFile};
 use crate::envelope::{self, ObjectKind};
 use crate::error::{Error, Result};

@@ -93,9 +93,9 @@ pub mod view;
 mod writer;
 
 pub use batch::Batch;
+pub use cache::{CacheStats, DEFAULT_CACHE_BYTES};
 pub use column::ColumnData;
 pub use commit::{DEFAULT_TARGET_FILE_BYTES, DatasetWriter, WriteOptions};
-pub use cache::{CacheStats, DEFAULT_CACHE_BYTES};
 pub use dataset::{At, Dataset, FragmentInfo, VerifyReport};
 pub use dtype::{DType, Element};
 pub use error::{Error, ErrorClass, Result};

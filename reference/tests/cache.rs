@@ -11,7 +11,8 @@ fn many_files(loc: &str) -> Dataset {
     let schema = Schema::new([Column::new("id", DType::I64, &[])]).unwrap();
     let ds = Dataset::create(loc, schema, &WriteOptions::default()).unwrap();
     let rows = Batch::new().with("id", ColumnData::from_scalars(&(0..160).collect::<Vec<i64>>())).unwrap();
-    let ds = ds.append(&rows, "160 rows", WriteOptions { target_file_bytes: 8 * 4, ..WriteOptions::default() }).unwrap();
+    let ds =
+        ds.append(&rows, "160 rows", WriteOptions { target_file_bytes: 8 * 4, ..WriteOptions::default() }).unwrap();
     assert_eq!(ds.fragments().len(), 40);
     let doomed: Vec<u64> = (0..40).step_by(2).map(|f| f * 4).collect(); // row 0 of even fragments
     ds.delete_rows(&doomed, "drop some", &WriteOptions::default()).unwrap()

@@ -243,8 +243,9 @@ impl DataFile {
     /// files charges for it.
     #[must_use]
     pub fn heap_bytes(&self) -> u64 {
-        let chunks = self.footer.columns.iter().map(|c| c.pages.capacity() * std::mem::size_of::<Page>()).sum::<usize>()
-            + self.footer.columns.capacity() * std::mem::size_of::<ColumnChunk>();
+        let chunks =
+            self.footer.columns.iter().map(|c| c.pages.capacity() * std::mem::size_of::<Page>()).sum::<usize>()
+                + self.footer.columns.capacity() * std::mem::size_of::<ColumnChunk>();
         (std::mem::size_of::<Self>() + self.what.capacity() + chunks) as u64
     }
 
