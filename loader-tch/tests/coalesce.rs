@@ -2,7 +2,8 @@
 //! from local files and from object stores (the file system through `object_store`, the
 //! in-memory store, a store that cuts bodies short and streams them slowly), for every
 //! coalescing gap; and the accounted memory high-water stays within the budget with
-//! coalescing on, on a dataset several times larger than the budget.
+//! coalescing on, on a dataset several times larger than the budget; and a cold epoch opens
+//! each data file once, however many threads want it at once.
 
 mod common;
 
@@ -11,7 +12,7 @@ use std::time::Duration;
 
 use tessera::WriteOptions;
 use tessera_loader_tch::{Batch, Loader, LoaderConfig, RetryPolicy, ShuffleMode};
-use tessera_testkit::{FaultConfig, FaultyStore};
+use tessera_testkit::{CountingStore, FaultConfig, FaultyStore, Latency};
 
 /// Every tensor of a batch (values, lengths, offsets, validity) as raw bytes, by column.
 fn raw(b: &Batch) -> Vec<(String, Vec<Vec<u8>>)> {
@@ -162,5 +163,38 @@ fn coalescing_keeps_the_accounted_high_water_within_the_budget() {
         assert!(m.high_water <= budget, "{shuffle:?}: high water {} > budget {budget}", m.high_water);
         assert_eq!(m.overcommits, 0);
         common::assert_only_kept_memory_stays(&m);
+    }
+}
+
+/// At the start of a cold epoch every filling thread wants the same files; one opens each,
+/// the others wait for it: one header read per data file, in both shuffle modes.
+#[test]
+fn a_cold_epoch_opens_each_data_file_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().to_str().unwrap();
+    common::big_dataset(root, 2000, 256 << 10);
+    let files = std::fs::read_dir(dir.path().join("data")).unwrap().count();
+    assert!(files >= 8, "{files} data files");
+    let fs: Arc<dyn object_store::ObjectStore> =
+        Arc::new(object_store::local::LocalFileSystem::new_with_prefix(dir.path()).unwrap());
+    // A few milliseconds per request, so the threads' first requests overlap.
+    let slow =
+        FaultConfig { get_latency: Latency::new(Duration::from_millis(5), Duration::ZERO), ..FaultConfig::seeded(7) };
+    for shuffle in [ShuffleMode::Global, ShuffleMode::Block { window_fragments: 2 }] {
+        let counting = Arc::new(CountingStore::logging(Arc::new(FaultyStore::new(fs.clone(), slow.clone()))));
+        let store = tessera::Store::from_object_store(counting.clone(), "", true);
+        let cfg = common::config(root).with_batch_size(16).with_workers(4).with_shuffle(shuffle);
+        let loader = Loader::open_store(&store, cfg).unwrap();
+        let n: usize = loader.epoch(0).unwrap().map(|b| b.unwrap().len()).sum();
+        assert_eq!(n, 2000);
+        let header = Some(object_store::GetRange::Bounded(0..tessera::datafile::HEADER_LEN));
+        let mut opened: std::collections::BTreeMap<String, usize> = std::collections::BTreeMap::new();
+        for (path, range) in counting.gets() {
+            if path.starts_with("data/") && range == header {
+                *opened.entry(path).or_default() += 1;
+            }
+        }
+        assert_eq!(opened.len(), files, "{shuffle:?}: every data file opened");
+        assert!(opened.values().all(|&k| k == 1), "{shuffle:?}: a file opened more than once: {opened:?}");
     }
 }

@@ -3,8 +3,9 @@
 //! that let a worker find any row's bytes without decoding anything else.
 
 use std::collections::HashMap;
-use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
 
 use tessera::datafile::{Block, ChunkIndex, DataFile};
 use tessera::manifest::DataFileRef;
@@ -14,6 +15,7 @@ use crate::assemble::ColumnLayout;
 use crate::error::{LoaderError, Result, from_format};
 use crate::memory::{Accountant, Charge, MemoryUse};
 use crate::source::{Fetcher, WaitTimer, classify, with_retry};
+use crate::window::Fault;
 
 /// A data file of a fragment that holds projected columns.
 #[derive(Clone, Debug)]
@@ -66,6 +68,61 @@ pub(crate) struct FileMeta {
 struct MetaCache {
     entries: HashMap<(usize, usize), (Arc<FileMeta>, u64)>,
     clock: u64,
+    /// Files one thread is opening: the others wait for its outcome instead of opening them
+    /// again (at a cold start every filling thread wants the same files at once).
+    opening: HashMap<(usize, usize), Arc<Opening>>,
+}
+
+/// How a file one thread opened for all turned out.
+#[derive(Clone, Debug)]
+enum Outcome {
+    Opened(Arc<FileMeta>),
+    /// A data error: every thread that wanted the file reports it.
+    Fault(Fault),
+    /// Anything else (storage retries spent, a stop, a panic): each waiter tries itself.
+    Failed,
+}
+
+/// A file being opened, and its outcome once known.
+#[derive(Debug, Default)]
+struct Opening {
+    outcome: Mutex<Option<Outcome>>,
+    done: Condvar,
+}
+
+impl Opening {
+    /// Waits for the outcome, in steps that notice a stop.
+    fn wait(&self, stopped: &AtomicBool) -> Result<Outcome> {
+        let mut o = self.outcome.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        loop {
+            if let Some(outcome) = o.as_ref() {
+                return Ok(outcome.clone());
+            }
+            if stopped.load(Ordering::Acquire) {
+                return Err(LoaderError::Stopped);
+            }
+            o = self.done.wait_timeout(o, Duration::from_millis(20)).map_or_else(|e| e.into_inner().0, |r| r.0);
+        }
+    }
+}
+
+/// The opening thread's duty: publish an outcome and clear the file's entry, also when the
+/// opening panics (as `Failed`), so no waiter waits for nothing.
+struct Opener<'a> {
+    cache: &'a Mutex<MetaCache>,
+    key: (usize, usize),
+    opening: Arc<Opening>,
+    outcome: Outcome,
+}
+
+impl Drop for Opener<'_> {
+    fn drop(&mut self) {
+        self.cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner).opening.remove(&self.key);
+        let mut o = self.opening.outcome.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        *o = Some(self.outcome.clone());
+        drop(o);
+        self.opening.done.notify_all();
+    }
 }
 
 /// The opened version as the loader sees it.
@@ -294,16 +351,42 @@ impl Catalog {
         cap: u64,
         stopped: &AtomicBool,
     ) -> Result<Arc<FileMeta>> {
-        {
-            let mut cache = self.meta.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            cache.clock += 1;
-            let now = cache.clock;
-            if let Some(entry) = cache.entries.get_mut(&(frag, file)) {
-                entry.1 = now;
-                return Ok(entry.0.clone());
+        let key = (frag, file);
+        let opening = loop {
+            let waiting = {
+                let mut cache = self.meta.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                cache.clock += 1;
+                let now = cache.clock;
+                if let Some(entry) = cache.entries.get_mut(&key) {
+                    entry.1 = now;
+                    return Ok(entry.0.clone());
+                }
+                if let Some(o) = cache.opening.get(&key) {
+                    o.clone()
+                } else {
+                    let o = Arc::new(Opening::default());
+                    cache.opening.insert(key, o.clone());
+                    break o;
+                }
+            };
+            let _waiting = (!fetcher.is_local()).then(WaitTimer::start);
+            match waiting.wait(stopped)? {
+                Outcome::Opened(meta) => return Ok(meta),
+                Outcome::Fault(fault) => return Err(fault.to_error()),
+                Outcome::Failed => {} // try it ourselves
             }
-        }
-        let meta = Arc::new(self.build_meta(frag, file, fetcher, acct, stopped)?);
+        };
+        let mut opener = Opener { cache: &self.meta, key, opening, outcome: Outcome::Failed };
+        let meta = match self.build_meta(frag, file, fetcher, acct, stopped) {
+            Ok(meta) => Arc::new(meta),
+            Err(e) => {
+                if let Some(fault) = Fault::of(&e) {
+                    opener.outcome = Outcome::Fault(fault);
+                }
+                return Err(e);
+            }
+        };
+        opener.outcome = Outcome::Opened(meta.clone());
         let mut cache = self.meta.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let used: u64 = cache.entries.values().map(|e| e.0.bytes).sum();
         if used + meta.bytes > cap {
@@ -322,7 +405,9 @@ impl Catalog {
         }
         cache.clock += 1;
         let now = cache.clock;
-        cache.entries.insert((frag, file), (meta.clone(), now));
+        cache.entries.insert(key, (meta.clone(), now));
+        drop(cache); // the opener's drop takes the lock
+        drop(opener);
         Ok(meta)
     }
 

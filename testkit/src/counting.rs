@@ -3,15 +3,15 @@
 
 use std::fmt;
 use std::ops::Range;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use futures::stream::BoxStream;
 use object_store::path::Path;
 use object_store::{
-    CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore, PutMultipartOptions,
-    PutOptions, PutPayload, PutResult, Result,
+    CopyOptions, GetOptions, GetRange, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
+    PutMultipartOptions, PutOptions, PutPayload, PutResult, Result,
 };
 
 /// Request counters.
@@ -37,19 +37,41 @@ impl Counts {
     }
 }
 
+/// A recorded `get_opts` call: the path and the range asked.
+pub type LoggedGet = (String, Option<GetRange>);
+
 /// Wraps a store and counts what passes through.
 #[derive(Debug)]
 pub struct CountingStore {
     inner: Arc<dyn ObjectStore>,
     /// The counters.
     pub counts: Arc<Counts>,
+    /// Every `get_opts` call's path and range, when made with [`CountingStore::logging`].
+    log: Option<Mutex<Vec<LoggedGet>>>,
 }
 
 impl CountingStore {
     /// Wraps `inner`.
     #[must_use]
     pub fn new(inner: Arc<dyn ObjectStore>) -> Self {
-        Self { inner, counts: Arc::new(Counts::default()) }
+        Self { inner, counts: Arc::new(Counts::default()), log: None }
+    }
+
+    /// Wraps `inner` and also records the path and range of every `get_opts` call (for
+    /// tests that ask which requests an operation made).
+    #[must_use]
+    pub fn logging(inner: Arc<dyn ObjectStore>) -> Self {
+        Self { log: Some(Mutex::default()), ..Self::new(inner) }
+    }
+
+    /// The `get_opts` calls recorded so far (empty unless made with
+    /// [`CountingStore::logging`]).
+    ///
+    /// # Panics
+    /// If a thread panicked while recording.
+    #[must_use]
+    pub fn gets(&self) -> Vec<LoggedGet> {
+        self.log.as_ref().map(|l| l.lock().unwrap().clone()).unwrap_or_default()
     }
 }
 
@@ -74,6 +96,11 @@ impl ObjectStore for CountingStore {
 
     async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
         self.counts.gets.fetch_add(1, Ordering::Relaxed);
+        if let Some(log) = &self.log {
+            log.lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .push((location.to_string(), options.range.clone()));
+        }
         let r = self.inner.get_opts(location, options).await?;
         self.counts.get_bytes.fetch_add(r.range.end - r.range.start, Ordering::Relaxed);
         Ok(r)

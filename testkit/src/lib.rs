@@ -20,7 +20,7 @@ pub mod proxy;
 pub mod rng;
 pub mod servers;
 
-pub use counting::{CountingStore, Counts};
+pub use counting::{CountingStore, Counts, LoggedGet};
 pub use faulty::{FaultConfig, FaultCounts, FaultyStore, Latency, PutFault};
 pub use hostile::{Claim, HostileStore};
 pub use proxy::{LatencyProxy, ProxyConfig};
