@@ -1,7 +1,8 @@
 //! The loader's cache of decoded pages, shared by every worker and kept from epoch to epoch:
 //! hits when rows of one batch or of later ones (on any worker, in any epoch) share a page.
-//! Most recently used last; inserting evicts from the front to stay within the cache's part
-//! of the `Fetch` share, which each epoch sets ([`PageCache::set_cap`]).
+//! Inserting evicts the least recently used pages to stay within the cache's part of the
+//! `Fetch` share, which each epoch sets ([`PageCache::set_cap`]). A lookup costs a hash and a
+//! B-tree step, whatever the number of pages cached (thousands for small columns).
 //!
 //! One cache for all workers (not one each) keeps its hit rate independent of how many
 //! workers fill batches at once: an object-store epoch may run many more fills than
@@ -10,6 +11,7 @@
 //! embeddings, token ids: many rows per page) are read once, not once per epoch, whenever
 //! their pages fit.
 
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use bytes::Bytes;
@@ -21,7 +23,11 @@ pub(crate) type PageKey = (usize, usize, usize, usize);
 
 #[derive(Debug)]
 struct Entries {
-    pages: Vec<(PageKey, Bytes)>,
+    /// Each page with the tick of its last use.
+    pages: HashMap<PageKey, (Bytes, u64)>,
+    /// Keys by last use, least recent first.
+    by_use: BTreeMap<u64, PageKey>,
+    tick: u64,
     bytes: u64,
     cap: u64,
     mem: Charge,
@@ -30,9 +36,11 @@ struct Entries {
 impl Entries {
     /// Evicts the least recently used pages until `n` more bytes fit the cap.
     fn evict_for(&mut self, n: u64) {
-        while self.bytes + n > self.cap && !self.pages.is_empty() {
-            let (_, b) = self.pages.remove(0);
-            self.bytes -= b.len() as u64;
+        while self.bytes + n > self.cap {
+            let Some((_, key)) = self.by_use.pop_first() else { break };
+            if let Some((b, _)) = self.pages.remove(&key) {
+                self.bytes -= b.len() as u64;
+            }
         }
         let bytes = self.bytes;
         self.mem.resize(bytes);
@@ -48,7 +56,8 @@ pub(crate) struct PageCache {
 impl PageCache {
     pub(crate) fn new(acct: &Arc<Accountant>, cap: u64) -> Self {
         let mem = acct.charge(MemoryUse::Fetch, 0);
-        Self { entries: Mutex::new(Entries { pages: Vec::new(), bytes: 0, cap, mem }) }
+        let entries = Entries { pages: HashMap::new(), by_use: BTreeMap::new(), tick: 0, bytes: 0, cap, mem };
+        Self { entries: Mutex::new(entries) }
     }
 
     /// Sets the cap (when an epoch starts, from its shares), evicting what no longer fits.
@@ -74,12 +83,14 @@ impl PageCache {
     }
 
     pub(crate) fn get(&self, key: PageKey) -> Option<Bytes> {
-        let mut e = self.lock();
-        let i = e.pages.iter().rposition(|(k, _)| *k == key)?;
-        let entry = e.pages.remove(i);
-        let b = entry.1.clone();
-        e.pages.push(entry);
-        Some(b)
+        let mut guard = self.lock();
+        let e = &mut *guard;
+        e.tick += 1;
+        let (b, used) = e.pages.get_mut(&key)?;
+        e.by_use.remove(used);
+        *used = e.tick;
+        e.by_use.insert(e.tick, key);
+        Some(b.clone())
     }
 
     /// Caches `raw` (owned bytes, never a slice of a larger body), evicting the least
@@ -88,12 +99,15 @@ impl PageCache {
     pub(crate) fn insert(&self, key: PageKey, raw: Bytes) {
         let n = raw.len() as u64;
         let mut e = self.lock();
-        if n > e.cap / 4 || e.pages.iter().any(|(k, _)| *k == key) {
+        if n > e.cap / 4 || e.pages.contains_key(&key) {
             return;
         }
         e.evict_for(n);
         e.bytes += n;
-        e.pages.push((key, raw));
+        e.tick += 1;
+        let tick = e.tick;
+        e.by_use.insert(tick, key);
+        e.pages.insert(key, (raw, tick));
         let bytes = e.bytes;
         e.mem.resize(bytes);
     }
@@ -119,7 +133,7 @@ mod tests {
         assert_eq!(acct.stats().by_use[1].current, 400);
         cache.insert((0, 0, 0, 7), Bytes::from(vec![7; 101])); // above a quarter of the cap
         assert!(cache.get((0, 0, 0, 7)).is_none());
-        // A smaller cap (the next epoch's share) evicts from the front.
+        // A smaller cap (the next epoch's share) evicts the least recently used.
         cache.set_cap(200);
         assert_eq!((cache.bytes(), acct.stats().by_use[1].current), (200, 200));
         assert!(cache.get((0, 0, 0, 0)).is_some(), "the most recently used pages stay");
