@@ -196,8 +196,12 @@ pub struct LoaderConfig {
     /// the most bytes one worker has in flight: a batch's requests to an object store go out
     /// together in waves of at most this many bytes.
     pub max_fetch_bytes: u64,
-    /// The most storage requests one filling thread has in flight at once (object stores; a
-    /// wave of a batch's requests is also cut at this count). Across the loader's threads,
+    /// The most storage requests one filling thread has in flight at once (object stores).
+    /// The default, 128, lets a batch of up to 128 randomly placed samples, one range GET
+    /// each (a global shuffle over a bucket, where neighbours are rarely close enough to
+    /// coalesce), go out in one round trip: at 32, mm224 (batch 64) took two, and an
+    /// in-memory store at +100 ms per request delivered 12.0k samples/s against 17.7k at 128.
+    /// Across the loader's threads,
     /// requests with streamed bodies (HTTP stores) are also held to a limit that adapts to
     /// the link: it grows while first-byte times stay near the idle round trip and shrinks
     /// while requests queue at the server ([`IoStats::in_flight_limit`](crate::IoStats::in_flight_limit)).
@@ -253,7 +257,7 @@ impl LoaderConfig {
             prefetch_batches: 6,
             memory_budget: 1 << 30,
             max_fetch_bytes: 16 << 20,
-            max_requests_in_flight: 32,
+            max_requests_in_flight: 128,
             coalesce_gap_bytes: None,
             verify_checksums: true,
             skip_bad_samples: false,
