@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
+use lru::LruCache;
 use tessera::datafile::{Block, ChunkIndex, DataFile};
 use tessera::manifest::DataFileRef;
 use tessera::{Dataset, FragmentInfo, View};
@@ -64,13 +65,20 @@ pub(crate) struct FileMeta {
     _charge: Charge,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct MetaCache {
-    entries: HashMap<(usize, usize), (Arc<FileMeta>, u64)>,
-    clock: u64,
+    /// Opened files' indexes in use order, and the bytes they are charged.
+    entries: LruCache<(usize, usize), Arc<FileMeta>>,
+    bytes: u64,
     /// Files one thread is opening: the others wait for its outcome instead of opening them
     /// again (at a cold start every filling thread wants the same files at once).
     opening: HashMap<(usize, usize), Arc<Opening>>,
+}
+
+impl Default for MetaCache {
+    fn default() -> Self {
+        Self { entries: LruCache::unbounded(), bytes: 0, opening: HashMap::new() }
+    }
 }
 
 /// How a file one thread opened for all turned out.
@@ -337,7 +345,7 @@ impl Catalog {
 
     /// Whether the index of file `file` of fragment `frag` is cached.
     pub(crate) fn has_meta(&self, frag: usize, file: usize) -> bool {
-        self.meta.lock().unwrap_or_else(std::sync::PoisonError::into_inner).entries.contains_key(&(frag, file))
+        self.meta.lock().unwrap_or_else(std::sync::PoisonError::into_inner).entries.contains(&(frag, file))
     }
 
     /// The index of file `file` of fragment `frag`, from the cache or built (one footer read
@@ -355,11 +363,8 @@ impl Catalog {
         let opening = loop {
             let waiting = {
                 let mut cache = self.meta.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-                cache.clock += 1;
-                let now = cache.clock;
-                if let Some(entry) = cache.entries.get_mut(&key) {
-                    entry.1 = now;
-                    return Ok(entry.0.clone());
+                if let Some(meta) = cache.entries.get(&key) {
+                    return Ok(meta.clone());
                 }
                 if let Some(o) = cache.opening.get(&key) {
                     o.clone()
@@ -388,24 +393,15 @@ impl Catalog {
         };
         opener.outcome = Outcome::Opened(meta.clone());
         let mut cache = self.meta.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let used: u64 = cache.entries.values().map(|e| e.0.bytes).sum();
-        if used + meta.bytes > cap {
-            // Evict least recently used entries until the new one fits (or the cache is empty).
-            let mut by_age: Vec<((usize, usize), u64, u64)> =
-                cache.entries.iter().map(|(k, e)| (*k, e.1, e.0.bytes)).collect();
-            by_age.sort_by_key(|e| e.1);
-            let mut freed = 0;
-            for (key, _, bytes) in by_age {
-                if used - freed + meta.bytes <= cap {
-                    break;
-                }
-                cache.entries.remove(&key);
-                freed += bytes;
-            }
+        // Evict least recently used entries until the new one fits (or the cache is empty).
+        while cache.bytes + meta.bytes > cap {
+            let Some((_, evicted)) = cache.entries.pop_lru() else { break };
+            cache.bytes -= evicted.bytes;
         }
-        cache.clock += 1;
-        let now = cache.clock;
-        cache.entries.insert(key, (meta.clone(), now));
+        cache.bytes += meta.bytes;
+        if let Some(replaced) = cache.entries.put(key, meta.clone()) {
+            cache.bytes -= replaced.bytes;
+        }
         drop(cache); // the opener's drop takes the lock
         drop(opener);
         Ok(meta)

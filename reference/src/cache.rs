@@ -6,8 +6,9 @@
 //! charged an estimate of their memory; the least recently used leave when a new one would
 //! pass the bound. An entry larger than the whole bound is handed out and not kept.
 
-use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
+
+use lru::LruCache;
 
 use crate::datafile::DataFile;
 use crate::manifest::DataFileRef;
@@ -56,63 +57,44 @@ pub struct CacheStats {
     pub cap: u64,
 }
 
-#[derive(Debug)]
-struct Entry {
-    value: Value,
-    charge: u64,
-    tick: u64,
-}
-
-/// The cache: entries by key, keys by last use.
+/// The cache: entries in use order with their charges, and the charges' sum.
 #[derive(Debug)]
 pub(crate) struct Cache {
-    map: HashMap<Key, Entry>,
-    by_use: BTreeMap<u64, Key>,
-    tick: u64,
+    entries: LruCache<Key, (Value, u64)>,
     bytes: u64,
     cap: u64,
 }
 
 impl Cache {
     pub(crate) fn new(cap: u64) -> Self {
-        Self { map: HashMap::new(), by_use: BTreeMap::new(), tick: 0, bytes: 0, cap }
+        Self { entries: LruCache::unbounded(), bytes: 0, cap }
     }
 
     /// The entry under `key`, now the most recently used.
     pub(crate) fn get(&mut self, key: &Key) -> Option<Value> {
-        let e = self.map.get_mut(key)?;
-        self.by_use.remove(&e.tick);
-        self.tick += 1;
-        e.tick = self.tick;
-        self.by_use.insert(e.tick, key.clone());
-        Some(e.value.clone())
+        self.entries.get(key).map(|(value, _)| value.clone())
     }
 
     /// Keeps `value` under `key`, evicting the least recently used entries it needs room from;
     /// keeps nothing when the value alone is above the bound.
     pub(crate) fn insert(&mut self, key: Key, value: Value) {
-        if let Some(old) = self.map.remove(&key) {
-            self.by_use.remove(&old.tick);
-            self.bytes -= old.charge;
+        if let Some((_, old)) = self.entries.pop(&key) {
+            self.bytes -= old;
         }
         let charge = value.charge();
         if charge > self.cap {
             return;
         }
         while self.bytes + charge > self.cap {
-            let Some((_, oldest)) = self.by_use.pop_first() else { break };
-            if let Some(e) = self.map.remove(&oldest) {
-                self.bytes -= e.charge;
-            }
+            let Some((_, (_, evicted))) = self.entries.pop_lru() else { break };
+            self.bytes -= evicted;
         }
-        self.tick += 1;
-        self.by_use.insert(self.tick, key.clone());
-        self.map.insert(key, Entry { value, charge, tick: self.tick });
+        self.entries.put(key, (value, charge));
         self.bytes += charge;
     }
 
     pub(crate) fn stats(&self) -> CacheStats {
-        CacheStats { entries: self.map.len(), bytes: self.bytes, cap: self.cap }
+        CacheStats { entries: self.entries.len(), bytes: self.bytes, cap: self.cap }
     }
 }
 

@@ -1,8 +1,8 @@
 //! The loader's cache of decoded pages, shared by every worker and kept from epoch to epoch:
 //! hits when rows of one batch or of later ones (on any worker, in any epoch) share a page.
 //! Inserting evicts the least recently used pages to stay within the cache's part of the
-//! `Fetch` share, which each epoch sets ([`PageCache::set_cap`]). A lookup costs a hash and a
-//! B-tree step, whatever the number of pages cached (thousands for small columns).
+//! `Fetch` share, which each epoch sets ([`PageCache::set_cap`]). A lookup costs a hash, whatever
+//! the number of pages cached (thousands for small columns).
 //!
 //! One cache for all workers (not one each) keeps its hit rate independent of how many
 //! workers fill batches at once: an object-store epoch may run many more fills than
@@ -11,10 +11,10 @@
 //! embeddings, token ids: many rows per page) are read once, not once per epoch, whenever
 //! their pages fit.
 
-use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use bytes::Bytes;
+use lru::LruCache;
 
 use crate::memory::{Accountant, Charge, MemoryUse};
 
@@ -23,11 +23,8 @@ pub(crate) type PageKey = (usize, usize, usize, usize);
 
 #[derive(Debug)]
 struct Entries {
-    /// Each page with the tick of its last use.
-    pages: HashMap<PageKey, (Bytes, u64)>,
-    /// Keys by last use, least recent first.
-    by_use: BTreeMap<u64, PageKey>,
-    tick: u64,
+    /// Pages in use order.
+    pages: LruCache<PageKey, Bytes>,
     bytes: u64,
     cap: u64,
     mem: Charge,
@@ -37,10 +34,8 @@ impl Entries {
     /// Evicts the least recently used pages until `n` more bytes fit the cap.
     fn evict_for(&mut self, n: u64) {
         while self.bytes + n > self.cap {
-            let Some((_, key)) = self.by_use.pop_first() else { break };
-            if let Some((b, _)) = self.pages.remove(&key) {
-                self.bytes -= b.len() as u64;
-            }
+            let Some((_, b)) = self.pages.pop_lru() else { break };
+            self.bytes -= b.len() as u64;
         }
         let bytes = self.bytes;
         self.mem.resize(bytes);
@@ -56,8 +51,7 @@ pub(crate) struct PageCache {
 impl PageCache {
     pub(crate) fn new(acct: &Arc<Accountant>, cap: u64) -> Self {
         let mem = acct.charge(MemoryUse::Fetch, 0);
-        let entries = Entries { pages: HashMap::new(), by_use: BTreeMap::new(), tick: 0, bytes: 0, cap, mem };
-        Self { entries: Mutex::new(entries) }
+        Self { entries: Mutex::new(Entries { pages: LruCache::unbounded(), bytes: 0, cap, mem }) }
     }
 
     /// Sets the cap (when an epoch starts, from its shares), evicting what no longer fits.
@@ -83,14 +77,7 @@ impl PageCache {
     }
 
     pub(crate) fn get(&self, key: PageKey) -> Option<Bytes> {
-        let mut guard = self.lock();
-        let e = &mut *guard;
-        e.tick += 1;
-        let (b, used) = e.pages.get_mut(&key)?;
-        e.by_use.remove(used);
-        *used = e.tick;
-        e.by_use.insert(e.tick, key);
-        Some(b.clone())
+        self.lock().pages.get(&key).cloned()
     }
 
     /// Caches `raw` (owned bytes, never a slice of a larger body), evicting the least
@@ -99,15 +86,12 @@ impl PageCache {
     pub(crate) fn insert(&self, key: PageKey, raw: Bytes) {
         let n = raw.len() as u64;
         let mut e = self.lock();
-        if n > e.cap / 4 || e.pages.contains_key(&key) {
+        if n > e.cap / 4 || e.pages.contains(&key) {
             return;
         }
         e.evict_for(n);
         e.bytes += n;
-        e.tick += 1;
-        let tick = e.tick;
-        e.by_use.insert(tick, key);
-        e.pages.insert(key, (raw, tick));
+        e.pages.put(key, raw);
         let bytes = e.bytes;
         e.mem.resize(bytes);
     }
