@@ -198,3 +198,63 @@ fn a_cold_epoch_opens_each_data_file_once() {
         assert!(opened.values().all(|&k| k == 1), "{shuffle:?}: a file opened more than once: {opened:?}");
     }
 }
+
+/// Block shuffle on an object store: a fragment's files open while an earlier fragment is
+/// planned, together with it, so most fragments' header reads come before the first data
+/// read of the fragment admitted just before them (opening one fragment at a time, each
+/// header read would follow its predecessor's data reads). The order of requests is what
+/// counts, not their timing.
+#[test]
+fn block_shuffle_opens_the_next_fragments_files_ahead() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().to_str().unwrap();
+    common::big_dataset(root, 2000, 256 << 10);
+    let fs: Arc<dyn object_store::ObjectStore> =
+        Arc::new(object_store::local::LocalFileSystem::new_with_prefix(dir.path()).unwrap());
+    let counting = Arc::new(CountingStore::logging(fs));
+    let store = tessera::Store::from_object_store(counting.clone(), "", true);
+    let shuffle = ShuffleMode::Block { window_fragments: 2 };
+    let cfg = common::config(root).with_batch_size(16).with_workers(2).with_shuffle(shuffle);
+    let loader = Loader::open_store(&store, cfg).unwrap();
+    let n: usize = loader.epoch(0).unwrap().map(|b| b.unwrap().len()).sum();
+    assert_eq!(n, 2000);
+    let ds = tessera::Dataset::open_at(&store, &tessera::At::Latest, tessera::Limits::default()).unwrap();
+    let file_of: std::collections::HashMap<String, (usize, u64)> = ds
+        .fragments()
+        .iter()
+        .enumerate()
+        .flat_map(|(f, info)| info.fragment.files.iter().map(move |r| (r.path.clone(), (f, r.size))))
+        .collect();
+    let header = object_store::GetRange::Bounded(0..tessera::datafile::HEADER_LEN);
+    let mut first_header = vec![usize::MAX; ds.fragments().len()];
+    let mut first_data = vec![usize::MAX; ds.fragments().len()];
+    for (i, (path, range)) in counting.gets().into_iter().enumerate() {
+        let (Some(&(f, size)), Some(range)) = (file_of.get(&path), range) else { continue };
+        let first = match &range {
+            r if *r == header => &mut first_header[f],
+            object_store::GetRange::Bounded(r) if r.end == size => continue, // the tail read
+            _ => &mut first_data[f],
+        };
+        *first = (*first).min(i);
+    }
+    // Admission order: by the first batch that needs a fragment (then by fragment).
+    let mut first_need = vec![usize::MAX; ds.fragments().len()];
+    for (i, rows) in loader.plan(0).unwrap().batches().enumerate() {
+        for &row in rows {
+            let f = ds.fragments().partition_point(|info| info.rows().end <= row);
+            first_need[f] = first_need[f].min(i);
+        }
+    }
+    let mut order: Vec<usize> = (0..first_need.len()).collect();
+    order.sort_by_key(|&f| (first_need[f], f));
+    assert!(order.len() >= 10 && first_data.iter().all(|&i| i != usize::MAX), "{} fragments, all read", order.len());
+    // A fragment that opens the files of the next ones (its own not open yet) is followed by
+    // `OPEN_AHEAD` (4) whose files were opened before its data was read.
+    let pairs: Vec<(usize, usize)> = order.windows(2).map(|p| (p[0], p[1])).collect();
+    let ahead = pairs.iter().filter(|&&(a, b)| first_header[b] < first_data[a]).count();
+    assert!(
+        ahead * 3 >= pairs.len() * 2,
+        "only {ahead} of {} fragments had their files opened before the previous one's data was read",
+        pairs.len()
+    );
+}

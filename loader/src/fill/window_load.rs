@@ -23,8 +23,9 @@ use crate::window::{
 /// Neighbouring pages closer than this share one read (the gap is read and ignored); blocks
 /// are 64-byte aligned, so pages of one column chunk are at most 63 bytes apart.
 const RUN_GAP: u64 = 4 << 10;
-/// Fragments after the one being planned whose files open with it on an object store (their
-/// indexes then wait in the catalog's cache, within the metadata share).
+/// Fragments after the one being planned whose files open with its own, when its own are not
+/// open yet, on an object store (their indexes then wait in the catalog's cache, within the
+/// metadata share).
 const OPEN_AHEAD: usize = 4;
 
 /// A data file's pages laid out in extents: (extent lengths, runs per extent, where each
@@ -220,10 +221,13 @@ impl Worker {
         let mut files = Vec::with_capacity(entry.files.len());
         let mut lens: Vec<u64> = Vec::new();
         let mut plans: Vec<(usize, Arc<FileMeta>, Vec<Run>)> = Vec::new();
-        // On an object store, the files of this fragment and of the next few in admission
-        // order open together: one footer and one index round trip for all of them, not two
-        // ahead of every fragment's data.
-        let mut opened = self.open_files(window.upcoming(f, 1 + OPEN_AHEAD));
+        // On an object store, a fragment whose files are not open yet opens them together with
+        // those of the next few in admission order: one footer and one index round trip for
+        // all of them, not two ahead of every fragment's data. The fragments after it then find
+        // theirs open.
+        let unopened = (0..entry.files.len()).any(|fi| !sh.catalog.has_meta(f, fi));
+        let also = if unopened { OPEN_AHEAD } else { 0 };
+        let mut opened = self.open_files(window.upcoming(f, 1 + also));
         for fi in 0..entry.files.len() {
             let opened = opened.remove(&(f, fi));
             let meta = match opened
