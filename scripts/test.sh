@@ -36,6 +36,23 @@ fi
 export CARGO_TERM_COLOR=${CARGO_TERM_COLOR:-never}
 JOBS=${JOBS:-2}
 
+echo "== disk: what the build may use"
+# A cold run writes about 10.5 GB of build outputs under target/ (debug and release builds,
+# test binaries, the Python extension), besides the ~6.5 GB of .venv. Incremental state adds as
+# much again and buys nothing in a one-shot run, and a target/ kept between runs fills with stale
+# artifacts (one CI run died of a full disk): in CI, incremental is off, and when space is short
+# the build outputs (never the data under target/) are removed before building.
+if ci; then
+  export CARGO_INCREMENTAL=0
+  rm -rf target/debug/incremental target/release/incremental
+  free_gib=$(df -Pk . | awk 'NR == 2 { print int($4 / 1048576) }')
+  if [ "$free_gib" -lt "${TESSERA_MIN_FREE_GIB:-40}" ]; then
+    echo "test: only ${free_gib} GiB free; removing the build outputs under target/ (a cold build follows)"
+    rm -rf target/debug target/release target/doc
+  fi
+fi
+df -h . | tail -n 1
+
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 
@@ -71,3 +88,7 @@ bash scripts/python.sh
 
 echo "== README: every command it shows (scripts/readme.sh; includes the main job, scripts/train.sh)"
 TESSERA_IN_TEST=1 bash scripts/readme.sh
+
+echo "== disk: after the run"
+df -h . | tail -n 1
+du -sh target 2>/dev/null || true
