@@ -46,7 +46,7 @@ if ci; then
   export CARGO_INCREMENTAL=0
   rm -rf target/debug/incremental target/release/incremental
   free_gib=$(df -Pk . | awk 'NR == 2 { print int($4 / 1048576) }')
-  if [ "$free_gib" -lt "${TESSERA_MIN_FREE_GIB:-40}" ]; then
+  if [ "$free_gib" -lt "${TESSERA_MIN_FREE_GIB:-25}" ]; then
     echo "test: only ${free_gib} GiB free; removing the build outputs under target/ (a cold build follows)"
     rm -rf target/debug target/release target/doc
   fi
