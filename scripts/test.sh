@@ -38,10 +38,10 @@ JOBS=${JOBS:-2}
 
 echo "== disk: what the build may use"
 # A cold run writes about 10.5 GB of build outputs under target/ (debug and release builds,
-# test binaries, the Python extension), besides the ~6.5 GB of .venv. Incremental state adds as
-# much again and buys nothing in a one-shot run, and a target/ kept between runs fills with stale
-# artifacts (one CI run died of a full disk): in CI, incremental is off, and when space is short
-# the build outputs (never the data under target/) are removed before building.
+# test binaries, the Python extension), besides the ~6.5 GB of .venv. Incremental state (14 GB
+# in one long-used checkout) buys nothing in a one-shot run, and a target/ kept between runs
+# fills with stale artifacts (one CI run died of a full disk): in CI, incremental is off, and
+# when space is short the build outputs (never the data under target/) are removed first.
 if ci; then
   export CARGO_INCREMENTAL=0
   rm -rf target/debug/incremental target/release/incremental
