@@ -4,6 +4,7 @@ envelope, and the test vectors of SPEC.md Appendix A. Run with
 `python test_tessera_py.py` or `python -m unittest test_tessera_py`."""
 
 import hashlib
+import math
 import os
 import random
 import re
@@ -402,6 +403,25 @@ class ResolutionTests(unittest.TestCase):
             self.assertEqual(self.cls(st, branch="gap", version=3), "invalid")  # broken base
             self.assertEqual(self.cls(st, branch="a", version=3), "invalid")  # cycle
             self.assertEqual(self.cls(st, branch=".x"), "usage")
+
+
+class DistanceTests(unittest.TestCase):
+    """SPEC.md §23: this implementation's distances equal fixtures/distances.json bit for bit
+    (the reference checks the same file on every SIMD level it runs)."""
+
+    def test_golden_file_matches(self):
+        import json
+        import make_distances
+        from tessera_py import distance as D
+
+        with open(make_distances.OUT, encoding="utf-8") as f:
+            doc = json.load(f)
+        self.assertEqual(doc, json.loads(json.dumps(make_distances.build())))
+        # Hand-checkable answers.
+        self.assertEqual(D.FUNCTIONS["cosine_distance"]([1.0, 0.0], [1.0, 0.0]), 0.0)
+        self.assertEqual(D.FUNCTIONS["l2_distance"]([1.0, 0.0], [4.0, 4.0]), 5.0)
+        self.assertEqual(D.lane_sum([2.0 ** 53] + [1.0] * 33), 2.0 ** 53 + 32.0)
+        self.assertEqual(D.f64_bits(D.FUNCTIONS["cosine_distance"]([math.inf], [1.0])), 0x7FF8000000000000)
 
 
 if __name__ == "__main__":

@@ -4,7 +4,9 @@
 //! (an f32/f16/bf16 embedding column; bf16 arrives widened to f32, see [`crate::convert`]);
 //! integer vectors (images, token ids) are converted to f32 first,
 //! or a literal such as `[0.1, -2, 3.5]`, which [`ArrayLiteralPlanner`] makes a constant.
-//! The kernels are `simsimd`'s (runtime SIMD dispatch); each row's distance is an `f64`.
+//! The kernels are the reference's ([`tessera::distance`], SPEC.md §23): the same bits on
+//! every CPU, so a ranking, its ties and a view saved from it do not depend on the machine.
+//! Each row's distance is an `f64`; f16 and bf16 elements widen to f32 exactly first.
 //!
 //! - `cosine_distance` = 1 − cos(a, b), in [0, 2]; nearest first is `ORDER BY … ASC`.
 //! - `l2_distance` = Euclidean distance ‖a − b‖.
@@ -23,7 +25,8 @@ use datafusion::logical_expr::planner::{ExprPlanner, PlannerResult};
 use datafusion::logical_expr::{
     ColumnarValue, Expr, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility,
 };
-use simsimd::SpatialSimilarity;
+use half::slice::HalfFloatSliceExt as _;
+use tessera::distance::{Distance, distance_f32, distance_f64};
 
 /// Which distance a [`VectorFunction`] computes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -47,28 +50,22 @@ impl Metric {
         }
     }
 
-    pub(crate) fn f32(self, a: &[f32], b: &[f32]) -> Option<f64> {
+    /// The reference's name for the function.
+    #[must_use]
+    pub fn distance(self) -> Distance {
         match self {
-            Self::Cosine => <f32 as SpatialSimilarity>::cos(a, b),
-            Self::L2 => <f32 as SpatialSimilarity>::l2(a, b),
-            Self::InnerProduct => <f32 as SpatialSimilarity>::dot(a, b),
+            Self::Cosine => Distance::Cosine,
+            Self::L2 => Distance::L2,
+            Self::InnerProduct => Distance::InnerProduct,
         }
     }
 
-    pub(crate) fn f16(self, a: &[simsimd::f16], b: &[simsimd::f16]) -> Option<f64> {
-        match self {
-            Self::Cosine => <simsimd::f16 as SpatialSimilarity>::cos(a, b),
-            Self::L2 => <simsimd::f16 as SpatialSimilarity>::l2(a, b),
-            Self::InnerProduct => <simsimd::f16 as SpatialSimilarity>::dot(a, b),
-        }
+    pub(crate) fn f32(self, a: &[f32], b: &[f32]) -> Option<f64> {
+        distance_f32(self.distance(), a, b)
     }
 
     pub(crate) fn f64(self, a: &[f64], b: &[f64]) -> Option<f64> {
-        match self {
-            Self::Cosine => <f64 as SpatialSimilarity>::cos(a, b),
-            Self::L2 => <f64 as SpatialSimilarity>::l2(a, b),
-            Self::InnerProduct => <f64 as SpatialSimilarity>::dot(a, b),
-        }
+        distance_f64(self.distance(), a, b)
     }
 }
 
@@ -229,14 +226,13 @@ fn fixed(metric: Metric, list: &FixedSizeListArray, ty: &DataType, q: &[f64]) ->
             chunk_distances(list, flat, n, |r| metric.f32(r, &qv))
         }
         DataType::Float16 => {
-            let qv: Vec<simsimd::f16> = q.iter().map(|&x| simsimd::f16(half::f16::from_f64(x).to_bits())).collect();
+            // The query rounds to f16 as the column's values are; both widen to f32 exactly.
+            let qv: Vec<f32> = q.iter().map(|&x| half::f16::from_f64(x).to_f32()).collect();
             let flat = &values.as_primitive::<Float16Type>().values()[start..start + list.len() * n];
-            let mut scratch = vec![simsimd::f16(0); n];
+            let mut scratch = vec![0f32; n];
             chunk_distances(list, flat, n, |r| {
-                for (s, x) in scratch.iter_mut().zip(r) {
-                    *s = simsimd::f16(x.to_bits());
-                }
-                metric.f16(&scratch, &qv)
+                r.convert_to_f32_slice(&mut scratch);
+                metric.f32(&scratch, &qv)
             })
         }
         DataType::Float64 => {
@@ -256,29 +252,42 @@ fn chunk_distances<T>(
     mut f: impl FnMut(&[T]) -> Option<f64>,
 ) -> Vec<Option<f64>> {
     if n == 0 {
-        return (0..list.len()).map(|i| list.is_valid(i).then_some(f64::NAN)).collect();
+        return (0..list.len()).map(|i| if list.is_valid(i) { f(&[]) } else { None }).collect();
     }
     flat.chunks_exact(n).enumerate().map(|(i, r)| if list.is_valid(i) { f(r) } else { None }).collect()
 }
 
-/// Variable-size rows: each row's length must equal the query's.
+/// Variable-size rows: each row's length must equal the query's. `f64` rows stay `f64`; every
+/// other element type converts to `f32` (exactly for f16 and bf16), the query with it.
 fn variable<O: OffsetSizeTrait>(
     metric: Metric,
     list: &GenericListArray<O>,
     q: &[f64],
     check: impl Fn(usize) -> DfResult<()>,
 ) -> DfResult<Float64Array> {
-    let qv: Vec<f32> = q.iter().map(|&x| x as f32).collect();
+    let wide = list.value_type() == DataType::Float64;
+    let qv: Vec<f32> = if list.value_type() == DataType::Float16 {
+        q.iter().map(|&x| half::f16::from_f64(x).to_f32()).collect()
+    } else {
+        q.iter().map(|&x| x as f32).collect()
+    };
     let mut out = Vec::with_capacity(list.len());
     for i in 0..list.len() {
         if list.is_null(i) {
             out.push(None);
             continue;
         }
-        let v = datafusion::arrow::compute::cast(&list.value(i), &DataType::Float32)?;
-        let v = v.as_primitive::<Float32Type>().values();
-        check(v.len())?;
-        out.push(metric.f32(v, &qv));
+        let row = list.value(i);
+        if wide {
+            let v = row.as_primitive::<Float64Type>().values();
+            check(v.len())?;
+            out.push(metric.f64(v, q));
+        } else {
+            let v = datafusion::arrow::compute::cast(&row, &DataType::Float32)?;
+            let v = v.as_primitive::<Float32Type>().values();
+            check(v.len())?;
+            out.push(metric.f32(v, &qv));
+        }
     }
     Ok(Float64Array::from(out))
 }

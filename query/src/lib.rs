@@ -14,7 +14,7 @@
 //! | tessera columns as Arrow fields and arrays, `_rowid`, class names | [`convert`] |
 //! | the table: filter pushdown, fragment pruning by manifest statistics | [`table`], `prune` |
 //! | the scan: reader threads, late materialization, deletion vectors, checksums | `scan` |
-//! | `cosine_distance`, `l2_distance`, `inner_product` (simsimd), `[..]` literals | [`distance`] |
+//! | `cosine_distance`, `l2_distance`, `inner_product` (the reference's kernels, the same bits on every CPU), `[..]` literals | [`distance`] |
 //! | parsing, `_rowid` tie-break, errors with positions and column lists | `sql` |
 //! | exact vector top-k: the plan rule, the page scan with a bounded heap | `topk`, `vector_scan` |
 //!

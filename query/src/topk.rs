@@ -16,7 +16,7 @@
 //! k rows that come first by (distance, `_rowid`) among the rows that pass every filter on
 //! the way (module `vector_scan` computes the distances straight from the column's pages);
 //! the filters and the sort above still run, over those rows. Since the scan's choice is the
-//! sort's own order on the same distances (the same simsimd kernel on the same values), the
+//! sort's own order on the same distances (the same kernel on the same values), the
 //! rows it drops could never be in the answer, and the answer equals the full scan's. A
 //! fragment the scan cannot handle this way is sent whole, as before.
 //!

@@ -4,16 +4,18 @@
 //! one reused, 64-byte-aligned buffer: with positioned reads (`pread`) on a local dataset,
 //! else with a ranged GET per run of pages. Each page's CRC-32 is checked by the reference
 //! ([`tessera::datafile::verify_block`], or `ChunkIndex::decode_page_into` for a compressed
-//! page) and the simsimd kernel then runs over its vectors in place, while the page (256 KiB
-//! by default) is still in the core's cache. No vector is copied or turned into Arrow, except
-//! the few that enter the bounded heap of the k best rows ([`Candidates`]).
+//! page) and the reference's distance kernel then runs over its vectors in place, while the page (256 KiB
+//! by default) is still in the core's cache. No f32 or f64 vector is copied or turned into
+//! Arrow (f16 and bf16 rows widen to f32 in a reused buffer), except the few that enter the
+//! bounded heap of the k best rows ([`Candidates`]).
 //!
 //! The distance is the one the SQL function computes (`distance.rs`): the same kernel on the
-//! same element values (bf16 widened to f32 exactly, f16 as f16), so the order is the same.
+//! same element values (bf16 and f16 widened to f32 exactly), so the order is the same.
 
 use std::collections::BinaryHeap;
 use std::ops::Range;
 
+use half::slice::HalfFloatSliceExt as _;
 use tessera::datafile::{ChunkIndex, DataFile, verify_block};
 use tessera::manifest::DataFileRef;
 use tessera::{Codec, Column, DType, Dataset, FragmentInfo};
@@ -175,10 +177,10 @@ impl Plain for f64 {
         Self::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]])
     }
 }
-impl Plain for simsimd::f16 {
+impl Plain for half::f16 {
     const SIZE: usize = 2;
     fn from_le(b: &[u8]) -> Self {
-        Self(u16::from_le_bytes([b[0], b[1]]))
+        Self::from_le_bytes([b[0], b[1]])
     }
 }
 
@@ -187,7 +189,7 @@ impl Plain for simsimd::f16 {
 fn elements<'a, T: Plain>(bytes: &'a [u8], scratch: &'a mut Vec<T>) -> &'a [T] {
     #[cfg(target_endian = "little")]
     {
-        // SAFETY: `T` is f32, f64 or `simsimd::f16` (`repr(transparent)` over u16): plain
+        // SAFETY: `T` is f32, f64 or `half::f16` (`repr(transparent)` over u16): plain
         // data for which every bit pattern is a valid value, stored little-endian like this
         // machine; `align_to` puts only correctly aligned, whole elements in the middle slice.
         let (head, mid, tail) = unsafe { bytes.align_to::<T>() };
@@ -204,7 +206,8 @@ fn elements<'a, T: Plain>(bytes: &'a [u8], scratch: &'a mut Vec<T>) -> &'a [T] {
 #[derive(Debug)]
 enum Query {
     F32(Vec<f32>),
-    F16(Vec<simsimd::f16>),
+    /// f16 vectors: the query rounded to f16, then widened to f32 like the rows.
+    F16(Vec<f32>),
     /// bf16 vectors are widened to f32 exactly, as the table's Arrow type is f32.
     Bf16(Vec<f32>),
     F64(Vec<f64>),
@@ -216,7 +219,7 @@ pub(crate) struct Kernel {
     metric: Metric,
     query: Query,
     f32s: Vec<f32>,
-    f16s: Vec<simsimd::f16>,
+    f16s: Vec<half::f16>,
     f64s: Vec<f64>,
 }
 
@@ -227,7 +230,7 @@ impl Kernel {
         let query = match column.dtype {
             DType::F32 => Query::F32(q.iter().map(|&x| x as f32).collect()),
             DType::Bf16 => Query::Bf16(q.iter().map(|&x| x as f32).collect()),
-            DType::F16 => Query::F16(q.iter().map(|&x| simsimd::f16(half::f16::from_f64(x).to_bits())).collect()),
+            DType::F16 => Query::F16(q.iter().map(|&x| half::f16::from_f64(x).to_f32()).collect()),
             DType::F64 => Query::F64(q.clone()),
             other => return Err(QueryError::Usage(format!("no vector kernel for {other}"))),
         };
@@ -238,7 +241,12 @@ impl Kernel {
         match &self.query {
             Query::F32(q) => self.metric.f32(elements(row, &mut self.f32s), q),
             Query::F64(q) => self.metric.f64(elements(row, &mut self.f64s), q),
-            Query::F16(q) => self.metric.f16(elements(row, &mut self.f16s), q),
+            Query::F16(q) => {
+                let row = elements(row, &mut self.f16s);
+                self.f32s.resize(row.len(), 0.0);
+                row.convert_to_f32_slice(&mut self.f32s);
+                self.metric.f32(&self.f32s, q)
+            }
             Query::Bf16(q) => {
                 self.f32s.clear();
                 self.f32s.extend(

@@ -14,6 +14,7 @@
 //! | commit protocol, branches, tags | [`commit`] | create-if-absent of the next manifest |
 //! | reading and validation | [`dataset`] | |
 //! | views: saved query answers | [`view`] | `views/<name>.tsview` |
+//! | vector distances, the same bits on every CPU | [`distance`] | |
 //! | storage backends | [`store`] | local files, memory, S3, GCS, Azure, HTTP |
 //! | canonical dump (conformance) | [`dump`] | |
 //!
@@ -58,7 +59,9 @@
 //! Storage URLs and their environment variables are listed in [`store`].
 
 // The format code needs no unsafe; the loader's zero-copy paths live in `tessera-loader-tch`.
-#![forbid(unsafe_code)]
+// The one exception is the run-time choice of a vector-distance compilation (`distance`), whose
+// call is allowed in that one function, with its argument.
+#![deny(unsafe_code)]
 #![deny(rustdoc::broken_intra_doc_links)]
 
 pub mod batch;
@@ -69,6 +72,7 @@ pub mod commit;
 pub mod datafile;
 pub mod dataset;
 pub mod diff;
+pub mod distance;
 pub mod dtype;
 pub mod dump;
 pub mod envelope;

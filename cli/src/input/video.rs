@@ -304,7 +304,10 @@ mod ffmpeg_decode {
         if frame_bytes.max(u64::from(w) * u64::from(h) * 3) > MAX_CLIP_BYTES {
             return Err(MediaError::TooLarge { hint: TOO_LARGE_HINT });
         }
-        let scaler = Scaler::get(decoder.format(), w, h, Pixel::RGB24, w, h, Flags::BILINEAR)
+        // BITEXACT and ACCURATE_RND keep swscale off its inexact SIMD converters, whose
+        // rounding differs by CPU: the same clip ingests to the same bytes everywhere.
+        let flags = Flags::BILINEAR | Flags::BITEXACT | Flags::ACCURATE_RND;
+        let scaler = Scaler::get(decoder.format(), w, h, Pixel::RGB24, w, h, flags)
             .map_err(|e| MediaError::Unsupported { kind: "video", reason: e.to_string() })?;
         let mut sink = Sink {
             opts,
