@@ -25,7 +25,7 @@ use crate::manifest::{
 };
 use crate::paths;
 use crate::schema::Schema;
-use crate::segment_log::{merge_tiers, write_segment};
+use crate::segment_log::{merge_tiers, write_segments};
 use crate::stats;
 use crate::store::{Created, Store};
 use crate::writer::PendingFragment;
@@ -82,7 +82,7 @@ pub(crate) fn commit_change(base: &Dataset, change: &Change, message: &str, opti
             ));
         }
         let (manifest, delta) = build(&store, &base, change, message, options)?;
-        match publish(&store, &manifest)? {
+        match publish(&store, &manifest, &base.limits().tightest(&options.limits))? {
             // The new version is the base plus the delta: no segment is read back, so a commit
             // costs O(change) requests whatever the size of the dataset [SEG-08].
             Published::Ours(crc) => {
@@ -163,6 +163,8 @@ fn build(
     options: &WriteOptions,
 ) -> Result<(Manifest, Option<Segment>)> {
     let bm = base.manifest();
+    // The writer's objects must open both through `base` and through the dataset it returns.
+    let limits = base.limits().tightest(&options.limits);
     let mut next_fragment_id = bm.next_fragment_id;
     let mut fragments = Vec::new();
     let mut removed = Vec::new();
@@ -201,7 +203,7 @@ fn build(
             for f in &r.add {
                 row_count += f.live_rows();
                 let deletion = match &f.deletion {
-                    Some(d) => Some(renumber_deletion(store, d, f, next_fragment_id, base.limits())?),
+                    Some(d) => Some(renumber_deletion(store, d, f, next_fragment_id, &limits)?),
                     None => None,
                 };
                 fragments.push(Fragment { id: next_fragment_id, deletion, ..f.clone() });
@@ -236,7 +238,7 @@ fn build(
                     removed.push(*id);
                     continue;
                 }
-                let dref = write_deletion_vector(store, &DeletionVector { fragment_id: *id, rows: all })?;
+                let dref = write_deletion_vector(store, &DeletionVector { fragment_id: *id, rows: all }, &limits)?;
                 fragments.push(Fragment { deletion: Some(dref), ..(*info.fragment).clone() });
             }
         }
@@ -259,8 +261,9 @@ fn build(
         None
     } else {
         let seg = Segment { fragments, removed };
-        segments.push(write_segment(store, &seg)?);
-        merge_tiers(store, &mut segments, base.limits())?;
+        let (written, last) = write_segments(store, &seg, limits.max_segment_body())?;
+        segments.extend(written);
+        merge_tiers(store, &mut segments, Some(last), &limits)?;
         Some(seg)
     };
     let manifest = Manifest {
@@ -305,13 +308,14 @@ fn renumber_deletion(
 ) -> Result<DeletionRef> {
     let mut dv = crate::dataset::read_deletion_vector(store, d, f, limits)?;
     dv.fragment_id = new_id;
-    write_deletion_vector(store, &dv)
+    write_deletion_vector(store, &dv, limits)
 }
 
 /// Writes a deletion vector (content-addressed, so a re-upload is harmless) and returns its
-/// reference `[DEL-03]`.
-fn write_deletion_vector(store: &Store, dv: &DeletionVector) -> Result<DeletionRef> {
-    let bytes = envelope::seal(ObjectKind::Deletion, dv)?;
+/// reference `[DEL-03]`. Its body limit is the segment body limit `[DEL-01]`.
+fn write_deletion_vector(store: &Store, dv: &DeletionVector, limits: &Limits) -> Result<DeletionRef> {
+    let what = format!("deletion vector of fragment {}", dv.fragment_id);
+    let bytes = envelope::seal_within(ObjectKind::Deletion, dv, limits.max_segment_body(), &what)?;
     let key = paths::content_key(paths::DELETIONS_DIR, "tsx", &bytes);
     let out = DeletionRef {
         path: key.clone(),
@@ -380,7 +384,7 @@ impl Dataset {
             next_fragment_id: head.next_fragment_id.max(self.manifest().next_fragment_id),
             ..self.manifest().clone()
         };
-        match publish(&store, &m)? {
+        match publish(&store, &m, &self.limits().tightest(&options.limits))? {
             Published::Ours(crc) => Dataset::from_manifest(store, m, crc, options.limits.clone()),
             Published::Theirs => Err(Error::Conflict { what: format!("{}@{} was taken", m.branch, m.version) }),
         }
@@ -411,11 +415,12 @@ pub(crate) enum Published {
 
 /// Creates a manifest object with create-if-absent `[VER-05]`; on `AlreadyExists` reads the
 /// object back and compares writer ids, so a retried request that had landed counts as ours
-/// `[VER-07]`.
-pub(crate) fn publish(store: &Store, manifest: &Manifest) -> Result<Published> {
-    let bytes = envelope::seal(ObjectKind::Manifest, manifest)?;
-    let crc = envelope::stored_crc(&bytes);
+/// `[VER-07]`. A manifest whose body is over `limits`' manifest body limit (a `segments` list
+/// too long, say) is refused before anything is written `[LIM-15]`.
+pub(crate) fn publish(store: &Store, manifest: &Manifest, limits: &Limits) -> Result<Published> {
     let key = paths::manifest_key(&manifest.branch, manifest.version);
+    let bytes = envelope::seal_within(ObjectKind::Manifest, manifest, limits.max_manifest_body(), &key)?;
+    let crc = envelope::stored_crc(&bytes);
     let max_manifest = envelope::max_object_len(crate::limits::hard::MAX_MANIFEST_BODY);
     let created = match store.put_if_absent(&key, Bytes::from(bytes)) {
         Ok(c) => c,

@@ -121,22 +121,40 @@ pub fn decode_body<T: DeserializeOwned>(bytes: &[u8], what: &str) -> Result<T> {
     Ok(value)
 }
 
-/// Frames a value as an enveloped object.
+/// Frames a value as an enveloped object, without checking its body against a limit: for tools
+/// that build objects by hand (conformance cases). Writers use [`seal_within`].
 ///
 /// # Errors
 /// See [`encode_body`].
 pub fn seal<T: Serialize>(kind: ObjectKind, value: &T) -> Result<Vec<u8>> {
+    Ok(frame(kind, &encode_body(value)?))
+}
+
+/// Frames a value as an enveloped object whose body is at most `max_body` bytes, the body
+/// limit of its kind that the writer works under (LIM-05, or a lower configured one, LIM-14):
+/// a writer never writes an object that a reader under the same limits must refuse `[LIM-15]`.
+///
+/// # Errors
+/// `limit` when the body is over `max_body`; see [`encode_body`].
+pub fn seal_within<T: Serialize>(kind: ObjectKind, value: &T, max_body: u64, what: &str) -> Result<Vec<u8>> {
     let body = encode_body(value)?;
+    Error::check_limit(|| format!("{what} ({}): body length [LIM-05]", kind.name()), max_body, body.len() as u64)?;
+    Ok(frame(kind, &body))
+}
+
+/// Frames an encoded body: header, body, CRC.
+#[must_use]
+pub fn frame(kind: ObjectKind, body: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(HEADER_LEN + body.len() + TRAILER_LEN);
     out.extend_from_slice(&kind.magic());
     out.extend_from_slice(&MAJOR.to_le_bytes());
     out.extend_from_slice(&MINOR.to_le_bytes());
     out.extend_from_slice(&0u32.to_le_bytes());
     out.extend_from_slice(&(body.len() as u64).to_le_bytes());
-    out.extend_from_slice(&body);
+    out.extend_from_slice(body);
     let crc = crc32fast::hash(&out);
     out.extend_from_slice(&crc.to_le_bytes());
-    Ok(out)
+    out
 }
 
 /// The largest stored object whose body is at most `max_body` bytes: what a reader may GET

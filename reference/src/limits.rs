@@ -132,6 +132,22 @@ impl Limits {
         "number of rows in one data file `[LIM-10]`"
     );
     limit!(pages, max_pages, with_max_pages, hard::MAX_PAGES, "number of pages in one column chunk `[LIM-11]`");
+
+    /// Each limit the lower of `self`'s and `other`'s: what a writer holds its objects to, so
+    /// that neither the dataset it writes through nor the one it returns refuses them `[LIM-15]`.
+    #[must_use]
+    pub fn tightest(&self, other: &Limits) -> Limits {
+        Limits {
+            block_raw: self.block_raw.min(other.block_raw),
+            manifest_body: self.manifest_body.min(other.manifest_body),
+            segment_body: self.segment_body.min(other.segment_body),
+            tag_body: self.tag_body.min(other.tag_body),
+            footer: self.footer.min(other.footer),
+            row_bytes: self.row_bytes.min(other.row_bytes),
+            file_rows: self.file_rows.min(other.file_rows),
+            pages: self.pages.min(other.pages),
+        }
+    }
 }
 
 #[cfg(test)]

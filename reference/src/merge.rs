@@ -92,7 +92,7 @@ fn fast_forward(source: &Dataset, head: &Dataset, message: &str, options: &Write
         writer_id: options.writer_id(),
         ..source.manifest().clone()
     };
-    match publish(source.store(), &m)? {
+    match publish(source.store(), &m, &head.limits().tightest(&options.limits))? {
         Published::Ours(crc) => Dataset::from_manifest(source.store().clone(), m, crc, options.limits.clone()),
         Published::Theirs => {
             Err(Error::Conflict { what: format!("{}@{} was taken during the merge", m.branch, m.version) })

@@ -32,7 +32,7 @@ impl Dataset {
         m.writer_id = options.writer_id();
         m.timestamp_ms = options.timestamp();
         m.message = format!("branch {name} from {}@{}", self.branch(), self.version());
-        match publish(self.store(), &m)? {
+        match publish(self.store(), &m, self.limits())? {
             Published::Ours(crc) => Dataset::from_manifest(self.store().clone(), m, crc, self.limits().clone()),
             Published::Theirs => Err(Error::Conflict { what: format!("branch {name:?} exists") }),
         }
@@ -51,8 +51,9 @@ impl Dataset {
             timestamp_ms: options.timestamp(),
             message: message.to_string(),
         };
-        let bytes = Bytes::from(envelope::seal(ObjectKind::Tag, &tag)?);
         let key = paths::tag_key(name);
+        let max_body = self.limits().tightest(&options.limits).max_tag_body();
+        let bytes = Bytes::from(envelope::seal_within(ObjectKind::Tag, &tag, max_body, &key)?);
         match self.store().put_if_absent(&key, bytes.clone())? {
             Created::New => Ok(()),
             // Our own earlier attempt may have landed before a retry: identical bytes are ours.

@@ -183,12 +183,8 @@ impl Dataset {
             rows_sha256: View::digest_rows(rows),
             rows: rows.to_vec(),
         };
-        let bytes = Bytes::from(envelope::seal(ObjectKind::View, &view)?);
-        Error::check_limit(
-            || format!("{key}: body"),
-            max_body(self.limits()),
-            (bytes.len() - envelope::HEADER_LEN - envelope::TRAILER_LEN) as u64,
-        )?;
+        let max = max_body(&self.limits().tightest(&options.limits));
+        let bytes = Bytes::from(envelope::seal_within(ObjectKind::View, &view, max, &key)?);
         match self.store().put_if_absent(&key, bytes.clone())? {
             Created::New => Ok(view),
             // Our own earlier attempt may have landed before a retry: identical bytes are ours.

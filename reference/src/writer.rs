@@ -131,7 +131,7 @@ impl Dataset {
             stats: Vec::new(),
             metadata: Vec::new(),
         };
-        match publish(store, &manifest)? {
+        match publish(store, &manifest, &options.limits)? {
             Published::Ours(crc) => Self::from_manifest(store.clone(), manifest, crc, options.limits.clone()),
             Published::Theirs => Err(Error::Conflict { what: format!("a dataset exists at {}", store.url()) }),
         }
