@@ -30,10 +30,13 @@
 //!   permutation of `0..N` under stream 0.
 //! * [`ShuffleMode::Block`]: the fragments are visited in the order `π₁(0), π₁(1), …` (`π₁` the
 //!   permutation of `0..F` under stream 1, F counting empty fragments too); window `k` is the
-//!   `window_fragments` consecutive fragments `k·w..(k+1)·w` of that order, its rows the
-//!   concatenation of their row ranges (in that order), `W` rows in all. Window `k` fills the
-//!   positions `[S_k, S_k + W)` of G, and `G[S_k + o]` is the row at offset `π_{2+k}(o)` of the
-//!   concatenation (`π_{2+k}` the permutation of `0..W` under stream `2 + k`).
+//!   `w = window_fragments` consecutive fragments `k·w..(k+1)·w` of that order (the last
+//!   window may hold fewer), its rows the concatenation of their row ranges (in that order),
+//!   `W` rows in all. Window `k` fills the positions `[S_k, S_k + W)` of G (`S_k` the rows of
+//!   the windows before it), and `G[S_k + o]` is the row at offset `π_{2+k}(o)` of the
+//!   concatenation (`π_{2+k}` the permutation of `0..W` under stream `2 + k`). A position is
+//!   located in O(log F) by binary search in per-fragment prefix row counts (O(F) memory,
+//!   which is metadata-sized: one entry per fragment of the manifest).
 //! * Tail: positions `p ≥ N` of the padded order repeat G from its start, `G[p mod N]`.
 //!
 //! Version 1 of the order (until the order tag of [`settings_digest`] became `…order.v2`)
@@ -450,7 +453,7 @@ impl Blocks {
         let q = self.ends.partition_point(|&e| e <= p);
         let k = q / self.window_fragments;
         let first = k * self.window_fragments;
-        let last = (first + self.window_fragments).min(self.ends.len()) - 1;
+        let last = first.saturating_add(self.window_fragments).min(self.ends.len()) - 1;
         let start = if first == 0 { 0 } else { self.ends[first - 1] };
         let (dataset_id, seed, epoch) = self.key;
         let key = seed_for(dataset_id, seed, epoch, STREAM_WINDOW_BASE.wrapping_add(k as u64));
