@@ -217,7 +217,7 @@ fn load_resume(
         println!("resumed weights from {}", weights.display());
     }
     println!("resuming epoch {} after {} samples", state.epoch, state.samples_consumed_global);
-    if state.samples_consumed_global >= loader.plan(state.epoch)?.effective_order().len() as u64 {
+    if state.samples_consumed_global >= loader.plan(state.epoch)?.effective_len() {
         // Saved at the end of an epoch: continue with the next one.
         return Ok((state.epoch + 1, None));
     }

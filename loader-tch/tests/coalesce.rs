@@ -240,7 +240,7 @@ fn block_shuffle_opens_the_next_fragments_files_ahead() {
     // Admission order: by the first batch that needs a fragment (then by fragment).
     let mut first_need = vec![usize::MAX; ds.fragments().len()];
     for (i, rows) in loader.plan(0).unwrap().batches().enumerate() {
-        for &row in rows {
+        for row in rows {
             let f = ds.fragments().partition_point(|info| info.rows().end <= row);
             first_need[f] = first_need[f].min(i);
         }

@@ -1,16 +1,16 @@
 //! The sampler: the epoch permutation and the plan every rank builds at each epoch start.
 //!
-//! Before its first batch, every rank of every epoch builds a [`Plan`]: the global order G
-//! (a Fisher–Yates permutation of all rows for `Global`, per-window permutations of permuted
-//! fragments for `Block`), its padding, and the fragment schedule the prefetcher follows. It
-//! runs on the training process's critical path (and again on resume), so it must stay far
-//! below the time of a batch, even for millions of rows and tens of thousands of fragments.
+//! Before its first batch, every rank of every epoch builds a [`Plan`]: O(fragments) tables
+//! from which the global order G is evaluated position by position (a keyed Feistel bijection
+//! for `Global`, per-window bijections over permuted fragments for `Block`). Building it runs
+//! on the training process's critical path (and again on resume), and evaluating G runs in the
+//! filling threads, so both must stay far below the time of a batch.
 //!
 //! Groups (epochs of 1 M rows, throughput in rows):
 //! * `permutation/xoshiro256ss_1M`: `Xoshiro256StarStar::shuffle` of 1 M `u64` in place, the
-//!   frozen shuffle alone;
-//! * `permutation/plan_global_1M`: `Plan::new` with `ShuffleMode::Global` (allocation,
-//!   permutation, padding);
+//!   Fisher–Yates shuffle of order v1, for comparison;
+//! * `permutation/plan_global_1M`: `Plan::new` with `ShuffleMode::Global` and
+//!   `Plan::collect_global_order`: every position of G evaluated once;
 //! * `plan_build/{none,global,block-16,block-256}`: `Plan::new` for 20 000 fragments of 50
 //!   rows, batch 256 on 8 ranks;
 //! * `plan_schedule/{global,block-16}`: `Plan::fragment_schedule` of such a plan, which walks
@@ -55,7 +55,11 @@ fn permutation(c: &mut Criterion) {
     let global = config(vec![ROWS], ShuffleMode::Global);
     Plan::new(global.clone(), 0).expect("global plan builds");
     group.bench_function("plan_global_1M", |b| {
-        b.iter_batched(|| global.clone(), |cfg| Plan::new(cfg, black_box(0)), BatchSize::LargeInput);
+        b.iter_batched(
+            || global.clone(),
+            |cfg| Plan::new(cfg, black_box(0)).map(|p| p.collect_global_order()),
+            BatchSize::LargeInput,
+        );
     });
     group.finish();
 }
@@ -84,7 +88,7 @@ fn plan(c: &mut Criterion) {
         let plan = Plan::new(config(fragment_rows.clone(), shuffle), 0).expect("plan builds");
         assert!(!plan.fragment_schedule().is_empty());
         // The schedule walks this rank's rows: an eighth of the epoch.
-        group.throughput(Throughput::Elements(plan.batches().map(<[u64]>::len).sum::<usize>() as u64));
+        group.throughput(Throughput::Elements(plan.batches().map(|b| b.len()).sum::<usize>() as u64));
         group.bench_function(name, |b| b.iter(|| black_box(&plan).fragment_schedule()));
     }
     group.finish();

@@ -166,13 +166,15 @@ pub(crate) struct Worker {
     scratch: Vec<u8>,
     /// The scratch buffer, counted against the `Fetch` share.
     mem: Charge,
+    /// The rows of the batch being assembled, reused from batch to batch.
+    rows: Vec<u64>,
 }
 
 /// The worker's memory: its scratch buffer, within its allowance.
 impl Worker {
     pub(crate) fn new(sh: Arc<Shared>) -> Self {
         let mem = sh.acct.charge(MemoryUse::Fetch, 0);
-        Self { sh, scratch: Vec::new(), mem }
+        Self { sh, scratch: Vec::new(), mem, rows: Vec::new() }
     }
 
     fn account(&mut self) {
@@ -204,6 +206,23 @@ impl Worker {
     }
 }
 
+/// The slots of batch `index`, its rows computed into `rows` (a buffer reused across batches).
+fn slots(sh: &Shared, index: usize, rows: &mut Vec<u64>) -> Result<Vec<SlotRow>> {
+    if !sh.plan.batch_into(index, rows) {
+        return Err(LoaderError::WorkerPanicked(format!("no batch {index}")));
+    }
+    let mut slots = Vec::with_capacity(rows.len());
+    for (j, &row) in rows.iter().enumerate() {
+        let pos = sh.position(index, j);
+        let (frag, phys) = sh
+            .catalog
+            .locate(row)
+            .ok_or_else(|| LoaderError::WorkerPanicked(format!("row {row} is outside the dataset")))?;
+        slots.push(SlotRow { row: sh.catalog.row_id(row), frag, phys, pos, real: pos < sh.rows_n });
+    }
+    Ok(slots)
+}
+
 /// A batch: slots, substitution of bad samples, and the finished [`Batch`].
 impl Worker {
     /// Assembles batch `index` into `set`, substituting bad samples in skip mode.
@@ -229,16 +248,10 @@ impl Worker {
 
     fn assemble_into(&mut self, index: usize, set: &mut BufferSet) -> Result<Assembled> {
         let sh = self.sh.clone();
-        let rows = sh.plan.batch(index).ok_or_else(|| LoaderError::WorkerPanicked(format!("no batch {index}")))?;
-        let mut slots = Vec::with_capacity(rows.len());
-        for (j, &row) in rows.iter().enumerate() {
-            let pos = sh.position(index, j);
-            let (frag, phys) = sh
-                .catalog
-                .locate(row)
-                .ok_or_else(|| LoaderError::WorkerPanicked(format!("row {row} is outside the dataset")))?;
-            slots.push(SlotRow { row: sh.catalog.row_id(row), frag, phys, pos, real: pos < sh.rows_n });
-        }
+        let mut rows = std::mem::take(&mut self.rows);
+        let slots = slots(&sh, index, &mut rows);
+        self.rows = rows;
+        let mut slots = slots?;
         // Block mode: the window fragments of this batch's real rows, admitted in order.
         let mut held: HashMap<usize, Arc<FragmentData>> = HashMap::new();
         let mut releases: BTreeMap<usize, u64> = BTreeMap::new();
@@ -299,12 +312,8 @@ impl Worker {
     /// The next row of the epoch's order after `slot`'s position (wrapping), as a substitute.
     fn substitute(&self, slot: SlotRow) -> Result<SlotRow> {
         let sh = &self.sh;
-        let g = sh.plan.global_order();
-        if g.is_empty() {
-            return Err(LoaderError::corrupt("dataset", "no readable rows"));
-        }
         let pos = slot.pos + 1;
-        let row = g[(pos % g.len() as u64) as usize];
+        let row = sh.plan.row_at(pos).ok_or_else(|| LoaderError::corrupt("dataset", "no readable rows"))?;
         let (frag, phys) =
             sh.catalog.locate(row).ok_or_else(|| LoaderError::WorkerPanicked(format!("row {row} is outside")))?;
         Ok(SlotRow { row: sh.catalog.row_id(row), frag, phys, pos, real: false })

@@ -58,7 +58,8 @@
 //! ([`view_id`]), so a state from another view or from the bare version is refused.
 //!
 //! ## Shuffle modes and their quality
-//! * Global ([`ShuffleMode::Global`]): an exact uniform permutation of all rows (8 bytes per row).
+//! * Global ([`ShuffleMode::Global`]): a pseudo-random permutation of all rows, a keyed
+//!   bijection evaluated per position (no memory per row, whatever N).
 //!   Adjacent-pair retention ≈ 1/N, mean normalised displacement ≈ 1/3 — the reference
 //!   quality. Reads are random: each batch touches up to `batch_size` pages anywhere.
 //! * Block ([`ShuffleMode::Block`]): fragments are permuted, taken `window_fragments` at a time, and

@@ -366,7 +366,7 @@ impl EpochIter {
             version: self.version,
             seed: self.seed,
             epoch: self.plan.epoch(),
-            samples_consumed_global: self.plan.effective_order().len() as u64,
+            samples_consumed_global: self.plan.effective_len(),
             settings_digest: crate::sampler::settings_digest(self.plan.config()),
         })
     }

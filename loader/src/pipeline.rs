@@ -387,7 +387,9 @@ fn block_schedule(
     let mut first = vec![usize::MAX; frags];
     let mut last = vec![0usize; frags];
     let mut uses = vec![0u64; frags];
-    for (i, batch) in plan.batches().enumerate() {
+    let mut batch = Vec::with_capacity(plan.config().batch_size);
+    for i in 0..plan.batches_per_rank() {
+        plan.batch_into(i, &mut batch);
         for (j, &row) in batch.iter().enumerate() {
             if position(i, j) >= rows_n {
                 continue; // padding: read directly, not through the window
@@ -443,7 +445,7 @@ impl EpochPipeline {
         skipped: Arc<Mutex<Vec<SkippedSample>>>,
     ) -> Result<Self> {
         let pc = plan.config();
-        let rows_n = plan.global_order().len() as u64;
+        let rows_n = plan.rows();
         let start = plan.checkpoint(0, 0).map_or(0, |s| s.samples_consumed_global);
         let global_batch = plan.global_batch_size() as u64;
         let total = plan.batches_per_rank();
@@ -460,7 +462,9 @@ impl EpochPipeline {
         } else {
             (Vec::new(), None, 0, 0)
         };
-        let plan_bytes = 8 * (plan.effective_order().len() as u64 + needed.iter().map(|n| n.len() as u64).sum::<u64>());
+        // The plan's own tables are O(fragments); `needed` is O(rows / world) (block mode on
+        // object stores only).
+        let plan_bytes = plan.heap_bytes() + 8 * needed.iter().map(|n| n.len() as u64).sum::<u64>();
         let batch_bytes: u64 =
             (0..catalog.columns.len()).map(|c| catalog.estimated_slot_bytes(c) * batch_size as u64).sum::<u64>().max(1);
         let tuned = !fetcher.is_local();

@@ -3,14 +3,46 @@
 //!
 //! Everything here is pure, `std`-only logic with a self-contained PRNG, so a given
 //! `(fragment_rows, dataset_id, seed, epoch, shuffle)` yields the same global order on every
-//! platform and with every future version of this crate. The algorithms below (`SplitMix64`,
-//! xoshiro256\*\*, Lemire's bounded sampling, Fisher–Yates, the stream numbers) are frozen:
+//! platform and with every future version of this crate. The algorithms below are frozen:
 //! changing any of them changes every training order, so the golden-value tests pin them.
 //!
 //! Layering: the *global order* G depends only on the dataset and the shuffle settings; G is
 //! cut into *global batches* of `batch_size * world_size` rows, and rank `r` takes the `r`-th
 //! contiguous block of `batch_size` rows of each global batch. Because the global batch is the
 //! unit, a run can resume with another world size as long as the global batch size is kept.
+//!
+//! G is never materialised: a [`Plan`] evaluates position `p → G[p]` on demand, so its memory
+//! is O(fragments) (a few `u64` per fragment for [`ShuffleMode::Block`]) and building it costs
+//! no more than reading the fragment list, whatever the row count.
+//!
+//! # Frozen algorithm (order format v2)
+//! * Keys: stream `s` of an epoch has key `seed_for(dataset_id, seed, epoch, s)` ([`seed_for`]):
+//!   stream 0 orders [`ShuffleMode::Global`], stream 1 permutes the fragments of
+//!   [`ShuffleMode::Block`], stream `2 + k` orders block window `k`.
+//! * Permutation of `0..n` under key `K` ([`IndexShuffle`]): a balanced Feistel network on the
+//!   smallest even bit width `2h ≥ bits(n − 1)` (so the domain `D = 4^h` is below `4n`), with
+//!   8 rounds. Round keys `k_0..k_7` are the first eight outputs of `SplitMix64::new(K)`;
+//!   a round maps the halves `(L, R)` (each `h` bits, `L` the high half) to
+//!   `(R, L ^ (mix64(R ^ k_i) >> (64 − h)))`. Values at or above `n` are *cycle-walked*: the
+//!   network is applied again until the value falls below `n` (fewer than 4 applications are
+//!   expected since `D < 4n`). `n ≤ 1` is the identity.
+//! * [`ShuffleMode::None`]: `G[p] = p`. [`ShuffleMode::Global`]: `G[p] = π₀(p)` with `π₀` the
+//!   permutation of `0..N` under stream 0.
+//! * [`ShuffleMode::Block`]: the fragments are visited in the order `π₁(0), π₁(1), …` (`π₁` the
+//!   permutation of `0..F` under stream 1, F counting empty fragments too); window `k` is the
+//!   `w = window_fragments` consecutive fragments `k·w..(k+1)·w` of that order (the last
+//!   window may hold fewer), its rows the concatenation of their row ranges (in that order),
+//!   `W` rows in all. Window `k` fills the positions `[S_k, S_k + W)` of G (`S_k` the rows of
+//!   the windows before it), and `G[S_k + o]` is the row at offset `π_{2+k}(o)` of the
+//!   concatenation (`π_{2+k}` the permutation of `0..W` under stream `2 + k`). A position is
+//!   located in O(log F) by binary search in per-fragment prefix row counts (O(F) memory,
+//!   which is metadata-sized: one entry per fragment of the manifest).
+//! * Tail: positions `p ≥ N` of the padded order repeat G from its start, `G[p mod N]`.
+//!
+//! Version 1 of the order (until the order tag of [`settings_digest`] became `…order.v2`)
+//! materialised G with Fisher–Yates over xoshiro256\*\*; a [`LoaderState`] taken under it
+//! carries the old digest and is refused rather than resumed into the new order.
+//! [`Xoshiro256StarStar`] stays for the data transforms, which draw from it.
 
 use std::fmt;
 
@@ -134,6 +166,79 @@ pub fn seed_for(dataset_id: u64, seed: u64, epoch: u64, stream: u64) -> u64 {
 }
 
 // ------------------------------------------------------------------------------------------
+// Index shuffle
+// ------------------------------------------------------------------------------------------
+
+/// Rounds of the Feistel network behind [`IndexShuffle`] (frozen).
+const FEISTEL_ROUNDS: usize = 8;
+
+/// A keyed pseudo-random permutation of `0..n`, evaluated one index at a time.
+///
+/// A balanced Feistel network on the smallest even bit width whose domain holds `n`, with
+/// cycle walking back into `0..n` (see the module docs for the frozen definition). It holds
+/// 80 bytes whatever `n` (any `u64`), and [`IndexShuffle::apply`] costs a few dozen
+/// multiplications: 8 rounds per network application, under 4 applications expected.
+/// The idea follows the stateless `index_shuffle` of TensorFlow and Grain; this instance (round
+/// count, round function, key schedule) is this crate's own and frozen.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IndexShuffle {
+    n: u64,
+    /// Bits of each Feistel half (0 when `n ≤ 1`).
+    half_bits: u32,
+    keys: [u64; FEISTEL_ROUNDS],
+}
+
+impl IndexShuffle {
+    /// The permutation of `0..n` under `key` (round keys: `SplitMix64::new(key)`'s outputs).
+    #[must_use]
+    pub fn new(n: u64, key: u64) -> Self {
+        let bits = u64::BITS - n.saturating_sub(1).leading_zeros();
+        let mut sm = SplitMix64::new(key);
+        Self { n, half_bits: bits.div_ceil(2), keys: std::array::from_fn(|_| sm.next_u64()) }
+    }
+
+    /// `n`, the size of the permuted range.
+    #[must_use]
+    pub fn len(&self) -> u64 {
+        self.n
+    }
+
+    /// Whether the range is empty (`n == 0`).
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.n == 0
+    }
+
+    /// The image of `i` for `i < n`; indices at or past `n` are returned unchanged (the
+    /// permutation is the identity there), so the call never loops or panics.
+    #[must_use]
+    pub fn apply(&self, i: u64) -> u64 {
+        if i >= self.n || self.half_bits == 0 {
+            return i;
+        }
+        let mut x = i;
+        loop {
+            x = self.network(x);
+            if x < self.n {
+                return x;
+            }
+        }
+    }
+
+    /// One pass of the Feistel network over `0..4^half_bits` (`x` in that range).
+    fn network(&self, x: u64) -> u64 {
+        let h = self.half_bits; // 1..=32
+        let mask = (1u64 << h) - 1;
+        let (mut left, mut right) = (x >> h, x & mask);
+        for &k in &self.keys {
+            let f = mix64(right ^ k) >> (64 - h);
+            (left, right) = (right, left ^ f);
+        }
+        left << h | right
+    }
+}
+
+// ------------------------------------------------------------------------------------------
 // Errors and configuration
 // ------------------------------------------------------------------------------------------
 
@@ -195,12 +300,13 @@ impl std::error::Error for SamplerError {}
 pub enum ShuffleMode {
     /// Sequential: G = 0, 1, …, N−1 in every epoch.
     None,
-    /// An exact uniform random permutation of all N rows (Fisher–Yates; 8·N bytes of memory).
-    /// Best mixing, but the reader touches fragments in random order.
+    /// A pseudo-random permutation of all N rows (a keyed Feistel bijection evaluated per
+    /// position, no memory per row). Best mixing, but the reader touches fragments in random
+    /// order.
     Global,
     /// Chunk-local block shuffle: permute the fragment order, take consecutive groups of
-    /// `window_fragments` fragments (in permuted order), and emit each group's rows in a random
-    /// permutation. Each fragment is read once per epoch and at most `window_fragments`
+    /// `window_fragments` fragments (in permuted order), and emit each group's rows in a
+    /// pseudo-random permutation. Each fragment is read once per epoch and at most `window_fragments`
     /// fragments need to be resident at a time (two windows when a batch straddles them).
     Block {
         /// Fragments per window; must be at least 1.
@@ -232,7 +338,18 @@ pub struct PlanConfig {
 }
 
 /// Checks `config`, returning `(N, global batch size)`.
-fn validate(config: &PlanConfig) -> Result<(usize, usize), SamplerError> {
+/// Row counts of a validated configuration.
+#[derive(Clone, Copy, Debug)]
+struct Sizes {
+    /// N, the length of G.
+    rows: u64,
+    global_batch: u64,
+    /// Length of the order after dropping/padding: a multiple of `global_batch`.
+    end: u64,
+}
+
+/// Checks `config` and sizes its epoch.
+fn validate(config: &PlanConfig) -> Result<Sizes, SamplerError> {
     let bad = |field, reason| Err(SamplerError::InvalidConfig { field, reason });
     if config.batch_size == 0 {
         return bad("batch_size", "must be at least 1");
@@ -249,50 +366,139 @@ fn validate(config: &PlanConfig) -> Result<(usize, usize), SamplerError> {
     let Some(global_batch) = config.batch_size.checked_mul(config.world_size) else {
         return bad("batch_size", "times world_size overflows");
     };
-    let total = config.fragment_rows.iter().try_fold(0u64, |acc, &r| acc.checked_add(r));
-    let Some(rows) = total.and_then(|t| usize::try_from(t).ok()) else {
-        return bad("fragment_rows", "total row count does not fit in memory");
+    let global_batch = global_batch as u64;
+    let Some(rows) = config.fragment_rows.iter().try_fold(0u64, |acc, &r| acc.checked_add(r)) else {
+        return bad("fragment_rows", "total row count overflows u64");
     };
-    if rows.div_ceil(global_batch).checked_mul(global_batch).is_none() {
-        return bad("fragment_rows", "padded row count overflows");
+    let end = if config.drop_last {
+        Some(rows / global_batch * global_batch)
+    } else {
+        rows.div_ceil(global_batch).checked_mul(global_batch)
+    };
+    let Some(end) = end else {
+        return bad("fragment_rows", "padded row count overflows u64");
+    };
+    if usize::try_from(end / global_batch).is_err() {
+        return bad("fragment_rows", "batch count does not fit in usize");
     }
-    Ok((rows, global_batch))
+    Ok(Sizes { rows, global_batch, end })
 }
 
-/// The epoch's fragment permutation for [`ShuffleMode::Block`].
+/// The epoch's fragment permutation for [`ShuffleMode::Block`]: the fragments in visiting order.
 fn fragment_permutation(config: &PlanConfig, epoch: u64) -> Vec<usize> {
-    let mut perm: Vec<usize> = (0..config.fragment_rows.len()).collect();
-    Xoshiro256StarStar::new(seed_for(config.dataset_id, config.seed, epoch, STREAM_FRAGMENTS)).shuffle(&mut perm);
-    perm
+    let count = config.fragment_rows.len();
+    let shuffle = IndexShuffle::new(count as u64, seed_for(config.dataset_id, config.seed, epoch, STREAM_FRAGMENTS));
+    // The images lie in `0..count`, so they fit in usize.
+    (0..count as u64).map(|q| shuffle.apply(q) as usize).collect()
 }
 
-/// Builds the un-padded global order G of `rows` rows (config already validated).
-fn global_order(config: &PlanConfig, epoch: u64, rows: usize) -> Vec<u64> {
-    let rng = |stream| Xoshiro256StarStar::new(seed_for(config.dataset_id, config.seed, epoch, stream));
-    let mut order: Vec<u64> = Vec::with_capacity(rows);
-    match config.shuffle {
-        ShuffleMode::None => order.extend(0..rows as u64),
-        ShuffleMode::Global => {
-            order.extend(0..rows as u64);
-            rng(STREAM_GLOBAL).shuffle(&mut order);
+/// How a [`Plan`] maps a position of G to a row.
+#[derive(Clone, Debug)]
+enum Order {
+    /// `G[p] = p`.
+    Sequential,
+    /// `G[p] = shuffle(p)`.
+    Global(IndexShuffle),
+    /// Windows of permuted fragments, each in its own permutation.
+    Block(Blocks),
+}
+
+/// The O(fragments) tables of a block order.
+#[derive(Clone, Debug)]
+struct Blocks {
+    window_fragments: usize,
+    /// Key material of the window streams: `(dataset_id, seed, epoch)`.
+    key: (u64, u64, u64),
+    /// Fragments in visiting order (`π₁`).
+    perm: Vec<usize>,
+    /// `ends[q]`: rows of the fragments `perm[..=q]`, i.e. where fragment `perm[q]` ends in G.
+    ends: Vec<u64>,
+    /// First global row of each fragment, in dataset order.
+    starts: Vec<u64>,
+}
+
+/// The window holding some position of a block order: its place in G and its permutation.
+#[derive(Clone, Debug)]
+struct Window {
+    /// First position of G the window fills.
+    start: u64,
+    shuffle: IndexShuffle,
+}
+
+impl Window {
+    fn contains(&self, p: u64) -> bool {
+        p >= self.start && p - self.start < self.shuffle.len()
+    }
+}
+
+impl Blocks {
+    fn new(config: &PlanConfig, epoch: u64, window_fragments: usize) -> Self {
+        let perm = fragment_permutation(config, epoch);
+        let lens = &config.fragment_rows;
+        let mut starts = Vec::with_capacity(lens.len());
+        lens.iter().fold(0u64, |start, &r| {
+            starts.push(start);
+            start + r // the total was checked in `validate`
+        });
+        let mut ends = Vec::with_capacity(perm.len());
+        perm.iter().fold(0u64, |end, &f| {
+            ends.push(end + lens[f]);
+            end + lens[f]
+        });
+        Self { window_fragments, key: (config.dataset_id, config.seed, epoch), perm, ends, starts }
+    }
+
+    /// The window holding position `p` (`p < N`), in O(log F).
+    fn window(&self, p: u64) -> Window {
+        let q = self.ends.partition_point(|&e| e <= p);
+        let k = q / self.window_fragments;
+        let first = k * self.window_fragments;
+        let last = first.saturating_add(self.window_fragments).min(self.ends.len()) - 1;
+        let start = if first == 0 { 0 } else { self.ends[first - 1] };
+        let (dataset_id, seed, epoch) = self.key;
+        let key = seed_for(dataset_id, seed, epoch, STREAM_WINDOW_BASE.wrapping_add(k as u64));
+        Window { start, shuffle: IndexShuffle::new(self.ends[last] - start, key) }
+    }
+
+    /// `G[p]` (`p < N`) with `p` in `window`: the row at the permuted offset of the window's
+    /// concatenated fragments.
+    fn row(&self, window: &Window, p: u64) -> u64 {
+        let x = window.start + window.shuffle.apply(p - window.start);
+        let q = self.ends.partition_point(|&e| e <= x);
+        let begin = if q == 0 { 0 } else { self.ends[q - 1] };
+        self.starts[self.perm[q]] + (x - begin)
+    }
+
+    fn heap_bytes(&self) -> u64 {
+        let bytes = size_of::<usize>() * self.perm.capacity() + 8 * (self.ends.capacity() + self.starts.capacity());
+        bytes as u64
+    }
+}
+
+impl Order {
+    fn new(config: &PlanConfig, epoch: u64, rows: u64) -> Self {
+        let key = |stream| seed_for(config.dataset_id, config.seed, epoch, stream);
+        match config.shuffle {
+            ShuffleMode::None => Self::Sequential,
+            ShuffleMode::Global => Self::Global(IndexShuffle::new(rows, key(STREAM_GLOBAL))),
+            ShuffleMode::Block { window_fragments } => Self::Block(Blocks::new(config, epoch, window_fragments)),
         }
-        ShuffleMode::Block { window_fragments } => {
-            let mut starts = Vec::with_capacity(config.fragment_rows.len());
-            config.fragment_rows.iter().fold(0u64, |start, &r| {
-                starts.push(start);
-                start + r
-            });
-            let perm = fragment_permutation(config, epoch);
-            for (k, window) in perm.chunks(window_fragments).enumerate() {
-                let from = order.len();
-                for &f in window {
-                    order.extend(starts[f]..starts[f] + config.fragment_rows[f]);
-                }
-                rng(STREAM_WINDOW_BASE.wrapping_add(k as u64)).shuffle(&mut order[from..]);
+    }
+
+    /// `G[p]` for `p < N`; `cache` keeps the last block window between calls.
+    fn at(&self, p: u64, cache: &mut Option<Window>) -> u64 {
+        match self {
+            Self::Sequential => p,
+            Self::Global(shuffle) => shuffle.apply(p),
+            Self::Block(blocks) => {
+                let window = match cache {
+                    Some(w) if w.contains(p) => w,
+                    _ => cache.insert(blocks.window(p)),
+                };
+                blocks.row(window, p)
             }
         }
     }
-    order
 }
 
 /// Incremental FNV-1a 64 (offset basis 0xcbf29ce484222325, prime 0x100000001b3).
@@ -313,18 +519,28 @@ impl Fnv1a {
     }
 }
 
+/// Tag opening every [`settings_digest`]: the version of the order's definition. v2 is the
+/// on-demand Feistel order; v1 (Fisher–Yates) states carry another digest and are refused.
+const ORDER_TAG: &[u8] = b"tessera.sampler.order.v2";
+
 /// Digest of the settings that determine the global order and its batching.
 ///
 /// FNV-1a 64 over the canonical little-endian encoding: the ASCII tag
-/// `tessera.sampler.order.v1`, the fragment count and each fragment's row count (u64), the
+/// `tessera.sampler.order.v2`, the fragment count and each fragment's row count (u64), the
 /// shuffle tag (u8: 0 None, 1 Global, 2 Block followed by `window_fragments` as u64),
 /// `drop_last` (u8) and the global batch size `batch_size * world_size` (u64, saturating).
 /// World size and rank are deliberately absent beyond that product, so a checkpoint stays valid
-/// when a job is resumed on a different number of ranks with the same global batch.
+/// when a job is resumed on a different number of ranks with the same global batch. The tag
+/// changes whenever the order's definition does, so a state never resumes into another order.
 #[must_use]
 pub fn settings_digest(config: &PlanConfig) -> u64 {
+    tagged_digest(ORDER_TAG, config)
+}
+
+/// [`settings_digest`] under an explicit order tag.
+fn tagged_digest(tag: &[u8], config: &PlanConfig) -> u64 {
     let mut h = Fnv1a::new();
-    h.write(b"tessera.sampler.order.v1").u64(config.fragment_rows.len() as u64);
+    h.write(tag).u64(config.fragment_rows.len() as u64);
     for &r in &config.fragment_rows {
         h.u64(r);
     }
@@ -343,40 +559,31 @@ pub fn settings_digest(config: &PlanConfig) -> u64 {
 // ------------------------------------------------------------------------------------------
 
 /// One rank's view of one epoch: the global order, its batching, and this rank's batches.
+///
+/// G is evaluated on demand ([`Plan::row_at`], [`Plan::batch_into`]); the plan holds
+/// O(fragments) memory ([`Plan::heap_bytes`]) and never a row list.
 #[derive(Clone, Debug)]
 pub struct Plan {
     config: PlanConfig,
     epoch: u64,
-    /// G followed by padding (when `drop_last` is false).
-    order: Vec<u64>,
+    order: Order,
     /// N, the length of G.
-    rows: usize,
+    rows: u64,
     /// Length of the order after dropping/padding: a multiple of `global_batch`.
-    end: usize,
+    end: u64,
     /// First global position this plan serves (non-zero after a resume).
-    start: usize,
-    global_batch: usize,
+    start: u64,
+    global_batch: u64,
 }
 
 impl Plan {
-    /// Plans `epoch` from its beginning.
+    /// Plans `epoch` from its beginning, in O(fragments) time and memory.
     ///
     /// # Errors
     /// [`SamplerError::InvalidConfig`] when a field of `config` is unusable.
     pub fn new(config: PlanConfig, epoch: u64) -> Result<Self, SamplerError> {
-        let (rows, global_batch) = validate(&config)?;
-        let mut order = global_order(&config, epoch, rows);
-        let end = if config.drop_last {
-            rows / global_batch * global_batch
-        } else {
-            rows.div_ceil(global_batch) * global_batch // checked in `validate`
-        };
-        if end > rows {
-            order.reserve_exact(end - rows);
-            for i in rows..end {
-                order.push(order[i % rows]); // i - rows wraps onto G[0], G[1], …
-            }
-        }
+        let Sizes { rows, global_batch, end } = validate(&config)?;
+        let order = Order::new(&config, epoch, rows);
         Ok(Self { config, epoch, order, rows, end, start: 0, global_batch })
     }
 
@@ -405,11 +612,11 @@ impl Plan {
         }
         let mut plan = Self::new(config, epoch)?;
         let invalid = |reason| SamplerError::InvalidState { field: "samples_consumed_global", reason };
-        let consumed = usize::try_from(state.samples_consumed_global)
-            .ok()
-            .filter(|&c| c <= plan.end)
-            .ok_or(invalid("lies beyond the end of the epoch"))?;
-        if consumed % plan.global_batch != 0 {
+        let consumed = state.samples_consumed_global;
+        if consumed > plan.end {
+            return Err(invalid("lies beyond the end of the epoch"));
+        }
+        if !consumed.is_multiple_of(plan.global_batch) {
             return Err(invalid("is not a multiple of the global batch size"));
         }
         plan.start = consumed;
@@ -431,43 +638,86 @@ impl Plan {
     /// Rows per global batch: `batch_size * world_size`.
     #[must_use]
     pub fn global_batch_size(&self) -> usize {
-        self.global_batch
+        self.config.batch_size * self.config.world_size // checked in `validate`
     }
 
-    /// The whole epoch's global order G (N rows, un-padded, ignoring any resume point).
-    /// Depends only on the fragment rows, dataset id, seed, epoch and shuffle mode.
+    /// N: the rows of the dataset, the length of G.
     #[must_use]
-    pub fn global_order(&self) -> &[u64] {
-        &self.order[..self.rows]
+    pub fn rows(&self) -> u64 {
+        self.rows
     }
 
-    /// G after tail handling: truncated to whole global batches (`drop_last`) or padded by
-    /// repeating G from its start. Global batch `b` is `effective_order()[b*gb..(b+1)*gb]`.
+    /// Length of G after tail handling: N truncated to whole global batches (`drop_last`) or
+    /// padded up to them; global batch `b` covers positions `b*gb..(b+1)*gb`. Ignores any
+    /// resume point.
     #[must_use]
-    pub fn effective_order(&self) -> &[u64] {
-        &self.order[..self.end]
+    pub fn effective_len(&self) -> u64 {
+        self.end
+    }
+
+    /// The row at `position` of the padded order: `G[position mod N]` (so the padding repeats
+    /// G from its start, and positions past [`Plan::effective_len`] keep wrapping); `None`
+    /// only when the dataset has no rows. Cost: O(log fragments) plus one permutation.
+    #[must_use]
+    pub fn row_at(&self, position: u64) -> Option<u64> {
+        (self.rows > 0).then(|| self.order.at(position % self.rows, &mut None))
+    }
+
+    /// Bytes this plan holds on the heap besides its [`PlanConfig`]: a few words per fragment
+    /// in block mode, nothing otherwise; never anything per row.
+    #[must_use]
+    pub fn heap_bytes(&self) -> u64 {
+        match &self.order {
+            Order::Sequential | Order::Global(_) => 0,
+            Order::Block(blocks) => blocks.heap_bytes(),
+        }
     }
 
     /// Batches this rank still has to take in this plan; the same on every rank.
     #[must_use]
     pub fn batches_per_rank(&self) -> usize {
-        (self.end - self.start) / self.global_batch
+        // `validate` checked that the whole epoch's count fits in usize.
+        usize::try_from((self.end - self.start) / self.global_batch).unwrap_or(usize::MAX)
     }
 
-    /// This rank's `i`-th remaining batch (exactly `batch_size` rows), or `None` past the end.
-    #[must_use]
-    pub fn batch(&self, i: usize) -> Option<&[u64]> {
-        if i >= self.batches_per_rank() {
-            return None;
+    /// Global position of row `j` of this rank's `i`-th remaining batch.
+    fn position(&self, i: usize, j: usize) -> u64 {
+        self.start + i as u64 * self.global_batch + (self.config.rank * self.config.batch_size + j) as u64
+    }
+
+    /// Writes this rank's `i`-th remaining batch (exactly `batch_size` rows) into `out`,
+    /// replacing its contents; `false` (and `out` empty) past the end. Reusing `out` keeps the
+    /// hot path free of allocation.
+    pub fn batch_into(&self, i: usize, out: &mut Vec<u64>) -> bool {
+        out.clear();
+        if i >= self.batches_per_rank() || self.rows == 0 {
+            return false;
         }
-        let at = self.start + i * self.global_batch + self.config.rank * self.config.batch_size;
-        self.order.get(at..at + self.config.batch_size)
+        let first = self.position(i, 0);
+        let mut cache = None;
+        out.extend((first..first + self.config.batch_size as u64).map(|p| self.order.at(p % self.rows, &mut cache)));
+        true
     }
 
-    /// Iterates over this rank's remaining batches in order.
+    /// Iterates over this rank's remaining batches in order, one new `Vec` per batch (use
+    /// [`Plan::batch_into`] with a reused buffer on hot paths).
     #[must_use]
-    pub fn batches(&self) -> impl ExactSizeIterator<Item = &[u64]> + '_ {
-        (0..self.batches_per_rank()).map(|i| self.batch(i).unwrap_or_default())
+    pub fn batches(&self) -> impl ExactSizeIterator<Item = Vec<u64>> + '_ {
+        (0..self.batches_per_rank()).map(|i| {
+            let mut rows = Vec::with_capacity(self.config.batch_size);
+            self.batch_into(i, &mut rows);
+            rows
+        })
+    }
+
+    /// The whole un-padded G as a vector of N rows (ignoring any resume point). **For tests
+    /// and benchmarks only**: it materialises 8·N bytes, which the loader never does.
+    #[must_use]
+    pub fn collect_global_order(&self) -> Vec<u64> {
+        let mut cache = None;
+        let mut out = Vec::with_capacity(usize::try_from(self.rows).unwrap_or(0));
+        out.extend((0..self.rows).map(|p| self.order.at(p, &mut cache)));
+        out
     }
 
     /// Fragment indices in the order this rank first needs a row of them (over its remaining
@@ -477,6 +727,7 @@ impl Plan {
     /// are contiguous in G, so the schedule visits window after window and a reader following
     /// it holds at most two windows' fragments; in [`ShuffleMode::None`] it is ascending; in
     /// [`ShuffleMode::Global`] it is effectively random and soon covers every fragment.
+    /// Memory O(fragments); time O(rows of this rank × log fragments).
     #[must_use]
     pub fn fragment_schedule(&self) -> Vec<usize> {
         let mut ends = Vec::with_capacity(self.config.fragment_rows.len());
@@ -486,13 +737,17 @@ impl Plan {
         });
         let mut seen = vec![false; ends.len()];
         let mut schedule = Vec::new();
-        for &row in self.batches().flatten() {
-            let f = ends.partition_point(|&e| e <= row);
-            if let Some(flag) = seen.get_mut(f)
-                && !*flag
-            {
-                *flag = true;
-                schedule.push(f);
+        let mut batch = Vec::with_capacity(self.config.batch_size);
+        for i in 0..self.batches_per_rank() {
+            self.batch_into(i, &mut batch);
+            for &row in &batch {
+                let f = ends.partition_point(|&e| e <= row);
+                if let Some(flag) = seen.get_mut(f)
+                    && !*flag
+                {
+                    *flag = true;
+                    schedule.push(f);
+                }
             }
         }
         schedule
@@ -508,7 +763,7 @@ impl Plan {
             version,
             seed: self.config.seed,
             epoch: self.epoch,
-            samples_consumed_global: (self.start + batches_consumed * self.global_batch) as u64,
+            samples_consumed_global: self.start + batches_consumed as u64 * self.global_batch,
             settings_digest: settings_digest(&self.config),
         })
     }
@@ -755,16 +1010,21 @@ mod tests {
     fn interleave(plans: &[Plan]) -> Vec<u64> {
         let count = plans[0].batches_per_rank();
         assert!(plans.iter().all(|p| p.batches_per_rank() == count), "ranks disagree on batch count");
-        let mut out = Vec::new();
+        let (mut out, mut b) = (Vec::new(), vec![99]);
         for i in 0..count {
             for p in plans {
-                let b = p.batch(i).unwrap();
+                assert!(p.batch_into(i, &mut b));
                 assert_eq!(b.len(), p.config().batch_size);
-                out.extend_from_slice(b);
+                out.extend_from_slice(&b);
             }
-            assert!(plans.iter().all(|p| p.batch(count).is_none()));
         }
+        assert!(plans.iter().all(|p| !p.batch_into(count, &mut b) && b.is_empty()));
         out
+    }
+
+    /// The padded order through [`Plan::row_at`], position by position.
+    fn effective(plan: &Plan) -> Vec<u64> {
+        (0..plan.effective_len()).map(|p| plan.row_at(p).unwrap()).collect()
     }
 
     #[test]
@@ -776,8 +1036,9 @@ mod tests {
                         for mode in MODES {
                             let c = config(n, mode, bs, world, drop_last);
                             let ps = plans(&c, 3, None);
-                            let g = ps[0].global_order().to_vec();
-                            assert!(ps.iter().all(|p| p.global_order() == g));
+                            let g = ps[0].collect_global_order();
+                            assert!(ps.iter().all(|p| p.collect_global_order() == g));
+                            assert_eq!(ps[0].rows(), n);
                             let mut sorted = g.clone();
                             sorted.sort_unstable();
                             assert_eq!(sorted, (0..n).collect::<Vec<_>>(), "{mode:?} G is not a permutation");
@@ -791,7 +1052,8 @@ mod tests {
                             assert_eq!(got, expected, "n={n} bs={bs} world={world} drop={drop_last} {mode:?}");
                             let real = &got[..got.len().min(n as usize)];
                             assert_eq!(real.iter().collect::<HashSet<_>>().len(), real.len(), "overlap");
-                            assert_eq!(ps[0].effective_order(), &got[..]);
+                            assert_eq!(effective(&ps[0]), got);
+                            assert_eq!(ps[0].row_at(u64::MAX), (n > 0).then(|| g[(u64::MAX % n) as usize]));
                         }
                     }
                 }
@@ -805,7 +1067,7 @@ mod tests {
             for n in [10, 100, 1001] {
                 let g = |world, epoch, seed| {
                     let c = PlanConfig { seed, rank: world - 1, ..config(n, mode, 3, world, false) };
-                    Plan::new(c, epoch).unwrap().global_order().to_vec()
+                    Plan::new(c, epoch).unwrap().collect_global_order()
                 };
                 let base = g(1, 5, 42);
                 for world in 2..=8 {
@@ -816,7 +1078,7 @@ mod tests {
             }
         }
         let seq = Plan::new(config(50, ShuffleMode::None, 4, 2, true), 9).unwrap();
-        assert_eq!(seq.global_order(), (0..50).collect::<Vec<_>>());
+        assert_eq!(seq.collect_global_order(), (0..50).collect::<Vec<_>>());
     }
 
     #[test]
@@ -827,7 +1089,7 @@ mod tests {
             let shuffle = ShuffleMode::Block { window_fragments };
             let c = PlanConfig { fragment_rows: rows.clone(), shuffle, ..config(0, shuffle, 4, 2, false) };
             let plan = Plan::new(c.clone(), 1).unwrap();
-            let g = plan.global_order();
+            let g = plan.collect_global_order();
             let mut pos = 0;
             for window in fragment_permutation(&c, 1).chunks(window_fragments) {
                 let len: u64 = window.iter().map(|&f| rows[f]).sum();
@@ -932,6 +1194,7 @@ mod tests {
             (PlanConfig { shuffle: ShuffleMode::Block { window_fragments: 0 }, ..c.clone() }, "shuffle"),
             (PlanConfig { batch_size: usize::MAX, ..c.clone() }, "batch_size"),
             (PlanConfig { fragment_rows: vec![u64::MAX, 1], ..c.clone() }, "fragment_rows"),
+            (PlanConfig { fragment_rows: vec![u64::MAX - 1], ..c.clone() }, "fragment_rows"),
         ] {
             assert!(matches!(Plan::new(bad, 0), Err(SamplerError::InvalidConfig { field, .. }) if field == name));
         }
@@ -991,26 +1254,26 @@ mod tests {
     #[test]
     #[allow(clippy::cast_precision_loss)]
     fn shuffle_quality_measures() {
-        let global = Plan::new(config(10_000, ShuffleMode::Global, 32, 1, false), 0).unwrap();
-        assert!(adjacent_pair_retention(global.global_order()) < 0.01);
-        let d = displacement_stats(global.global_order());
+        let global = Plan::new(config(10_000, ShuffleMode::Global, 32, 1, false), 0).unwrap().collect_global_order();
+        assert!(adjacent_pair_retention(&global) < 0.01);
+        let d = displacement_stats(&global);
         assert!((d.mean_normalized - 1.0 / 3.0).abs() < 0.02 && d.max_normalized > 0.9, "{d:?}");
 
         let seq = Plan::new(config(10_000, ShuffleMode::None, 3, 1, false), 0).unwrap();
-        assert!((adjacent_pair_retention(seq.global_order()) - 1.0).abs() < f64::EPSILON);
+        assert!((adjacent_pair_retention(&seq.collect_global_order()) - 1.0).abs() < f64::EPSILON);
         assert_eq!(
-            displacement_stats(seq.global_order()),
+            displacement_stats(&seq.collect_global_order()),
             DisplacementStats { mean_normalized: 0.0, max_normalized: 0.0 }
         );
-        let padded = seq.effective_order(); // 10_002 rows: one break where the padding wraps to 0
+        let padded = effective(&seq); // 10_002 rows: one break where the padding wraps to 0
         let expected = (padded.len() - 2) as f64 / (padded.len() - 1) as f64;
-        assert!((adjacent_pair_retention(padded) - expected).abs() < 1e-12);
+        assert!((adjacent_pair_retention(&padded) - expected).abs() < 1e-12);
 
         let mut block = config(10_000, ShuffleMode::Block { window_fragments: 8 }, 32, 1, false);
         block.fragment_rows = vec![100; 100];
-        let block = Plan::new(block, 0).unwrap();
-        assert!(adjacent_pair_retention(block.global_order()) < 0.01);
-        assert!(displacement_stats(block.global_order()).mean_normalized > 0.2);
+        let block = Plan::new(block, 0).unwrap().collect_global_order();
+        assert!(adjacent_pair_retention(&block) < 0.01);
+        assert!(displacement_stats(&block).mean_normalized > 0.2);
         assert!(adjacent_pair_retention(&[]) == 0.0 && adjacent_pair_retention(&[5]) == 0.0);
     }
 
@@ -1028,13 +1291,13 @@ mod tests {
         );
         assert_eq!(seed_for(1, 2, 3, 4), 0xF47E_DE8D_FE08_43E7);
         let g = Plan::new(config(10, ShuffleMode::Global, 1, 1, false), 0).unwrap();
-        assert_eq!(g.global_order(), [1, 4, 7, 9, 8, 0, 3, 2, 6, 5]);
+        assert_eq!(g.collect_global_order(), GOLDEN_GLOBAL_10);
         let block = PlanConfig {
             fragment_rows: vec![3, 2, 0, 4, 6],
             ..config(0, ShuffleMode::Block { window_fragments: 2 }, 1, 1, false)
         };
-        assert_eq!(fragment_permutation(&block, 0), [4, 1, 3, 0, 2]);
-        assert_eq!(Plan::new(block, 0).unwrap().global_order(), [14, 12, 9, 13, 10, 4, 3, 11, 2, 8, 0, 1, 6, 5, 7]);
+        assert_eq!(fragment_permutation(&block, 0), GOLDEN_FRAGMENTS_5);
+        assert_eq!(Plan::new(block, 0).unwrap().collect_global_order(), GOLDEN_BLOCK_15);
         let mut rng = Xoshiro256StarStar::new(9);
         let mut counts = [0u32; 3];
         for _ in 0..30_000 {
@@ -1042,5 +1305,202 @@ mod tests {
         }
         assert!(counts.iter().all(|&c| (9_500..10_500).contains(&c)), "{counts:?}");
         assert_eq!(rng.below(0), 0);
+    }
+
+    /// Pinned outputs of the frozen order (see `prng_and_derivation_are_pinned`).
+    const GOLDEN_GLOBAL_10: [u64; 10] = [6, 5, 0, 2, 4, 1, 7, 9, 8, 3];
+    const GOLDEN_FRAGMENTS_5: [usize; 5] = [1, 4, 2, 0, 3];
+    const GOLDEN_BLOCK_15: [u64; 15] = [3, 12, 11, 4, 14, 9, 13, 10, 1, 2, 0, 8, 7, 5, 6];
+    const GOLDEN_SHUFFLE_10: [u64; 10] = [9, 0, 1, 4, 8, 2, 6, 5, 7, 3];
+    const GOLDEN_SHUFFLE_2_40: [u64; 10] = [
+        187_658_179_272,
+        344_836_076_278,
+        596_173_770_221,
+        246_797_986_007,
+        889_704_404_930,
+        843_468_888_513,
+        1_098_984_284_905,
+        389_747_230_028,
+        445_297_146_030,
+        62_736_776_659,
+    ];
+
+    /// Asserts that `shuffle` maps `0..n` onto `0..n` (exhaustively, with a bitmap).
+    fn assert_permutation(shuffle: &IndexShuffle) {
+        let n = shuffle.len();
+        let mut hit = vec![false; usize::try_from(n).unwrap()];
+        for i in 0..n {
+            let v = shuffle.apply(i);
+            assert!(v < n, "n={n}: {i} -> {v}");
+            assert!(!std::mem::replace(&mut hit[v as usize], true), "n={n}: {v} hit twice");
+        }
+    }
+
+    #[test]
+    fn index_shuffle_is_a_permutation() {
+        for key in [0, 1, 0xDEAD_BEEF, seed_for(7, 42, 3, STREAM_GLOBAL)] {
+            for n in 0..=2000 {
+                assert_permutation(&IndexShuffle::new(n, key));
+            }
+        }
+        let primes = [2003, 4099, 8191, 16_381, 32_749, 65_521, 65_537];
+        let powers = (1..=16).flat_map(|k| [(1u64 << k) - 1, 1 << k, (1 << k) + 1]);
+        for n in primes.into_iter().chain(powers) {
+            for key in [3, 0x0123_4567_89AB_CDEF] {
+                assert_permutation(&IndexShuffle::new(n, key));
+            }
+        }
+        let empty = IndexShuffle::new(0, 5);
+        assert!(empty.is_empty() && empty.apply(0) == 0 && empty.apply(9) == 9);
+        assert_eq!(IndexShuffle::new(1, 5).apply(0), 0);
+        // Outside the range: the identity.
+        assert_eq!(IndexShuffle::new(10, 5).apply(10), 10);
+        assert_eq!(IndexShuffle::new(10, 5).apply(u64::MAX), u64::MAX);
+        // Different keys give different permutations.
+        let a: Vec<u64> = (0..100).map(|i| IndexShuffle::new(100, 1).apply(i)).collect();
+        let b: Vec<u64> = (0..100).map(|i| IndexShuffle::new(100, 2).apply(i)).collect();
+        assert_ne!(a, b);
+    }
+
+    #[test]
+    fn index_shuffle_on_huge_domains_is_injective_on_samples() {
+        for n in [(1u64 << 40) + 7, 1_000_000_000_000, (1 << 62) + 1, u64::MAX] {
+            let shuffle = IndexShuffle::new(n, 99);
+            let mut rng = Xoshiro256StarStar::new(n);
+            let sample: HashSet<u64> = (0..1000).chain(n - 1000..n).chain((0..2000).map(|_| rng.below(n))).collect();
+            let images: HashSet<u64> = sample.iter().map(|&i| shuffle.apply(i)).collect();
+            assert_eq!(images.len(), sample.len(), "n={n}: collision");
+            assert!(images.iter().all(|&v| v < n));
+            assert!(sample.iter().take(100).all(|&i| shuffle.apply(i) == IndexShuffle::new(n, 99).apply(i)));
+            // Not the identity and not a shift: few fixed points, images spread over the range.
+            assert!(sample.iter().filter(|&&i| shuffle.apply(i) == i).count() < 3);
+            let low = images.iter().filter(|&&v| v < n / 2).count();
+            assert!((1400..2600).contains(&low), "n={n}: {low} of ~4000 images in the low half");
+        }
+    }
+
+    #[test]
+    fn trillion_row_plans_partition_and_resume_without_materialising() {
+        const N: u64 = 1_000_000_000_000;
+        let mut fragment_rows = vec![1u64 << 30; usize::try_from(N >> 30).unwrap()];
+        fragment_rows.push(N % (1 << 30));
+        assert_eq!(fragment_rows.len(), 932);
+        for shuffle in MODES.into_iter().chain([ShuffleMode::Block { window_fragments: 8 }]) {
+            for drop_last in [false, true] {
+                // Global batch 7000 does not divide N: the last global batch is padded (or dropped).
+                let before = PlanConfig {
+                    fragment_rows: fragment_rows.clone(),
+                    dataset_id: 7,
+                    seed: 42,
+                    shuffle,
+                    batch_size: 1000,
+                    world_size: 7,
+                    rank: 0,
+                    drop_last,
+                };
+                let ps = plans(&before, 2, None);
+                let count = ps[0].batches_per_rank();
+                assert!(ps.iter().all(|p| p.batches_per_rank() == count && p.rows() == N));
+                assert_eq!(count as u64, if drop_last { N / 7000 } else { N.div_ceil(7000) });
+                assert!(ps.iter().all(|p| p.heap_bytes() <= 24 * 932), "{}", ps[0].heap_bytes());
+                let global_batch = |ps: &[Plan], k: usize| {
+                    let (mut out, mut b) = (Vec::new(), Vec::new());
+                    for p in ps {
+                        assert!(p.batch_into(k, &mut b));
+                        out.extend_from_slice(&b);
+                    }
+                    out
+                };
+                let sampled = [0, 1, 2, count / 3, count / 2, count - 2, count - 1];
+                let mut seen = HashSet::new();
+                for &k in &sampled {
+                    let rows = global_batch(&ps, k);
+                    assert_eq!(rows.len(), 7000);
+                    for (j, &row) in rows.iter().enumerate() {
+                        let position = k as u64 * 7000 + j as u64;
+                        assert_eq!(ps[3].row_at(position), Some(row));
+                        assert!(row < N);
+                        if position < N {
+                            assert!(seen.insert(row), "{shuffle:?}: row {row} twice");
+                        } else {
+                            assert_eq!(Some(row), ps[0].row_at(position - N), "padding repeats G");
+                        }
+                    }
+                }
+                if shuffle == ShuffleMode::None {
+                    assert_eq!(
+                        global_batch(&ps, count / 2)[..3],
+                        [count as u64 / 2 * 7000, count as u64 / 2 * 7000 + 1, count as u64 / 2 * 7000 + 2]
+                    );
+                }
+                // Resume half-way on 14 ranks of 500 rows: the same global batches follow.
+                let at = count / 2;
+                let state = ps[5].checkpoint(at, 1).unwrap();
+                let after = PlanConfig { batch_size: 500, world_size: 14, ..before.clone() };
+                let resumed = plans(&after, 2, Some(&state));
+                assert!(resumed.iter().all(|p| p.batches_per_rank() == count - at));
+                for j in [0, 1, count - at - 1] {
+                    assert_eq!(global_batch(&resumed, j), global_batch(&ps, at + j), "{shuffle:?} at {j}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn plans_hold_no_memory_per_row() {
+        for shuffle in MODES {
+            let c = PlanConfig { fragment_rows: vec![1 << 40; 10], ..config(0, shuffle, 4, 2, false) };
+            let plan = Plan::new(c, 0).unwrap();
+            assert_eq!(plan.rows(), 10 << 40);
+            assert!(plan.heap_bytes() <= 24 * 10);
+        }
+    }
+
+    /// Quality figures of an order: (adjacent pairs kept, mean and max displacement,
+    /// distinct fragments per batch of 64 as a share of 64).
+    #[allow(clippy::cast_precision_loss)]
+    fn figures(order: &[u64], fragment_len: u64) -> (f64, f64, f64, f64) {
+        let d = displacement_stats(order);
+        let batches = order.chunks(64);
+        let n = batches.len() as f64;
+        let fragments: usize = batches.map(|b| b.iter().map(|&r| r / fragment_len).collect::<HashSet<_>>().len()).sum();
+        (adjacent_pair_retention(order), d.mean_normalized, d.max_normalized, fragments as f64 / n / 64.0)
+    }
+
+    /// The Feistel order against an exact Fisher–Yates permutation on the same figures
+    /// (printed with `--nocapture`): they must agree within sampling noise.
+    #[test]
+    #[allow(clippy::cast_precision_loss)]
+    fn feistel_order_matches_fisher_yates_quality() {
+        for (n, fragment_len) in [(10_000u64, 100), (100_000, 1000), (1_000_003, 1 << 14)] {
+            let c = PlanConfig { fragment_rows: vec![n], ..config(0, ShuffleMode::Global, 64, 1, false) };
+            let feistel = Plan::new(c, 0).unwrap().collect_global_order();
+            let mut fisher_yates: Vec<u64> = (0..n).collect();
+            Xoshiro256StarStar::new(seed_for(7, 42, 0, STREAM_GLOBAL)).shuffle(&mut fisher_yates);
+            let (a, b) = (figures(&feistel, fragment_len), figures(&fisher_yates, fragment_len));
+            println!(
+                "n={n}: adjacent kept {:.2e} / {:.2e}, mean displacement {:.4} / {:.4}, max {:.4} / {:.4}, \
+                 fragments per batch {:.4} / {:.4} (Feistel / Fisher-Yates)",
+                a.0, b.0, a.1, b.1, a.2, b.2, a.3, b.3
+            );
+            assert!(a.0 < 10.0 / n as f64 && (a.1 - b.1).abs() < 0.01 && a.2 > 0.9 && (a.3 - b.3).abs() < 0.01);
+        }
+    }
+
+    #[test]
+    fn v1_states_are_refused() {
+        let c = config(100, ShuffleMode::Global, 4, 2, false);
+        let v1 = LoaderState {
+            settings_digest: tagged_digest(b"tessera.sampler.order.v1", &c),
+            ..Plan::new(c.clone(), 3).unwrap().checkpoint(2, 1).unwrap()
+        };
+        assert!(matches!(Plan::resume(c, 3, &v1), Err(SamplerError::StateMismatch { field: "settings_digest", .. })));
+    }
+
+    #[test]
+    fn index_shuffle_is_pinned() {
+        let first = |n, key| -> Vec<u64> { (0..10).map(|i| IndexShuffle::new(n, key).apply(i)).collect() };
+        assert_eq!(first(10, 0), GOLDEN_SHUFFLE_10);
+        assert_eq!(first((1 << 40) + 7, 42), GOLDEN_SHUFFLE_2_40);
     }
 }

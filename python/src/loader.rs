@@ -186,7 +186,7 @@ impl PyLoader {
         let plan = self.inner.plan(epoch).py_err()?;
         // Over a view the plan orders positions in the view; report the version's rows.
         let row = |p: u64| self.inner.view().and_then(|v| v.rows.get(usize::try_from(p).ok()?).copied()).unwrap_or(p);
-        Ok(plan.batches().map(|b| b.iter().map(|&p| row(p)).collect()).collect())
+        Ok(plan.batches().map(|b| b.into_iter().map(&row).collect()).collect())
     }
 
     /// Peak bytes held per memory use since the loader opened.

@@ -55,8 +55,8 @@ struct Quality {
 ///   gives up, since a batch only mixes the fragments of its window.
 #[allow(clippy::cast_precision_loss)]
 fn quality(plan: &Plan, fragment_rows: &[u64], batch: usize) -> Quality {
-    let g = plan.global_order();
-    let d = displacement_stats(g);
+    let g = plan.collect_global_order();
+    let d = displacement_stats(&g);
     let mut ends = Vec::with_capacity(fragment_rows.len());
     let mut end = 0u64;
     for &r in fragment_rows {
@@ -72,7 +72,7 @@ fn quality(plan: &Plan, fragment_rows: &[u64], batch: usize) -> Quality {
     }
     Quality {
         displacement: d.mean_normalized,
-        adjacent: adjacent_pair_retention(g),
+        adjacent: adjacent_pair_retention(&g),
         fragments_per_batch: sum as f64 / n.max(1) as f64 / cap as f64,
     }
 }
