@@ -143,17 +143,22 @@ fn sums_avx2<T: Element>(d: Distance, a: &[T], b: &[T]) -> [f64; 3] {
     sums(d, a, b)
 }
 
+// `inline(always)` below: each level's `target_feature` function must get its own copy of the
+// loops, compiled with its features, rather than a call into the baseline compilation.
+
 /// An element type the kernels widen exactly to binary64.
 trait Element: Copy {
     fn widen(self) -> f64;
 }
 impl Element for f32 {
+    #[allow(clippy::inline_always)] // see above
     #[inline(always)]
     fn widen(self) -> f64 {
         f64::from(self)
     }
 }
 impl Element for f64 {
+    #[allow(clippy::inline_always)] // see above
     #[inline(always)]
     fn widen(self) -> f64 {
         self
@@ -162,6 +167,7 @@ impl Element for f64 {
 
 /// `[Σ a·b, Σ a·a, Σ b·b]` for cosine, `[Σ (a−b)², 0, 0]` for L2, `[Σ a·b, 0, 0]` for the inner
 /// product, each summed as DIST-02 says. `a` and `b` have equal lengths.
+#[allow(clippy::inline_always)] // see above
 #[inline(always)]
 fn sums<T: Element>(d: Distance, a: &[T], b: &[T]) -> [f64; 3] {
     match d {
@@ -191,6 +197,7 @@ fn sums<T: Element>(d: Distance, a: &[T], b: &[T]) -> [f64; 3] {
 }
 
 /// Calls `f(i mod LANES, a[i], b[i])` for every `i` in increasing order, widened.
+#[allow(clippy::inline_always)] // see above
 #[inline(always)]
 fn lanes<T: Element>(a: &[T], b: &[T], mut f: impl FnMut(usize, f64, f64)) {
     let (ca, cb) = (a.chunks_exact(LANES), b.chunks_exact(LANES));
@@ -206,6 +213,7 @@ fn lanes<T: Element>(a: &[T], b: &[T], mut f: impl FnMut(usize, f64, f64)) {
 }
 
 /// Folds the lanes: for `w` = 8, 4, 2, 1, lane `j < w` becomes lane `j` + lane `j + w`.
+#[allow(clippy::inline_always)] // see above
 #[inline(always)]
 fn fold(mut s: [f64; LANES]) -> f64 {
     let mut w = LANES / 2;
@@ -233,9 +241,11 @@ fn unrounded(d: Distance, [s, aa, bb]: [f64; 3]) -> f64 {
             if !(s.is_finite() && aa.is_finite() && bb.is_finite()) {
                 return f64::NAN;
             }
+            if aa == 0.0 && bb == 0.0 {
+                return 0.0; // both zero: the vectors are equal
+            }
             if aa == 0.0 || bb == 0.0 {
-                // Both zero: the vectors are equal; one zero: no direction to compare.
-                return if aa == bb { 0.0 } else { 1.0 };
+                return 1.0; // one zero: no direction to compare
             }
             let p = aa * bb;
             // sqrt(aa·bb) is correctly rounded and, for a == b, exactly aa (so the distance is
@@ -247,6 +257,7 @@ fn unrounded(d: Distance, [s, aa, bb]: [f64; 3]) -> f64 {
 }
 
 #[cfg(test)]
+#[allow(clippy::float_cmp)] // the bits are the point: every comparison here is exact
 mod tests {
     use super::*;
 

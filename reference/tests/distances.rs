@@ -1,6 +1,7 @@
 //! The golden vectors of SPEC.md §23 (`fixtures/distances.json`, written by the independent
 //! Python implementation) reproduced bit for bit by every SIMD level this CPU runs.
 
+#![allow(clippy::float_cmp)] // the bits are the point: every comparison here is exact
 use serde_json::Value;
 use tessera::distance::{Distance, Level, distance_f32_at, distance_f64_at};
 
