@@ -304,9 +304,11 @@ mod ffmpeg_decode {
         if frame_bytes.max(u64::from(w) * u64::from(h) * 3) > MAX_CLIP_BYTES {
             return Err(MediaError::TooLarge { hint: TOO_LARGE_HINT });
         }
-        // BITEXACT and ACCURATE_RND keep swscale off its inexact SIMD converters, whose
-        // rounding differs by CPU: the same clip ingests to the same bytes everywhere.
-        let flags = Flags::BILINEAR | Flags::BITEXACT | Flags::ACCURATE_RND;
+        // BITEXACT asks swscale for output that does not depend on the CPU's SIMD paths, so
+        // the same clip ingests to the same bytes everywhere (on an AVX2 machine it gave the
+        // bytes of the default flags). ACCURATE_RND is left out: it changes the conversion
+        // itself (chroma handling), by up to 193 levels against ffmpeg's default.
+        let flags = Flags::BILINEAR | Flags::BITEXACT;
         let scaler = Scaler::get(decoder.format(), w, h, Pixel::RGB24, w, h, flags)
             .map_err(|e| MediaError::Unsupported { kind: "video", reason: e.to_string() })?;
         let mut sink = Sink {
