@@ -69,6 +69,16 @@ impl Metric {
     }
 }
 
+/// The query vector for a column of f32-widened elements (SPEC.md DIST-02): rounded once to
+/// the column's element type (`f16` when `f16`, else `f32`), then widened to f32 exactly.
+pub(crate) fn query_f32(q: &[f64], f16: bool) -> Vec<f32> {
+    if f16 {
+        q.iter().map(|&x| half::f16::from_f64(x).to_f32()).collect()
+    } else {
+        q.iter().map(|&x| x as f32).collect()
+    }
+}
+
 /// The three vector functions, ready to register.
 #[must_use]
 pub fn functions() -> Vec<ScalarUDF> {
@@ -221,13 +231,12 @@ fn fixed(metric: Metric, list: &FixedSizeListArray, ty: &DataType, q: &[f64]) ->
     let start = list.offset() * n;
     let distances: Vec<Option<f64>> = match ty {
         DataType::Float32 => {
-            let qv: Vec<f32> = q.iter().map(|&x| x as f32).collect();
+            let qv = query_f32(q, false);
             let flat = &values.as_primitive::<Float32Type>().values()[start..start + list.len() * n];
             chunk_distances(list, flat, n, |r| metric.f32(r, &qv))
         }
         DataType::Float16 => {
-            // The query rounds to f16 as the column's values are; both widen to f32 exactly.
-            let qv: Vec<f32> = q.iter().map(|&x| half::f16::from_f64(x).to_f32()).collect();
+            let qv = query_f32(q, true);
             let flat = &values.as_primitive::<Float16Type>().values()[start..start + list.len() * n];
             let mut scratch = vec![0f32; n];
             chunk_distances(list, flat, n, |r| {
@@ -266,11 +275,7 @@ fn variable<O: OffsetSizeTrait>(
     check: impl Fn(usize) -> DfResult<()>,
 ) -> DfResult<Float64Array> {
     let wide = list.value_type() == DataType::Float64;
-    let qv: Vec<f32> = if list.value_type() == DataType::Float16 {
-        q.iter().map(|&x| half::f16::from_f64(x).to_f32()).collect()
-    } else {
-        q.iter().map(|&x| x as f32).collect()
-    };
+    let qv = query_f32(q, list.value_type() == DataType::Float16);
     let mut out = Vec::with_capacity(list.len());
     for i in 0..list.len() {
         if list.is_null(i) {

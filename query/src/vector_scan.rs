@@ -20,7 +20,7 @@ use tessera::datafile::{ChunkIndex, DataFile, verify_block};
 use tessera::manifest::DataFileRef;
 use tessera::{Codec, Column, DType, Dataset, FragmentInfo};
 
-use crate::distance::Metric;
+use crate::distance::{Metric, query_f32};
 use crate::error::{QueryError, QueryResult};
 use crate::topk::VectorTopK;
 
@@ -228,9 +228,9 @@ impl Kernel {
     pub(crate) fn new(hint: &VectorTopK, column: &Column) -> QueryResult<Self> {
         let q = &hint.query;
         let query = match column.dtype {
-            DType::F32 => Query::F32(q.iter().map(|&x| x as f32).collect()),
-            DType::Bf16 => Query::Bf16(q.iter().map(|&x| x as f32).collect()),
-            DType::F16 => Query::F16(q.iter().map(|&x| half::f16::from_f64(x).to_f32()).collect()),
+            DType::F32 => Query::F32(query_f32(q, false)),
+            DType::Bf16 => Query::Bf16(query_f32(q, false)),
+            DType::F16 => Query::F16(query_f32(q, true)),
             DType::F64 => Query::F64(q.clone()),
             other => return Err(QueryError::Usage(format!("no vector kernel for {other}"))),
         };

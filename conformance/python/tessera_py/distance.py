@@ -60,20 +60,12 @@ def l2_distance(a, b) -> float:
     def term(x, y):
         d = x - y
         return d * d
-    return _sqrt(lane_sum(term(x, y) for x, y in zip(a, b)))
+    return math.sqrt(lane_sum(term(x, y) for x, y in zip(a, b)))
 
 
 def inner_product(a, b) -> float:
     """DIST-06."""
     return lane_sum(x * y for x, y in zip(a, b))
-
-
-def _sqrt(x: float) -> float:
-    if math.isnan(x):
-        return math.nan
-    if x == math.inf:
-        return math.inf
-    return math.sqrt(x)
 
 
 def canonical(f):
