@@ -1,9 +1,18 @@
 #!/usr/bin/env bash
-# Installs everything the project needs that cargo does not: libtorch (PyTorch 2.11.0 from
-# PyPI) into the project-local virtualenv .venv, which .cargo/config.toml points LIBTORCH at,
-# and the local object-storage test servers (moto into .venv, Azurite into .tools/azurite; see
-# scripts/servers.sh; TESSERA_SKIP_SERVERS=1 skips them).
-# Idempotent: a second run only checks. Optional parts live in scripts/setup.d/.
+# Installs what the project needs that cargo does not, by purpose:
+#
+#   scripts/setup.sh train   libtorch (PyTorch 2.11.0 from PyPI) into the project-local
+#                            virtualenv .venv, which .cargo/config.toml points LIBTORCH at:
+#                            all that scripts/train.sh needs
+#   scripts/setup.sh cli     + the FFmpeg/clang development packages the CLI's video input
+#                            builds against, and the ffmpeg and sox tools
+#   scripts/setup.sh bench   + the peers of the benchmark (.venv-peers) and its HTTP server
+#   scripts/setup.sh test    everything the tests use: all of the above, the S3/Azure test
+#                            servers, the independent Python implementation's codecs, Ray, JAX
+#   scripts/setup.sh         everything
+#
+# libtorch is part of every purpose; each other part is one script in scripts/setup.d/ whose
+# `# needed by:` line names the purposes it serves. Idempotent: a second run only checks.
 set -euo pipefail
 # torch alone is 4.6 GB; a pip cache would double that on disk.
 export PIP_NO_CACHE_DIR=${PIP_NO_CACHE_DIR:-1}
@@ -12,6 +21,15 @@ cd "$(dirname "$0")/.."
 TORCH_VERSION=2.11.0
 ZSTANDARD_VERSION=0.25.0
 PY=${PYTHON:-python3}
+
+purposes=("$@")
+[ ${#purposes[@]} -gt 0 ] || purposes=(train cli bench test)
+for p in "${purposes[@]}"; do
+  case $p in
+    train|cli|bench|test) ;;
+    *) echo "usage: scripts/setup.sh [train|cli|bench|test]... (none: everything)" >&2; exit 2 ;;
+  esac
+done
 
 command -v cargo >/dev/null || { echo "setup: cargo is required (https://rustup.rs)" >&2; exit 1; }
 command -v "$PY" >/dev/null || { echo "setup: $PY is required to install libtorch" >&2; exit 1; }
@@ -24,7 +42,8 @@ if ! .venv/bin/python -c "import torch, sys; sys.exit(0 if torch.__version__.spl
   echo "setup: installing torch==$TORCH_VERSION (about a minute, ~4.6 GB)"
   .venv/bin/pip install --quiet --disable-pip-version-check "torch==$TORCH_VERSION"
 fi
-# zstandard: the zstd codec of the independent Python reader (conformance/python).
+# numpy (torch's tensors from and to arrays); zstandard: the zstd codec of the independent
+# Python reader (conformance/python).
 if ! .venv/bin/python -c "import numpy, zstandard" 2>/dev/null; then
   .venv/bin/pip install --quiet --disable-pip-version-check numpy "zstandard==$ZSTANDARD_VERSION"
 fi
@@ -32,16 +51,17 @@ fi
 SITE=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 ln -sfn "$SITE/torch" .venv/libtorch
 test -f .venv/libtorch/lib/libtorch_cpu.so || { echo "setup: libtorch not found under .venv/libtorch" >&2; exit 1; }
-if [ "${TESSERA_SKIP_SERVERS:-0}" != 1 ] && ! bash scripts/servers.sh install; then
-  case ${CI:-} in
-    ""|false|0) echo "setup: WARNING: test servers not installed; S3/Azure storage tests will be skipped" >&2 ;;
-    *) echo "setup: installing the S3/Azure test servers failed (scripts/servers.sh install)" >&2; exit 1 ;;
-  esac
-fi
-# Optional parts, one script each (media decoders, Ray, the peers of the benchmark, ...):
-# every scripts/setup.d/*.sh is idempotent and runs in name order.
-for extra in scripts/setup.d/*.sh; do
-  [ -e "$extra" ] || continue
-  bash "$extra"
+
+# The parts, in name order: those whose `# needed by:` line names a requested purpose.
+for part in scripts/setup.d/*.sh; do
+  [ -e "$part" ] || continue
+  needed_by=$(sed -n 's/^# needed by: *//p' "$part" | head -n 1)
+  [ -n "$needed_by" ] || { echo "setup: $part has no '# needed by:' line" >&2; exit 1; }
+  for p in "${purposes[@]}"; do
+    if [[ " $needed_by " == *" $p "* ]]; then
+      bash "$part"
+      break
+    fi
+  done
 done
-echo "setup: ok (libtorch at $(readlink .venv/libtorch))"
+echo "setup: ok for ${purposes[*]} (libtorch at $(readlink .venv/libtorch))"

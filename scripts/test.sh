@@ -9,7 +9,24 @@
 # an earlier one failed, and the run ends with the list of failed phases.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
+
+# Seconds per phase, printed as a table at the end of the run (and on failure), so that a
+# regression of the suite's time shows in every CI log.
+timings=()
+run_started=$SECONDS
+mark=$SECONDS
+timed() { # NAME: records the seconds since the previous mark under NAME
+  timings+=("$(printf '%6d s  %s' $((SECONDS - mark)) "$1")")
+  mark=$SECONDS
+}
+time_table() {
+  echo "== time per phase"
+  printf '%s\n' "${timings[@]}"
+  printf '%6d s  total\n' $((SECONDS - run_started))
+}
+
+bash scripts/setup.sh test
+timed "set-up (scripts/setup.sh test)"
 
 echo "== object-storage test servers"
 ci() { case ${CI:-} in ""|false|0) return 1;; *) return 0;; esac; }
@@ -33,6 +50,7 @@ fi
 if [[ $(bash scripts/servers.sh status) == *"running"* ]]; then
   eval "$(bash scripts/servers.sh env)"
 fi
+timed "object-storage test servers"
 
 export CARGO_TERM_COLOR=${CARGO_TERM_COLOR:-never}
 JOBS=${JOBS:-2}
@@ -61,9 +79,13 @@ phase() {
   local name=$1
   shift
   echo "== $name"
+  mark=$SECONDS
   if ! "$@"; then
     echo "test: FAILED: $name" >&2
     failed+=("$name")
+    timed "$name (FAILED)"
+  else
+    timed "$name"
   fi
 }
 
@@ -116,6 +138,7 @@ phase "README: every command it shows (scripts/readme.sh; includes the main job,
 echo "== disk: after the run"
 df -h . | tail -n 1
 du -sh target 2>/dev/null || true
+time_table
 
 if [ ${#failed[@]} -gt 0 ]; then
   echo "test: ${#failed[@]} phase(s) failed:" >&2

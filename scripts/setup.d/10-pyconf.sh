@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# needed by: test
 # The LZ4 codec of the independent Python implementation (conformance/python): the standard
 # `lz4` package (liblz4's block API), pinned, into the project virtualenv .venv.
 # Idempotent: a second run only checks the installed version.

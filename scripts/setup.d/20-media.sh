@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# needed by: cli bench test
 # Media decoding for `tessera ingest`: the FFmpeg development libraries that the cli's video
 # input (the `video` feature, on by default) links through ffmpeg-next, pkg-config and libclang
 # for its bindings, and the `ffmpeg` and `sox` tools that cli/tests/media.rs and the README use

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# needed by: bench test
 # Encoded image columns: Pillow, pinned, into the project virtualenv .venv. The independent
 # Python reader (conformance/python) decodes image pages with it (SPEC.md CMP-07), and
 # benches/encoded/pil_loader.py times PIL decoding in a PyTorch DataLoader against the loader.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# needed by: test
 # Ray Data for `tessera.ray` (python/tessera/ray.py) and its tests (python/tests/test_ray.py,
 # the README's "When one machine is not enough"), and JAX on CPU for `ds.jax()`'s test:
 # pinned versions that work with .venv's Python 3.11, numpy 2.4 and torch 2.11 (neither is

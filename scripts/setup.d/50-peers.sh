@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# needed by: bench test
 # The peers of benches/peers/ (Lance, MosaicML Streaming, LitData, WebDataset) and the photos
 # of its workload (scikit-image's sample data), pinned, in their own virtualenv .venv-peers.
 #

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# needed by: bench test
 # The benchmark's storage server (scripts/benchserver.sh): nginx-light and its WebDAV
 # PROPFIND module from Debian 12, which serve a dataset folder to object_store's HTTP store at
 # loopback line rate (moto, the S3 correctness server, serves large ranges at about 8 MB/s).
