@@ -11,6 +11,8 @@
 //!   only when no Python object can see it any more. Waiting for a batch releases the GIL.
 //! * `write_fragments` / `commit_fragments` (`fragments`): parallel writers, one commit;
 //!   `fragment_rows` / `open_view`: the units a parallel reader splits.
+//! * `cast_numbers` (`cast`): numbers into a column's element type by `tessera::cast`'s
+//!   rule, for the values numpy cannot convert exactly.
 //! * The exception classes (`errors`): `TesseraError` and one subclass per spec error class.
 //!
 //! Built by maturin as an abi3 extension module (one wheel for `CPython` 3.9 and newer); it links no
@@ -19,6 +21,7 @@
 #![deny(rustdoc::broken_intra_doc_links)]
 
 mod buffer;
+mod cast;
 mod dataset;
 mod errors;
 mod fragments;
@@ -38,6 +41,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(fragments::commit_fragments, m)?)?;
     m.add_function(wrap_pyfunction!(fragments::fragment_rows, m)?)?;
     m.add_function(wrap_pyfunction!(fragments::open_view, m)?)?;
+    m.add_function(wrap_pyfunction!(cast::cast_numbers, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

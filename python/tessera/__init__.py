@@ -115,7 +115,8 @@ def create(url: str, schema: Sequence[Mapping[str, Any]]) -> "Dataset":
 
 
 def _to_bf16_bits(values: np.ndarray) -> np.ndarray:
-    """float values → bfloat16 bit patterns (uint16), rounded to nearest even; NaN stays NaN."""
+    """float32 values → bfloat16 bit patterns (uint16), rounded to nearest even; NaN stays NaN.
+    (numpy's unsafe casting for bf16 columns: ``cast="unsafe"``.)"""
     f = np.ascontiguousarray(values, dtype="<f4")
     u = f.view("<u4").astype(np.uint64)
     rounded = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype("<u2")
@@ -125,18 +126,43 @@ def _to_bf16_bits(values: np.ndarray) -> np.ndarray:
     return rounded
 
 
-def _row_bytes(dtype: str, arr: Any) -> np.ndarray:
-    """A row (or rows) as a contiguous little-endian array of the column's dtype."""
-    if dtype == "bf16":
-        return _to_bf16_bits(np.asarray(arr, dtype=np.float32))
-    return np.ascontiguousarray(np.asarray(arr, dtype=_NUMPY_DTYPES[dtype]))
+_CASTS = ("safe", "unsafe")
+
+# The numpy dtype numbers of each kind travel in to the native rule without loss.
+_EXACT_CARRIER = {"b": np.dtype("<u8"), "u": np.dtype("<u8"), "i": np.dtype("<i8"), "f": np.dtype("<f8")}
+
+
+def _row_bytes(dtype: str, arr: Any, cast: str = "safe") -> np.ndarray:
+    """A row (or rows) as a contiguous little-endian array of the column's dtype.
+
+    ``cast="safe"``: a value the column cannot hold (out of range, a fraction or NaN into an
+    integer, a finite value that would become infinite) raises ``ValueError`` — the rule of
+    the reference's ``tessera::cast``, applied by the native layer to every input numpy
+    cannot convert exactly; exact conversions (numpy's "safe" casting) stay here.
+    ``cast="unsafe"``: numpy's own casting, wrapping and rounding as it does.
+    """
+    a = np.asarray(arr)
+    if cast == "unsafe":
+        if dtype == "bf16":
+            return _to_bf16_bits(a.astype(np.float32, casting="unsafe"))
+        return np.ascontiguousarray(a.astype(_NUMPY_DTYPES[dtype], casting="unsafe"))
+    if dtype != "bf16":
+        target = _NUMPY_DTYPES[dtype]
+        if a.dtype == target or np.can_cast(a.dtype, target, "safe"):
+            return np.ascontiguousarray(a, dtype=target)
+    carrier = _EXACT_CARRIER.get(a.dtype.kind)
+    if carrier is None:
+        raise ValueError(f"values of numpy dtype {a.dtype} cannot go in a {dtype} column")
+    flat = np.ascontiguousarray(a.reshape(-1), dtype=carrier)
+    out = _native.cast_numbers(dtype, flat)
+    return out.view("<u2" if dtype == "bf16" else _NUMPY_DTYPES[dtype]).reshape(a.shape)
 
 
 def _is_null(x: Any) -> bool:
     return x is None or x is np.ma.masked
 
 
-def _column_rows(col: Mapping[str, Any], value: Any) -> tuple:
+def _column_rows(col: Mapping[str, Any], value: Any, cast: str = "safe") -> tuple:
     """One column of ``append`` input as the native layer's ``(name, rows, values, shapes,
     valid)``."""
     name, dtype, shape = col["name"], col["dtype"], list(col["shape"])
@@ -168,15 +194,15 @@ def _column_rows(col: Mapping[str, Any], value: Any) -> tuple:
             data = np.asarray(value.filled(0))
             valid = [not x for x in nulls.tolist()]
             rows = [data[i] for i in range(n) if valid[i]]
-            arr = _row_bytes(dtype, np.stack(rows)) if rows else np.zeros([0] + shape, _NUMPY_DTYPES[dtype])
+            arr = _row_bytes(dtype, np.stack(rows), cast) if rows else np.zeros([0] + shape, _NUMPY_DTYPES[dtype])
         elif nullable and not isinstance(value, np.ndarray) and any(_is_null(x) for x in value):
             items = list(value)
             n = len(items)
             valid = [not _is_null(x) for x in items]
             rows = [x for x in items if not _is_null(x)]
-            arr = _row_bytes(dtype, rows) if rows else np.zeros([0] + shape, _NUMPY_DTYPES[dtype])
+            arr = _row_bytes(dtype, rows, cast) if rows else np.zeros([0] + shape, _NUMPY_DTYPES[dtype])
         else:
-            arr = _row_bytes(dtype, value)
+            arr = _row_bytes(dtype, value, cast)
             n = arr.shape[0] if arr.ndim else 0
             valid = None
         if arr.ndim == 0 or tuple(arr.shape[1:]) != tuple(shape):
@@ -193,7 +219,7 @@ def _column_rows(col: Mapping[str, Any], value: Any) -> tuple:
         if _is_null(x):
             shapes.extend([0] * len(shape))
             continue
-        a = _row_bytes(dtype, x)
+        a = _row_bytes(dtype, x, cast)
         if a.ndim != len(shape):
             raise UsageError(f"column {name!r} row {i}: rank {a.ndim}, the column has rank {len(shape)}")
         chunks.append(a.tobytes())
@@ -325,7 +351,7 @@ class Dataset:
             yield self[i]
 
     # -- writing --------------------------------------------------------------------------
-    def append(self, data: Mapping[str, Any], message: str = "") -> int:
+    def append(self, data: Mapping[str, Any], message: str = "", cast: str = "safe") -> int:
         """Appends rows and commits them as a new version; returns the version number.
 
         ``data`` maps every column to its rows: an array ``[n, *shape]`` (anything numpy
@@ -334,12 +360,20 @@ class Dataset:
         ``bytes``. Raises :class:`UsageError` for missing or unknown columns, wrong shapes
         or values a column's kind does not allow, :class:`ConflictError` when a concurrent
         writer wins and the retries run out.
+
+        Values must fit the column's dtype (``cast="safe"``, the default): a value out of
+        the dtype's range, a fraction, NaN or infinity into an integer column, or a finite
+        value that would become infinite in a float column raises :class:`UsageError` and
+        commits nothing; float columns store the nearest value. ``cast="unsafe"`` applies
+        numpy's casting instead (wrapping integers, truncating fractions).
         """
-        self._native = self._native.append(self._native_columns(data), str(message))
+        self._native = self._native.append(self._native_columns(data, cast), str(message))
         return self.version
 
-    def _native_columns(self, data: Mapping[str, Any]) -> List[tuple]:
+    def _native_columns(self, data: Mapping[str, Any], cast: str = "safe") -> List[tuple]:
         """``append`` input as the native layer's column tuples."""
+        if cast not in _CASTS:
+            raise UsageError(f"cast must be one of {_CASTS}, not {cast!r}")
         schema = {c["name"]: c for c in self._native.schema}
         unknown = [k for k in data if k not in schema]
         if unknown:
@@ -347,21 +381,24 @@ class Dataset:
         cols = []
         for name, value in data.items():
             try:
-                cols.append(_column_rows(schema[name], value))
+                cols.append(_column_rows(schema[name], value, cast))
             except (ValueError, TypeError, OverflowError) as e:  # numpy could not convert the values
                 raise UsageError(f"column {name!r}: {e}") from e
         return cols
 
-    def write_fragments(self, data: Mapping[str, Any], target_file_bytes: Optional[int] = None) -> List[str]:
+    def write_fragments(
+        self, data: Mapping[str, Any], target_file_bytes: Optional[int] = None, cast: str = "safe"
+    ) -> List[str]:
         """Writes rows (as ``append`` takes them) as data files of this version's schema
         *without committing*, and returns one fragment record per fragment written: a short
         JSON string (SPEC.md §15.7) to send to the one process that commits. Nothing is
         visible until :meth:`commit_fragments`; files of records never committed are left
-        for ``tessera gc``. ``target_file_bytes`` bounds the raw bytes per data file.
+        for ``tessera gc``. ``target_file_bytes`` bounds the raw bytes per data file;
+        ``cast`` is as in :meth:`append`.
 
         Parallel writers: every worker calls this on its own ``tessera.open(url)``.
         """
-        return _native.write_fragments(self._native, self._native_columns(data), target_file_bytes)
+        return _native.write_fragments(self._native, self._native_columns(data, cast), target_file_bytes)
 
     def commit_fragments(self, records: Iterable[str], message: str = "", mode: str = "append") -> int:
         """Commits fragment records (from :meth:`write_fragments`, in any process) as one new

@@ -214,3 +214,61 @@ def test_nulls_round_trip(tmp_path):
     assert batch["pair.valid"].tolist() == [True, False, True, False]
     assert batch["seq.valid"].tolist() == [True, False, True, False]
     assert batch["seq.lengths"].tolist() == [3, 0, 0, 0]
+
+
+def test_values_that_do_not_fit_commit_nothing(tmp_path):
+    """Issue 27's reproduction: numpy's unsafe casting stored [0, 255, 44, 255], [inf, 0.1,
+    65504, inf] and [-2147483648, 1, -3, 7]. Every one of these is now a UsageError naming
+    the value, and the version does not move."""
+    ds = tessera.create(
+        str(tmp_path / "casts"),
+        [{"name": "u", "dtype": "u8"}, {"name": "h", "dtype": "f16"}, {"name": "i", "dtype": "i32"}],
+    )
+    good = {"u": [0, 255, 44, 255], "h": [1.0, 0.1, 65504, -2.0], "i": [2**30, 1, -3, 7]}
+    bad = {
+        "u": ([0.5, 255.9, 300.7, -1.0], "0.5 at index 0 does not fit u8: not an integer"),
+        "h": ([1e6, 0.1, 65504, 70000], "1000000.0 at index 0 does not fit f16: would become infinite"),
+        "i": ([2**40, 1.5, -3, 7], "1099511627776.0 at index 0 does not fit i32: out of range"),
+    }
+    for column, (values, message) in bad.items():
+        with pytest.raises(tessera.UsageError, match=f"column '{column}': value {message}"):
+            ds.append({**good, column: values})
+        assert ds.version == 1 and len(tessera.open(str(tmp_path / "casts"))) == 0
+    more = [
+        ("u", [256]), ("u", [-1]), ("u", np.array([np.nan])), ("i", np.array([np.inf])),
+        ("i", np.array([2**31], dtype=np.int64)), ("h", np.array([1e300])),
+        ("u", np.array([2**64 - 1], dtype=np.uint64)),
+    ]
+    for column, values in more:
+        with pytest.raises(tessera.UsageError, match=f"column '{column}'"):
+            ds.append({**{k: v[:1] for k, v in good.items()}, column: values})
+    assert ds.version == 1
+
+    # What fits goes in, exactly; floats hold the nearest value.
+    ds.append(good)
+    got = ds.read()
+    assert got["u"].tolist() == [0, 255, 44, 255]
+    assert got["i"].tolist() == [2**30, 1, -3, 7]
+    assert got["h"].tolist() == np.array([1.0, 0.1, 65504, -2.0], dtype=np.float16).tolist()
+
+    # The opt-out: numpy's casting, as before.
+    ds.append({"u": [300], "h": [70000.0], "i": [7]}, cast="unsafe")
+    assert ds.read(rows=[4])["u"].tolist() == [300 % 256]
+    with pytest.raises(tessera.UsageError, match="cast must be one of"):
+        ds.append(good, cast="same_kind")
+
+
+def test_bf16_and_bool_columns_check_values(tmp_path):
+    ds = tessera.create(
+        str(tmp_path / "bf"), [{"name": "b", "dtype": "bf16"}, {"name": "flag", "dtype": "bool"}]
+    )
+    with pytest.raises(tessera.UsageError, match="does not fit bf16: would become infinite"):
+        ds.append({"b": [1e39], "flag": [True]})
+    with pytest.raises(tessera.UsageError, match="does not fit bool: neither 0 nor 1"):
+        ds.append({"b": [1.0], "flag": [2]})
+    # 1 + 2^-8 + 2^-40 rounds up once (it would be a tie, to even, after dropping low bits).
+    ds.append({"b": [1.0 + 2**-8 + 2**-40, np.nan, -np.inf], "flag": [1, 0, True]})
+    got = ds.read()
+    assert got["b"][0] == np.float32(1.0 + 2**-7)
+    assert np.isnan(got["b"][1]) and got["b"][2] == -np.inf
+    assert got["flag"].tolist() == [True, False, True]

@@ -15,6 +15,7 @@
 //! | reading and validation | [`dataset`] | |
 //! | views: saved query answers | [`view`] | `views/<name>.tsview` |
 //! | vector distances, the same bits on every CPU | [`distance`] | |
+//! | numbers into a column's element type, checked | [`cast`] | |
 //! | storage backends | [`store`] | local files, memory, S3, GCS, Azure, HTTP |
 //! | canonical dump (conformance) | [`dump`] | |
 //!
@@ -66,6 +67,7 @@
 
 pub mod batch;
 mod cache;
+pub mod cast;
 pub mod codec;
 pub mod column;
 pub mod commit;

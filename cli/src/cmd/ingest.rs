@@ -14,6 +14,7 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 
 use image::imageops::FilterType;
+use tessera::cast::{Number, push_number};
 use tessera::{
     Batch, Column, ColumnData, Compression, DType, Dataset, DatasetWriter, Dim, ImageLayout, Kind, Limits, Schema,
     Store, WriteOptions,
@@ -1534,7 +1535,7 @@ fn encode(c: &Column, v: Value, class_ids: Option<&HashMap<String, i64>>) -> Res
                 Ok(Some((shape, bytes)))
             } else if shape.is_empty() && c.shape.is_empty() && dtype.is_integer() && c.dtype.is_integer() {
                 let x = int_of(dtype, &bytes).ok_or("bad integer")?;
-                scalar(int_bytes(c, x)?)
+                scalar(number_bytes(c, x)?)
             } else {
                 Err(format!("array dtype {dtype} differs from the column's {}", c.dtype))
             }
@@ -1547,16 +1548,10 @@ fn encode(c: &Column, v: Value, class_ids: Option<&HashMap<String, i64>>) -> Res
                 }
                 None => index as i64,
             };
-            scalar(int_bytes(c, id)?)
+            scalar(number_bytes(c, Number::I64(id))?)
         }
-        Value::Int(x) => {
-            if c.dtype.is_float() {
-                scalar(float_bytes(c.dtype, x as f64)?)
-            } else {
-                scalar(int_bytes(c, x)?)
-            }
-        }
-        Value::Float(x) => scalar(float_bytes(c.dtype, x)?),
+        Value::Int(x) => scalar(number_bytes(c, Number::I64(x))?),
+        Value::Float(x) => scalar(number_bytes(c, Number::F64(x))?),
         Value::Bool(b) => {
             if c.dtype == DType::Bool {
                 scalar(vec![u8::from(b)])
@@ -1580,47 +1575,27 @@ fn encode(c: &Column, v: Value, class_ids: Option<&HashMap<String, i64>>) -> Res
     }
 }
 
-/// The value of one little-endian integer element (None beyond i64).
-fn int_of(dtype: DType, e: &[u8]) -> Option<i64> {
+/// The value of one little-endian integer element.
+fn int_of(dtype: DType, e: &[u8]) -> Option<Number> {
     let mut b = [0u8; 8];
     let n = dtype.item_size();
     b[..n].copy_from_slice(e.get(..n)?);
     Some(match dtype {
-        DType::I8 => i64::from(i8::from_le_bytes([b[0]])),
-        DType::I16 => i64::from(i16::from_le_bytes([b[0], b[1]])),
-        DType::I32 => i64::from(i32::from_le_bytes([b[0], b[1], b[2], b[3]])),
-        DType::I64 => i64::from_le_bytes(b),
-        DType::U64 => i64::try_from(u64::from_le_bytes(b)).ok()?,
-        _ => u64::from_le_bytes(b) as i64,
+        DType::I8 => Number::I64(i64::from(i8::from_le_bytes([b[0]]))),
+        DType::I16 => Number::I64(i64::from(i16::from_le_bytes([b[0], b[1]]))),
+        DType::I32 => Number::I64(i64::from(i32::from_le_bytes([b[0], b[1], b[2], b[3]]))),
+        DType::I64 => Number::I64(i64::from_le_bytes(b)),
+        _ => Number::U64(u64::from_le_bytes(b)),
     })
 }
 
-/// An integer in the column's dtype, range-checked (class ids are checked with the column's
-/// other value rules, after encoding).
-fn int_bytes(c: &Column, x: i64) -> Result<Vec<u8>, String> {
-    let range = || format!("{x} does not fit {}", c.dtype);
-    Ok(match c.dtype {
-        DType::I64 => x.to_le_bytes().to_vec(),
-        DType::I32 => i32::try_from(x).map_err(|_| range())?.to_le_bytes().to_vec(),
-        DType::I16 => i16::try_from(x).map_err(|_| range())?.to_le_bytes().to_vec(),
-        DType::I8 => i8::try_from(x).map_err(|_| range())?.to_le_bytes().to_vec(),
-        DType::U64 => u64::try_from(x).map_err(|_| range())?.to_le_bytes().to_vec(),
-        DType::U32 => u32::try_from(x).map_err(|_| range())?.to_le_bytes().to_vec(),
-        DType::U16 => u16::try_from(x).map_err(|_| range())?.to_le_bytes().to_vec(),
-        DType::U8 => u8::try_from(x).map_err(|_| range())?.to_le_bytes().to_vec(),
-        other => return Err(format!("an integer cannot go in a {other} column")),
-    })
-}
-
-/// A float in the column's dtype.
-fn float_bytes(dtype: DType, x: f64) -> Result<Vec<u8>, String> {
-    Ok(match dtype {
-        DType::F64 => x.to_le_bytes().to_vec(),
-        DType::F32 => (x as f32).to_le_bytes().to_vec(),
-        DType::F16 => half::f16::from_f64(x).to_le_bytes().to_vec(),
-        DType::Bf16 => half::bf16::from_f64(x).to_le_bytes().to_vec(),
-        other => return Err(format!("a float cannot go in a {other} column")),
-    })
+/// A number in the column's dtype, if the dtype can hold it (`tessera::cast`: the one rule
+/// every front end applies; class ids are checked with the column's other value rules, after
+/// encoding).
+fn number_bytes(c: &Column, x: Number) -> Result<Vec<u8>, String> {
+    let mut out = Vec::with_capacity(8);
+    push_number(c.dtype, x, &mut out).map_err(|e| format!("{} does not fit {}: {}", e.value, e.dtype, e.reason))?;
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -1662,5 +1637,20 @@ mod tests {
         let (batch, _) = a.take_batch().unwrap();
         assert_eq!(batch.num_rows(), 2);
         assert!(!batch.get("n").unwrap().is_valid(1));
+    }
+
+    #[test]
+    fn numbers_go_in_only_where_they_fit() {
+        let int = Column::new("n", DType::I32, &[]);
+        let half = Column::new("h", DType::F16, &[]);
+        let enc = |c: &Column, v| encode(c, v, None).map(|r| r.map(|(_, bytes)| bytes));
+        assert_eq!(enc(&int, Value::Float(2.0)), Ok(Some(2i32.to_le_bytes().to_vec())));
+        assert_eq!(enc(&int, Value::Float(2.5)), Err("2.5 does not fit i32: not an integer".into()));
+        assert_eq!(enc(&int, Value::Int(1 << 40)), Err("1099511627776 does not fit i32: out of range".into()));
+        assert_eq!(enc(&half, Value::Float(1e6)), Err("1000000.0 does not fit f16: would become infinite".into()));
+        assert_eq!(enc(&half, Value::Int(2)), Ok(Some(half::f16::from_f32(2.0).to_le_bytes().to_vec())));
+        let wide = Value::Tensor { dtype: DType::U64, shape: vec![], bytes: u64::MAX.to_le_bytes().to_vec() };
+        let i64_column = Column::new("i", DType::I64, &[]);
+        assert_eq!(enc(&i64_column, wide), Err("18446744073709551615 does not fit i64: out of range".into()));
     }
 }
