@@ -26,10 +26,11 @@ fn read(path: &Path) -> String {
 
 #[test]
 fn the_readmes_state_the_trees_case_counts() {
-    let c = counts();
-    let n = |class: CaseClass| c.get(class.dir()).map_or(0, |x| x.0);
-    let areas = |class: CaseClass| c.get(class.dir()).map_or(0, |x| x.1.len());
-    let (v, r, u, w) = (n(CaseClass::Valid), n(CaseClass::Reject), n(CaseClass::Unsupported), n(CaseClass::Writer));
+    let tree = counts();
+    let count = |class: CaseClass| tree.get(class.dir()).map_or(0, |x| x.0);
+    let areas = |class: CaseClass| tree.get(class.dir()).map_or(0, |x| x.1.len());
+    let (v, r, u, w) =
+        (count(CaseClass::Valid), count(CaseClass::Reject), count(CaseClass::Unsupported), count(CaseClass::Writer));
     let (reads, total) = (v + r + u, v + r + u + 2 * w);
     let root = fixtures_dir().parent().expect("fixtures/ has a parent").to_path_buf();
     let fixtures_readme = read(&root.join("fixtures").join("README.md"));
@@ -45,7 +46,7 @@ fn the_readmes_state_the_trees_case_counts() {
         want.push((
             "conformance/README.md",
             &conformance_readme,
-            format!("| `{prefix}` | {} | {} |", n(class), areas(class)),
+            format!("| `{prefix}` | {} | {} |", count(class), areas(class)),
         ));
     }
     for line in [
@@ -60,7 +61,7 @@ fn the_readmes_state_the_trees_case_counts() {
         want.push(("conformance/README.md", &conformance_readme, line));
     }
     // Every area of every class is named in fixtures/README.md's list of areas.
-    for (_, names) in c.values() {
+    for (_, names) in tree.values() {
         for a in names {
             want.push(("fixtures/README.md", &fixtures_readme, format!("`{a}`")));
         }

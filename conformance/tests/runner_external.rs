@@ -219,7 +219,7 @@ exec "$REF" "$@""#,
 }
 
 /// A core reader (no `encoded-images` in its `info`) answers `unsupported` for every version
-/// with the ENCODED_IMAGES flag (SPEC.md FLG-08): the encoded cases are skipped, not failed; the
+/// with the `ENCODED_IMAGES` flag (SPEC.md FLG-08): the encoded cases are skipped, not failed; the
 /// same answer from a reader that lists the feature, or on another case, still fails.
 #[test]
 fn a_core_reader_skips_the_encoded_cases() {

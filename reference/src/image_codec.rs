@@ -242,7 +242,7 @@ fn png_profile(info: &png::Info<'_>, what: &dyn Fn() -> String) -> Result<()> {
 /// What a JPEG's markers up to its first SOS say `[CMP-07]` step 1.
 #[derive(Debug, Default)]
 struct JpegFrame {
-    /// The SOFn marker's second byte (`0xC0` baseline, `0xC2` progressive, …).
+    /// The `SOFn` marker's second byte (`0xC0` baseline, `0xC2` progressive, …).
     sof: u8,
     precision: u8,
     component_ids: Vec<u8>,
@@ -308,7 +308,7 @@ fn jpeg_frame(file: &[u8], what: &dyn Fn() -> String) -> Result<JpegFrame> {
 }
 
 /// The JPEG profile of `[CMP-07]` step 2: SOF0 or SOF2, 8-bit samples, and three components
-/// only as YCbCr (an Adobe transform other than 1, or R/G/B component ids without a JFIF or
+/// only as `YCbCr` (an Adobe transform other than 1, or R/G/B component ids without a JFIF or
 /// Adobe marker, is `invalid`: decoders disagree on whether such a file is RGB).
 fn jpeg_profile(f: &JpegFrame, what: &dyn Fn() -> String) -> Result<()> {
     let fail = |why: String| Err(Error::invalid(what(), format!("jpeg {why} [CMP-07]")));
@@ -333,7 +333,7 @@ fn jpeg_profile(f: &JpegFrame, what: &dyn Fn() -> String) -> Result<()> {
 }
 
 /// `[CMP-07]` step 4: the file ends with the EOI marker that ends its last scan, nothing after.
-/// Entropy-coded data hides no marker (0xFF is followed by 0x00 or a restart marker there), so
+/// Entropy-coded data hides no marker (`0xFF` is followed by 0x00 or a restart marker there), so
 /// the first EOI found by walking markers and scans ends the image.
 fn jpeg_ends_at_eoi(file: &[u8], what: &dyn Fn() -> String) -> Result<()> {
     let bad = |why: &str| Error::malformed(what(), format!("jpeg file does not decode: {why} [CMP-07]"));

@@ -67,10 +67,10 @@ fn png(w: u32, h: u32, channels: u32, seed: u32) -> Result<Vec<u8>> {
 }
 
 /// A PNG chunk: length, type, data, CRC of type and data.
-fn png_chunk(kind: &[u8; 4], data: &[u8]) -> Vec<u8> {
+fn png_chunk(kind: [u8; 4], data: &[u8]) -> Vec<u8> {
     let mut c = Vec::with_capacity(12 + data.len());
     c.extend_from_slice(&u32::try_from(data.len()).unwrap_or(u32::MAX).to_be_bytes());
-    c.extend_from_slice(kind);
+    c.extend_from_slice(&kind);
     c.extend_from_slice(data);
     let crc = crc32(&c[4..]);
     c.extend_from_slice(&crc.to_be_bytes());
@@ -123,13 +123,13 @@ fn png_adam7(w: u32, h: u32, channels: u32, seed: u32) -> Vec<u8> {
     ihdr.extend_from_slice(&h.to_be_bytes());
     ihdr.extend_from_slice(&[8, if channels == 1 { 0 } else { 2 }, 0, 0, 1]);
     let mut out = b"\x89PNG\r\n\x1a\n".to_vec();
-    out.extend(png_chunk(b"IHDR", &ihdr));
-    out.extend(png_chunk(b"IDAT", &zlib_stored(&raw)));
-    out.extend(png_chunk(b"IEND", &[]));
+    out.extend(png_chunk(*b"IHDR", &ihdr));
+    out.extend(png_chunk(*b"IDAT", &zlib_stored(&raw)));
+    out.extend(png_chunk(*b"IEND", &[]));
     out
 }
 
-/// A lossless (VP8L) WebP of RGB pixels: gradients that decode exactly everywhere.
+/// A lossless (`VP8L`) WebP of RGB pixels: gradients that decode exactly everywhere.
 fn webp_lossless(w: u32, h: u32, seed: u32) -> Result<Vec<u8>> {
     let px: Vec<u8> = (0..w * h * 3).map(|i| u8::try_from((i * 13 + seed * 7) % 256).unwrap_or(0)).collect();
     let mut out = Vec::new();
@@ -139,7 +139,7 @@ fn webp_lossless(w: u32, h: u32, seed: u32) -> Result<Vec<u8>> {
     Ok(out)
 }
 
-/// `file` (a PNG) with `chunk` inserted after its IHDR chunk.
+/// `file` (a PNG) with `chunk` inserted after its `IHDR` chunk.
 fn after_ihdr(file: &[u8], chunk: &[u8]) -> Vec<u8> {
     let mut out = file[..33].to_vec();
     out.extend_from_slice(chunk);
@@ -231,7 +231,7 @@ fn patch_file(input: &Path, id: u32, k: usize, change: impl FnOnce(&mut [u8]) ->
     })
 }
 
-/// Sets width and height in a PNG's IHDR and re-seals its chunk CRC.
+/// Sets width and height in a PNG's `IHDR` and re-seals its chunk CRC.
 fn png_dims(file: &mut [u8], w: u32, h: u32) {
     file[16..20].copy_from_slice(&w.to_be_bytes());
     file[20..24].copy_from_slice(&h.to_be_bytes());
@@ -581,7 +581,7 @@ fn profile_cases(em: &mut Emitter) -> Result<()> {
         "malformed",
         "wrong CRC",
         |input| {
-            let mut text = png_chunk(b"tEXt", b"Comment\x00tessera");
+            let mut text = png_chunk(*b"tEXt", b"Comment\x00tessera");
             let last = text.len() - 1;
             text[last] ^= 0x01;
             replace_file_moved(input, IMG, 2, &after_ihdr(&png(16, 16, 3, 3)?, &text))
@@ -596,7 +596,7 @@ fn profile_cases(em: &mut Emitter) -> Result<()> {
         "invalid",
         "tRNS",
         |input| {
-            let trns = png_chunk(b"tRNS", &[0, 1, 0, 2, 0, 3]);
+            let trns = png_chunk(*b"tRNS", &[0, 1, 0, 2, 0, 3]);
             replace_file_moved(input, IMG, 2, &after_ihdr(&png(16, 16, 3, 3)?, &trns))
         },
     )
