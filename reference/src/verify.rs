@@ -120,6 +120,12 @@ impl Dataset {
                     if let Err(e) = null_rows_zero(&data, path, c.id) {
                         fault(Some(c.name.clone()), e)?;
                     }
+                    // Kind value rules on live rows [KND-11]; a faulty deletion vector is
+                    // reported with the fragment, and its rows then count as live here.
+                    let deleted = self.deleted_rows(info).unwrap_or_default();
+                    if let Err(e) = crate::kinds::check_live_kind_values(c, &data, &deleted) {
+                        fault(Some(c.name.clone()), Error::invalid(path, format!("column {}: {e}", c.id)))?;
+                    }
                 }
                 Err(e) => fault(Some(c.name.clone()), e)?,
             }
@@ -181,6 +187,25 @@ mod tests {
         let err = super::null_rows_zero(&data(vec![9, 9, 0, 1]), "f", 0).unwrap_err();
         assert_eq!(err.class(), ErrorClass::Invalid);
         assert!(err.to_string().contains("MOD-06"), "{err}");
+    }
+
+    #[test]
+    fn kind_values_of_live_rows_are_verified() {
+        use crate::Kind;
+        let dir = tempfile::tempdir().unwrap();
+        let col = Column::new("t", DType::U8, &[crate::Dim::Ragged]).with_kind(Kind::Tokens { vocab_size: Some(10) });
+        let schema = Schema::new([col]).unwrap();
+        let ds = Dataset::create(dir.path().to_str().unwrap(), schema.clone(), &WriteOptions::default()).unwrap();
+        let batch = Batch::new().with("t", ColumnData::from_sequences(&[&[1u8, 2][..], &[3][..]])).unwrap();
+        let ds = ds.append(&batch, "rows", WriteOptions::default()).unwrap();
+        assert!(ds.verify().is_ok());
+        // The same rows checked against a vocabulary of 3: token 3 of row 1 is out of range,
+        // unless row 1 is deleted.
+        let small = Column::new("t", DType::U8, &[crate::Dim::Ragged]).with_kind(Kind::Tokens { vocab_size: Some(3) });
+        let data = ColumnData::from_sequences(&[&[1u8, 2][..], &[3][..]]);
+        let err = crate::kinds::check_live_kind_values(&small, &data, &[]).unwrap_err();
+        assert!(err.contains("KND-11") && err.contains("row 1"), "{err}");
+        assert!(crate::kinds::check_live_kind_values(&small, &data, &[1]).is_ok());
     }
 
     #[test]
