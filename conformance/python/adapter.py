@@ -20,7 +20,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from tessera_py import NotSupportedHere, Store, TesseraError, dump, open_version  # noqa: E402
-from tessera_py import lz4, zstd_codec  # noqa: E402
+from tessera_py import image, lz4, zstd_codec  # noqa: E402
 from tessera_py.view import dump_view, open_view  # noqa: E402
 from tessera_write import WriteOptions, write_file  # noqa: E402
 
@@ -35,6 +35,8 @@ def info() -> int:
         features.insert(1, "codec-zstd")
     if lz4.available():
         features.insert(1, "codec-lz4")
+    if image.available():  # all three image codecs: the reader flag ENCODED_IMAGES (FLG-08)
+        features.append("encoded-images")
     print(json.dumps({"name": "tessera-py", "version": "0.1.0", "spec": ["1.0-draft"],
                       "operations": ["read", "write"], "features": features}))
     return 0

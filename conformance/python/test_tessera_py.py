@@ -404,6 +404,25 @@ class ResolutionTests(unittest.TestCase):
             self.assertEqual(self.cls(st, branch="a", version=3), "invalid")  # cycle
             self.assertEqual(self.cls(st, branch=".x"), "usage")
 
+    def test_symbolic_links_are_no_objects(self):
+        """LAY-11: a linked version key is no version, a linked directory hides its keys."""
+        with tempfile.TemporaryDirectory() as tmp:
+            root = os.path.join(tmp, "root")
+            st = self.store(root, {
+                ("main", 1): empty_manifest("main", 1),
+                ("main", 2): empty_manifest("main", 2, ("main", 1)),
+                ("dev", 2): empty_manifest("dev", 2, ("main", 1), ("main", 2)),
+            })
+            v2 = os.path.join(root, "branches", "main", f"{2:020d}.tsm")
+            os.rename(v2, os.path.join(tmp, "v2.tsm"))
+            os.symlink(os.path.join(tmp, "v2.tsm"), v2)
+            self.assertEqual(open_version(st).manifest.version, 1)  # the LIST leaves it out
+            self.assertEqual(self.cls(st, version=2), "not_found")  # the GET finds no object
+            dev = os.path.join(root, "branches", "dev")
+            os.rename(dev, os.path.join(tmp, "dev"))
+            os.symlink(os.path.join(tmp, "dev"), dev)
+            self.assertEqual(self.cls(st, branch="dev"), "not_found")
+
 
 class DistanceTests(unittest.TestCase):
     """SPEC.md §23: this implementation's distances equal fixtures/distances.json bit for bit

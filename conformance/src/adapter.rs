@@ -79,6 +79,12 @@ impl AdapterInfo {
         self.operations.iter().any(|o| o == op)
     }
 
+    /// Whether the implementation lists `feature` (e.g. [`ENCODED_IMAGES_FEATURE`]).
+    #[must_use]
+    pub fn has_feature(&self, feature: &str) -> bool {
+        self.features.iter().any(|f| f == feature)
+    }
+
     /// The info of the reference implementation.
     #[must_use]
     pub fn reference(name: &str) -> Self {
@@ -87,12 +93,26 @@ impl AdapterInfo {
             version: env!("CARGO_PKG_VERSION").to_string(),
             spec: vec![SPEC_VERSION.to_string()],
             operations: vec!["read".into(), "write".into()],
-            features: ["codec:none", "codec:lz4", "codec:zstd", "deletion-vectors", "branches", "tags"]
-                .map(String::from)
-                .to_vec(),
+            features: [
+                "codec:none",
+                "codec:lz4",
+                "codec:zstd",
+                "deletion-vectors",
+                "branches",
+                "tags",
+                ENCODED_IMAGES_FEATURE,
+            ]
+            .map(String::from)
+            .to_vec(),
         }
     }
 }
+
+/// The `info` feature by which a reader says it implements the reader flag `ENCODED_IMAGES`
+/// (SPEC.md FLG-08: all three image codecs). A reader without it is a core reader, which must
+/// answer `unsupported` for every version that sets the flag; the runner then skips the cases of
+/// encoded image columns instead of failing them.
+pub const ENCODED_IMAGES_FEATURE: &str = "encoded-images";
 
 /// What one invocation did.
 #[derive(Clone, Debug, PartialEq)]

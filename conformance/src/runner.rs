@@ -29,7 +29,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::adapter::{Adapter, AdapterInfo, Observation, Outcome};
+use crate::adapter::{Adapter, AdapterInfo, ENCODED_IMAGES_FEATURE, Observation, Outcome};
 use crate::case::{Args, Case, CaseClass, load_cases};
 use crate::compare;
 use crate::logical::{ExpectedTags, ExpectedVersions, Logical, RefWrite, parse_expected};
@@ -694,6 +694,10 @@ fn read_case(adapter: &Adapter, info: &AdapterInfo, case: &Case, timeout: Durati
     };
     let o = adapter.read(&copy.root, case.meta.args.as_ref(), timeout);
     r.observed.add(&o);
+    if let Some(reason) = core_reader_skip(info, case, &o.outcome) {
+        r.detail = reason;
+        return;
+    }
     let (status, detail, diff) = if case.class == CaseClass::Valid {
         match case.expected() {
             Err(e) => (Status::Crash, format!("the runner cannot read expected.json: {e}"), Vec::new()),
@@ -720,6 +724,29 @@ fn read_case(adapter: &Adapter, info: &AdapterInfo, case: &Case, timeout: Durati
     r.status = status;
     r.detail = detail;
     r.diff = diff;
+}
+
+/// Whether a case exercises encoded image columns: its area is `encoded`, or it cites FLG-08 (the
+/// written datasets of the encoded writer cases).
+fn needs_encoded_images(case: &Case) -> bool {
+    case.area == "encoded" || case.meta.requirements.iter().any(|r| r == "FLG-08")
+}
+
+/// A core reader (one whose `info` does not list [`ENCODED_IMAGES_FEATURE`]) conforms by
+/// answering `unsupported` for a version that sets `ENCODED_IMAGES` (SPEC.md FLG-03, FLG-08): on
+/// a case of encoded image columns that answer is a `SKIP`, never a pass and never a failure.
+fn core_reader_skip(info: &AdapterInfo, case: &Case, outcome: &Outcome) -> Option<String> {
+    let unsupported = matches!(outcome, Outcome::Rejected { class: Some(c), .. } if c == "unsupported");
+    (unsupported
+        && case.class != CaseClass::Unsupported
+        && needs_encoded_images(case)
+        && !info.has_feature(ENCODED_IMAGES_FEATURE))
+    .then(|| {
+        format!(
+            "a core reader: rejected [unsupported], and `info` does not list the feature \
+             {ENCODED_IMAGES_FEATURE:?} (reader flag ENCODED_IMAGES, SPEC.md FLG-08)"
+        )
+    })
 }
 
 /// Loads a writer case's description and expected dumps.
@@ -853,6 +880,10 @@ fn read_direction(adapter: &Adapter, info: &AdapterInfo, case: &Case, timeout: D
     for (args, want, prefix) in &reads {
         let o = adapter.read(&copy.root, Some(args), timeout);
         r.observed.add(&o);
+        if let Some(reason) = core_reader_skip(info, case, &o.outcome) {
+            r.detail = format!("{prefix}{reason}");
+            return;
+        }
         if let Some((status, detail, diff)) = judge_accept(&o, want, prefix) {
             r.status = status;
             r.detail = detail;

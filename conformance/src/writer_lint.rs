@@ -17,7 +17,7 @@ use std::path::Path;
 use tessera::datafile::{Block, Footer};
 use tessera::envelope::{self, ObjectKind};
 use tessera::manifest::{ColumnStats, Manifest, Scalar, Segment, SegmentRef, Tag};
-use tessera::{At, ColumnData, DType, Dataset, Limits, Store};
+use tessera::{At, ColumnData, DType, Dataset, Limits, Schema, Store};
 
 use crate::logical::Logical;
 
@@ -105,11 +105,8 @@ impl Lint<'_> {
                 continue;
             };
             let Some(m) = self.envelope::<Manifest>(ObjectKind::Manifest, &key, &bytes) else { continue };
-            if m.reader_flags != 0 || m.writer_flags != 0 {
-                self.fail(
-                    "FLG-05",
-                    format!("{key}: reader_flags {:#x}, writer_flags {:#x}", m.reader_flags, m.writer_flags),
-                );
+            if let Some(problem) = flags_problem(m.reader_flags, m.writer_flags, &m.schema) {
+                self.fail("FLG-05", format!("{key}: {problem}"));
             }
             // Manifests sharing a writer_id are no fault: a caller may fix it [MAN-03].
             if m.schema != logical.schema {
@@ -154,6 +151,16 @@ impl Lint<'_> {
     /// VER-12: what creating a dataset writes.
     fn version_one(&mut self, key: &str, m: &Manifest) {
         let next_col = m.schema.columns.iter().map(|c| c.id + 1).max().unwrap_or(0);
+        let want_flags = tessera::manifest::required_reader_flags(&m.schema);
+        if m.reader_flags != want_flags {
+            self.fail(
+                "VER-12",
+                format!(
+                    "{key}: reader_flags {:#x}; a created dataset of this schema has {want_flags:#x}",
+                    m.reader_flags
+                ),
+            );
+        }
         let ok = m.parent.is_none()
             && m.base.is_none()
             && m.merged.is_none()
@@ -249,16 +256,9 @@ impl Lint<'_> {
                     self.fail("VER-06", format!("{key}: an append changed or removed fragment {id}"));
                 }
             }
-            for id in new.keys().filter(|id| !old.contains_key(id)) {
-                if *id < base.next_fragment_id || *id >= m.next_fragment_id {
-                    self.fail(
-                        "VER-06",
-                        format!(
-                            "{key}: new fragment id {id} is not in [{}, {})",
-                            base.next_fragment_id, m.next_fragment_id
-                        ),
-                    );
-                }
+            let added: Vec<u64> = new.keys().filter(|id| !old.contains_key(id)).copied().collect();
+            if let Some(problem) = fragment_ids_problem(base.next_fragment_id, m.next_fragment_id, &added) {
+                self.fail("VER-06", format!("{key}: {problem}"));
             }
         }
     }
@@ -295,7 +295,7 @@ impl Lint<'_> {
                         self.fail("LAY-02", format!("data file {} is not under data/ with suffix .tsd", r.path));
                     }
                     if self.seen.insert(r.path.clone()) {
-                        self.data_file(&r.path);
+                        self.data_file(&r.path, &m.schema);
                     }
                 }
                 if let Some(d) = &f.deletion
@@ -310,7 +310,7 @@ impl Lint<'_> {
 
     /// Header versions, canonical block placement (DF-25), zero padding (DF-05) and the
     /// canonical footer encoding (ENC-01) of one data file.
-    fn data_file(&mut self, key: &str) {
+    fn data_file(&mut self, key: &str, schema: &Schema) {
         let Some(b) = self.read(key) else { return };
         if b.len() < 88 {
             return; // the reader reports it
@@ -328,6 +328,18 @@ impl Lint<'_> {
         match envelope::encode_body(&footer) {
             Ok(enc) if enc == b[footer_offset..t] => {}
             _ => self.fail("ENC-01", format!("{key}: the footer is not the canonical encoding of its value")),
+        }
+        for chunk in &footer.columns {
+            let Some(col) = schema.column_by_id(chunk.column_id) else { continue };
+            if let Some(p) = chunk.pages.iter().position(|p| !page_codec_allowed(col.compression, p.block.codec)) {
+                self.fail(
+                    "CMP-02",
+                    format!(
+                        "{key}: column {} page {p} has codec {:?}, which its compression {:?} does not allow",
+                        chunk.column_id, chunk.pages[p].block.codec, col.compression
+                    ),
+                );
+            }
         }
         let mut order: Vec<&tessera::datafile::ColumnChunk> = footer.columns.iter().collect();
         order.sort_by_key(|c| c.column_id);
@@ -433,6 +445,48 @@ impl Lint<'_> {
     }
 }
 
+/// FLG-05 and FLG-08: no writer flag, and no reader flag but `ENCODED_IMAGES`, which a manifest
+/// of a schema with an `Encoded` column must set (a version without one may keep it).
+fn flags_problem(reader_flags: u64, writer_flags: u64, schema: &Schema) -> Option<String> {
+    let known = tessera::manifest::READER_FLAG_ENCODED_IMAGES;
+    let required = tessera::manifest::required_reader_flags(schema);
+    let bad = reader_flags & !known != 0 || writer_flags != 0 || required & !reader_flags != 0;
+    bad.then(|| {
+        format!(
+            "reader_flags {:#x}, writer_flags {:#x}; writers set no flag but ENCODED_IMAGES ({known:#x}), \
+             which this schema {} [FLG-08]",
+            reader_flags,
+            writer_flags,
+            if required == 0 { "does not need" } else { "needs" }
+        )
+    })
+}
+
+/// VER-06: the fragments a commit adds take the ids `base_next`, `base_next + 1`, … with no
+/// gap, and `next_fragment_id` ends one past the last (`added` ascending).
+fn fragment_ids_problem(base_next: u64, next: u64, added: &[u64]) -> Option<String> {
+    let consecutive = added.iter().enumerate().all(|(i, &id)| Some(id) == base_next.checked_add(i as u64));
+    let end = base_next.checked_add(added.len() as u64);
+    (!consecutive || end != Some(next)).then(|| {
+        format!(
+            "new fragment ids {added:?} and next_fragment_id {next}; from next_fragment_id {base_next} a commit \
+             takes consecutive ids and ends one past the last"
+        )
+    })
+}
+
+/// CMP-02: a page's codec is `None` or its column's codec; an `Encoded` column's pages may use
+/// any plain codec or an image codec (CMP-06, CMP-10).
+fn page_codec_allowed(compression: tessera::Compression, codec: tessera::Codec) -> bool {
+    use tessera::{Codec, Compression};
+    match compression {
+        Compression::Encoded => true,
+        Compression::None => codec == Codec::None,
+        Compression::Lz4 => matches!(codec, Codec::None | Codec::Lz4),
+        Compression::Zstd { .. } => matches!(codec, Codec::None | Codec::Zstd),
+    }
+}
+
 fn is_nan(s: Scalar) -> bool {
     matches!(s, Scalar::Float(f) if f.is_nan())
 }
@@ -516,6 +570,46 @@ fn f16_to_f64(h: u16) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fragment_ids_are_consecutive_from_next_fragment_id() {
+        assert_eq!(fragment_ids_problem(3, 3, &[]), None);
+        assert_eq!(fragment_ids_problem(3, 6, &[3, 4, 5]), None);
+        assert!(fragment_ids_problem(3, 7, &[4, 5, 6]).is_some(), "starts past next_fragment_id");
+        assert!(fragment_ids_problem(3, 7, &[3, 4, 6]).is_some(), "a gap");
+        assert!(fragment_ids_problem(3, 7, &[3, 4, 5]).is_some(), "next_fragment_id too far");
+        assert!(fragment_ids_problem(3, 4, &[]).is_some(), "advanced without a fragment");
+        assert!(fragment_ids_problem(u64::MAX, u64::MAX, &[u64::MAX]).is_some(), "no id past 2^64 - 1");
+    }
+
+    #[test]
+    fn page_codecs_follow_the_column_compression() {
+        use tessera::{Codec, Compression};
+        assert!(page_codec_allowed(Compression::Zstd { level: 3 }, Codec::None));
+        assert!(page_codec_allowed(Compression::Zstd { level: 3 }, Codec::Zstd));
+        assert!(!page_codec_allowed(Compression::Zstd { level: 3 }, Codec::Lz4));
+        assert!(!page_codec_allowed(Compression::None, Codec::Zstd));
+        assert!(!page_codec_allowed(Compression::Lz4, Codec::Png));
+        assert!(page_codec_allowed(Compression::Encoded, Codec::Lz4));
+        assert!(page_codec_allowed(Compression::Encoded, Codec::Jpeg));
+    }
+
+    #[test]
+    fn the_encoded_images_flag_is_no_lint_problem() {
+        use tessera::Dim::{Fixed, Ragged};
+        use tessera::{Column, Compression, ImageLayout, Kind};
+        let plain = Schema::new([Column::new("x", DType::U8, &[])]).unwrap();
+        let image = Schema::new([Column::new("img", DType::U8, &[Ragged, Ragged, Fixed(3)])
+            .with_kind(Kind::Image { layout: ImageLayout::Hwc })
+            .with_compression(Compression::Encoded)])
+        .unwrap();
+        assert_eq!(flags_problem(0, 0, &plain), None);
+        assert_eq!(flags_problem(1, 0, &image), None);
+        assert_eq!(flags_problem(1, 0, &plain), None, "a version that no longer has the column may keep it");
+        assert!(flags_problem(0, 0, &image).is_some());
+        assert!(flags_problem(2, 0, &plain).is_some());
+        assert!(flags_problem(1, 1, &image).is_some());
+    }
 
     #[test]
     fn scalars_from_bits() {

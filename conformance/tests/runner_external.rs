@@ -218,6 +218,46 @@ exec "$REF" "$@""#,
     assert!(start.elapsed().as_secs() < 20, "the runner waited for the adapter's children");
 }
 
+/// A core reader (no `encoded-images` in its `info`) answers `unsupported` for every version
+/// with the `ENCODED_IMAGES` flag (SPEC.md FLG-08): the encoded cases are skipped, not failed; the
+/// same answer from a reader that lists the feature, or on another case, still fails.
+#[test]
+fn a_core_reader_skips_the_encoded_cases() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    let refuse = "echo 'error[unsupported]: reader flag 0x1 (ENCODED_IMAGES) is not implemented' >&2\nexit 1";
+    let core = script(
+        d,
+        "core",
+        &format!("if [ \"$1\" = info ]; then \"$REF\" info | sed -E 's/, *\"encoded-images\"//'; exit 0; fi\n{refuse}"),
+    );
+    let claims = script(d, "claims", &format!("if [ \"$1\" = info ]; then exec \"$REF\" info; fi\n{refuse}"));
+    let few = ["--run", "v-encoded-0001-*", "--run", "n-encoded-0001-*", "--run", "v-dtype-0001-*"];
+    let tmp_json = d.join("r.json");
+    let mut args: Vec<&str> = vec!["--adapter", core.to_str().unwrap(), "--json", tmp_json.to_str().unwrap()];
+    args.extend_from_slice(&few);
+    let (code, stdout, stderr) = run(&args);
+    assert_eq!(code, 1, "{stdout}\n{stderr}");
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&tmp_json).unwrap()).unwrap();
+    assert_eq!(
+        statuses(&report),
+        pairs(&[("n-encoded-0001", "SKIP"), ("v-dtype-0001", "FAIL_SHOULD_ACCEPT"), ("v-encoded-0001", "SKIP")])
+    );
+    let mut args: Vec<&str> = vec!["--adapter", claims.to_str().unwrap(), "--json", tmp_json.to_str().unwrap()];
+    args.extend_from_slice(&few);
+    let (code, stdout, _) = run(&args);
+    assert_eq!(code, 1, "{stdout}");
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&tmp_json).unwrap()).unwrap();
+    assert_eq!(
+        statuses(&report),
+        pairs(&[
+            ("n-encoded-0001", "FAIL_WRONG_CLASS"),
+            ("v-dtype-0001", "FAIL_SHOULD_ACCEPT"),
+            ("v-encoded-0001", "FAIL_SHOULD_ACCEPT"),
+        ])
+    );
+}
+
 #[test]
 fn skips_and_usage_errors() {
     let tmp = tempfile::tempdir().unwrap();

@@ -665,6 +665,14 @@ fn branch_base(store: &Store, branch: &str, limits: &Limits) -> Result<Option<Ve
     let Some(first) = store.list(&dir)?.iter().filter_map(|(n, _)| paths::parse_manifest_name(n)).min() else {
         return Ok(None);
     };
-    let (m, _) = load_manifest_exact(store, branch, first, limits)?;
+    // The LIST returned this key, so an absent object means the store changed under the reader
+    // (manifests are never deleted): `io`, not `not_found` `[VER-03]`.
+    let (m, _) = load_manifest_exact(store, branch, first, limits).map_err(|e| match e {
+        Error::NotFound { what } => Error::Io {
+            path: paths::manifest_key(branch, first),
+            source: object_store::Error::NotFound { path: what, source: "listed, then absent".into() },
+        },
+        other => other,
+    })?;
     Ok(m.base)
 }

@@ -73,7 +73,10 @@ pub fn sniff(file: &[u8]) -> Option<Codec> {
 /// image codec.
 pub fn read_header(codec: Codec, file: &[u8], what: &dyn Fn() -> String) -> Result<ImageHeader> {
     match codec {
-        Codec::Jpeg => jpeg_header(&mut jpeg_decoder(file), what),
+        Codec::Jpeg => {
+            jpeg_profile(&jpeg_frame(file, what)?, what)?;
+            jpeg_header(&mut jpeg_decoder(file), what)
+        }
         Codec::Png => png_header(file, what).map(|(h, _)| h),
         Codec::WebP => webp_header(&webp_decoder(file, what)?, what),
         Codec::None | Codec::Lz4 | Codec::Zstd => {
@@ -118,12 +121,14 @@ pub fn decode_into(
         |e: &dyn std::fmt::Display| Error::malformed(what(), format!("{} file does not decode: {e}", codec.name()));
     match codec {
         Codec::Jpeg => {
+            jpeg_profile(&jpeg_frame(file, what)?, what)?;
             let mut d = jpeg_decoder(file);
             let h = jpeg_header(&mut d, what)?;
             check(&h)?;
             let space = if h.channels == 1 { ColorSpace::Luma } else { ColorSpace::RGB };
             d.set_options(jpeg_options(&h).jpeg_set_out_colorspace(space));
-            d.decode_into(out).map_err(|e| corrupt(&e))
+            d.decode_into(out).map_err(|e| corrupt(&e))?;
+            jpeg_ends_at_eoi(file, what)
         }
         Codec::Png => {
             let (h, decoder) = png_header(file, what)?;
@@ -134,12 +139,14 @@ pub fn decode_into(
             if info.buffer_size() != out.len() {
                 return Err(corrupt(&"the frame does not fill the image"));
             }
-            reader.finish().map_err(|e| corrupt(&e))
+            reader.finish().map_err(|e| corrupt(&e))?;
+            png_chunks(file, true, what).map(|_| ())
         }
         Codec::WebP => {
             let mut d = webp_decoder(file, what)?;
             check(&webp_header(&d, what)?)?;
-            d.read_image(out).map_err(|e| corrupt(&e))
+            d.read_image(out).map_err(|e| corrupt(&e))?;
+            webp_riff_size(file, what)
         }
         Codec::None | Codec::Lz4 | Codec::Zstd => {
             Err(Error::usage(format!("{}: {} is not an image codec", what(), codec.name())))
@@ -191,6 +198,12 @@ fn jpeg_header(d: &mut JpegDecoder<ZCursor<&[u8]>>, what: &dyn Fn() -> String) -
 }
 
 fn png_header<'a>(file: &'a [u8], what: &dyn Fn() -> String) -> Result<(ImageHeader, png::Decoder<Cursor<&'a [u8]>>)> {
+    if png_chunks(file, false, what)? {
+        return Err(Error::invalid(
+            what(),
+            "png with a tRNS chunk; allowed: 8-bit grey, grey+alpha, RGB, RGBA [CMP-07]",
+        ));
+    }
     let mut d = png::Decoder::new(Cursor::new(file));
     d.set_transformations(png::Transformations::IDENTITY);
     let info =
@@ -224,6 +237,181 @@ fn png_profile(info: &png::Info<'_>, what: &dyn Fn() -> String) -> Result<()> {
         return fail("that is animated");
     }
     Ok(())
+}
+
+/// What a JPEG's markers up to its first SOS say `[CMP-07]` step 1.
+#[derive(Debug, Default)]
+struct JpegFrame {
+    /// The `SOFn` marker's second byte (`0xC0` baseline, `0xC2` progressive, …).
+    sof: u8,
+    precision: u8,
+    component_ids: Vec<u8>,
+    jfif: bool,
+    /// The transform byte of an Adobe APP14 marker.
+    adobe_transform: Option<u8>,
+}
+
+/// Walks a JPEG's markers from SOI to the first SOS `[CMP-07]` step 1: `malformed` if they do
+/// not parse, or if no frame header precedes the scan.
+fn jpeg_frame(file: &[u8], what: &dyn Fn() -> String) -> Result<JpegFrame> {
+    let bad = |why: &str| Error::malformed(what(), format!("jpeg header does not decode: {why} [CMP-07]"));
+    if !file.starts_with(&[0xff, 0xd8]) {
+        return Err(bad("no SOI marker"));
+    }
+    let mut frame = JpegFrame::default();
+    let mut seen_sof = false;
+    let mut at = 2usize;
+    loop {
+        // A marker: 0xFF, optional 0xFF fill bytes, then the code.
+        if file.get(at) != Some(&0xff) {
+            return Err(bad("a marker was expected"));
+        }
+        while file.get(at) == Some(&0xff) {
+            at += 1;
+        }
+        let code = *file.get(at).ok_or_else(|| bad("truncated marker"))?;
+        at += 1;
+        if matches!(code, 0x01 | 0xd0..=0xd7) {
+            continue; // no length
+        }
+        if code == 0xd8 || code == 0xd9 {
+            return Err(bad("SOI or EOI before the first scan"));
+        }
+        let len = file.get(at..at + 2).map(|b| usize::from(u16::from_be_bytes([b[0], b[1]])));
+        let len = len.filter(|&l| l >= 2).ok_or_else(|| bad("truncated or short segment length"))?;
+        let body = file.get(at + 2..at + len).ok_or_else(|| bad("a segment runs past the end of the file"))?;
+        at += len;
+        match code {
+            0xe0 if body.starts_with(b"JFIF\0") => frame.jfif = true,
+            0xee if body.starts_with(b"Adobe") => {
+                frame.adobe_transform = Some(*body.get(11).ok_or_else(|| bad("short Adobe APP14 segment"))?);
+            }
+            0xc0..=0xcf if !matches!(code, 0xc4 | 0xc8 | 0xcc) => {
+                if seen_sof {
+                    return Err(bad("a second frame header"));
+                }
+                seen_sof = true;
+                let n = usize::from(*body.get(5).ok_or_else(|| bad("short frame header"))?);
+                if body.len() != 6 + 3 * n {
+                    return Err(bad("frame header length does not match its components"));
+                }
+                frame.sof = code;
+                frame.precision = body[0];
+                frame.component_ids = (0..n).map(|i| body[6 + 3 * i]).collect();
+            }
+            0xda => {
+                return if seen_sof { Ok(frame) } else { Err(bad("a scan before the frame header")) };
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The JPEG profile of `[CMP-07]` step 2: SOF0 or SOF2, 8-bit samples, and three components
+/// only as `YCbCr` (an Adobe transform other than 1, or R/G/B component ids without a JFIF or
+/// Adobe marker, is `invalid`: decoders disagree on whether such a file is RGB).
+fn jpeg_profile(f: &JpegFrame, what: &dyn Fn() -> String) -> Result<()> {
+    let fail = |why: String| Err(Error::invalid(what(), format!("jpeg {why} [CMP-07]")));
+    if f.sof != 0xc0 && f.sof != 0xc2 {
+        return fail(format!(
+            "frame type SOF{}; only SOF0 (baseline) and SOF2 (progressive) are allowed",
+            f.sof - 0xc0
+        ));
+    }
+    if f.precision != 8 {
+        return fail(format!("of {}-bit samples; 8 are required", f.precision));
+    }
+    if f.component_ids.len() == 3 {
+        if f.adobe_transform.is_some_and(|t| t != 1) {
+            return fail("of 3 components with an Adobe transform other than YCbCr".into());
+        }
+        if !f.jfif && f.adobe_transform.is_none() && f.component_ids == b"RGB" {
+            return fail("of 3 components with ids R, G, B and no JFIF or Adobe marker".into());
+        }
+    }
+    Ok(())
+}
+
+/// `[CMP-07]` step 4: the file ends with the EOI marker that ends its last scan, nothing after.
+/// Entropy-coded data hides no marker (`0xFF` is followed by 0x00 or a restart marker there), so
+/// the first EOI found by walking markers and scans ends the image.
+fn jpeg_ends_at_eoi(file: &[u8], what: &dyn Fn() -> String) -> Result<()> {
+    let bad = |why: &str| Error::malformed(what(), format!("jpeg file does not decode: {why} [CMP-07]"));
+    let mut at = 2usize;
+    let mut in_scan = false;
+    while at < file.len() {
+        if in_scan {
+            // Skip entropy-coded bytes up to the next marker that is not a stuffed 0xFF or RSTn.
+            match file[at..].windows(2).position(|w| w[0] == 0xff && !matches!(w[1], 0x00 | 0xd0..=0xd7 | 0xff)) {
+                Some(p) => at += p,
+                None => return Err(bad("the last scan has no EOI")),
+            }
+            in_scan = false;
+        }
+        while file.get(at) == Some(&0xff) && file.get(at + 1) == Some(&0xff) {
+            at += 1;
+        }
+        if file.get(at) != Some(&0xff) {
+            return Err(bad("a marker was expected"));
+        }
+        let code = *file.get(at + 1).ok_or_else(|| bad("truncated marker"))?;
+        at += 2;
+        match code {
+            0xd9 if at == file.len() => return Ok(()),
+            0xd9 => return Err(bad("bytes follow the EOI marker")),
+            0x01 | 0xd0..=0xd7 => {}
+            _ => {
+                let len = file.get(at..at + 2).map(|b| usize::from(u16::from_be_bytes([b[0], b[1]])));
+                at += len.filter(|&l| l >= 2).ok_or_else(|| bad("truncated segment"))?;
+                in_scan = code == 0xda;
+            }
+        }
+    }
+    Err(bad("the file does not end with EOI"))
+}
+
+/// Walks a PNG's chunks, verifying every CRC `[CMP-07]`: up to the first `IDAT` (step 1), or,
+/// with `whole`, to an `IEND` that ends the file (step 4). Returns whether a `tRNS` chunk came
+/// before the first `IDAT`.
+fn png_chunks(file: &[u8], whole: bool, what: &dyn Fn() -> String) -> Result<bool> {
+    let stage = if whole { "file" } else { "header" };
+    let bad = |why: String| Error::malformed(what(), format!("png {stage} does not decode: {why} [CMP-07]"));
+    if !file.starts_with(b"\x89PNG\r\n\x1a\n") {
+        return Err(bad("no PNG signature".into()));
+    }
+    let (mut at, mut trns) = (8usize, false);
+    loop {
+        let head = file.get(at..at + 8).ok_or_else(|| bad("truncated chunk header".into()))?;
+        let len = usize::try_from(u32::from_be_bytes([head[0], head[1], head[2], head[3]])).unwrap_or(usize::MAX);
+        let kind: [u8; 4] = [head[4], head[5], head[6], head[7]];
+        let end = at.checked_add(12).and_then(|x| x.checked_add(len)).filter(|&e| e <= file.len());
+        let end =
+            end.ok_or_else(|| bad(format!("chunk {} runs past the end of the file", String::from_utf8_lossy(&kind))))?;
+        if &kind == b"IDAT" && !whole {
+            return Ok(trns); // image data: step 4 checks it
+        }
+        let stored = u32::from_be_bytes([file[end - 4], file[end - 3], file[end - 2], file[end - 1]]);
+        if crc32fast::hash(&file[at + 4..end - 4]) != stored {
+            return Err(bad(format!("chunk {} has a wrong CRC", String::from_utf8_lossy(&kind))));
+        }
+        at = end;
+        match &kind {
+            b"IEND" if at == file.len() => return Ok(trns),
+            b"IEND" => return Err(bad("bytes follow the IEND chunk".into())),
+            b"tRNS" => trns = true,
+            _ => {}
+        }
+    }
+}
+
+/// `[CMP-07]` step 4: the RIFF size of a WebP file covers exactly the rest of the file.
+fn webp_riff_size(file: &[u8], what: &dyn Fn() -> String) -> Result<()> {
+    let size = file.get(4..8).map(|b| u64::from(u32::from_le_bytes([b[0], b[1], b[2], b[3]])));
+    if size.and_then(|s| s.checked_add(8)) == Some(file.len() as u64) {
+        Ok(())
+    } else {
+        Err(Error::malformed(what(), "webp file does not decode: the RIFF size is not the file size - 8 [CMP-07]"))
+    }
 }
 
 fn webp_decoder<'a>(file: &'a [u8], what: &dyn Fn() -> String) -> Result<image_webp::WebPDecoder<Cursor<&'a [u8]>>> {

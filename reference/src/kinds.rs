@@ -19,6 +19,17 @@ pub(crate) fn check_values(column: &Column, data: &ColumnData) -> Result<(), Str
     Ok(())
 }
 
+/// The kind value rules `[KND-11]` that verifiers check (VAL-14) on the rows of `data` that are
+/// valid and live: `deleted` lists the deleted rows (ascending).
+pub(crate) fn check_live_kind_values(column: &Column, data: &ColumnData, deleted: &[u64]) -> Result<(), String> {
+    for i in 0..data.len() {
+        if data.is_valid(i) && deleted.binary_search(&(i as u64)).is_err() {
+            kind_rules(column, data.dtype(), data.row(i)).map_err(|e| format!("row {i}: {e}"))?;
+        }
+    }
+    Ok(())
+}
+
 impl Column {
     /// Checks one value (the little-endian elements of one row) against the rules of this
     /// column's dtype and kind `[DT-02]` `[DT-05]` `[KND-11]`: the rules

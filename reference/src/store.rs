@@ -81,6 +81,8 @@ pub struct Store {
     prefix: Path,
     url: String,
     atomic_create: bool,
+    /// The root directory of a local store: symbolic links under it are not objects `[LAY-11]`.
+    local: Option<std::path::PathBuf>,
 }
 
 fn memory_stores() -> &'static Mutex<HashMap<String, Arc<dyn ObjectStore>>> {
@@ -144,7 +146,7 @@ impl Store {
             }
             other => return Err(Error::usage(format!("unsupported store scheme {other:?}"))),
         };
-        Ok(Self { inner, prefix, url: location.to_string(), atomic_create })
+        Ok(Self { inner, prefix, url: location.to_string(), atomic_create, local: None })
     }
 
     fn local(dir: &std::path::Path) -> Result<Self> {
@@ -155,14 +157,20 @@ impl Store {
         let fs = object_store::local::LocalFileSystem::new_with_prefix(dir)
             .map_err(|e| Error::Io { path: dir.display().to_string(), source: e })?
             .with_fsync(true);
-        Ok(Self { inner: Arc::new(fs), prefix: Path::default(), url: dir.display().to_string(), atomic_create: true })
+        Ok(Self {
+            inner: Arc::new(fs),
+            prefix: Path::default(),
+            url: dir.display().to_string(),
+            atomic_create: true,
+            local: Some(dir.to_path_buf()),
+        })
     }
 
     /// Wraps an existing object store (for tests and fault injection). `atomic_create` says
     /// whether the backend implements `PutMode::Create` atomically.
     #[must_use]
     pub fn from_object_store(inner: Arc<dyn ObjectStore>, prefix: &str, atomic_create: bool) -> Self {
-        Self { inner, prefix: Path::from(prefix), url: format!("custom:{prefix}"), atomic_create }
+        Self { inner, prefix: Path::from(prefix), url: format!("custom:{prefix}"), atomic_create, local: None }
     }
 
     /// The underlying object store, for async callers.
@@ -187,6 +195,27 @@ impl Store {
     #[must_use]
     pub fn supports_commit(&self) -> bool {
         self.atomic_create
+    }
+
+    /// Whether `key` reaches a symbolic link on a local root, as the object itself or as a
+    /// directory on its path: such a key names no object, and a LIST leaves it out `[LAY-11]`.
+    fn linked(&self, key: &str) -> bool {
+        let Some(root) = &self.local else { return false };
+        let mut p = root.clone();
+        key.split('/').filter(|s| !s.is_empty()).any(|seg| {
+            p.push(seg);
+            std::fs::symlink_metadata(&p).is_ok_and(|m| m.file_type().is_symlink())
+        })
+    }
+
+    /// `not_found` for a key that reaches a symbolic link `[LAY-11]`.
+    fn no_link(&self, key: &str) -> Result<()> {
+        if self.linked(key) {
+            return Err(Error::NotFound {
+                what: format!("object {key} in {} (a symbolic link is no object)", self.url),
+            });
+        }
+        Ok(())
     }
 
     fn io(&self, key: &str, e: object_store::Error) -> Error {
@@ -214,6 +243,7 @@ impl Store {
     /// # Errors
     /// As [`Store::get_bounded`].
     pub async fn get_bounded_async(&self, key: &str, max_len: u64) -> Result<Bytes> {
+        self.no_link(key)?;
         let r = self.inner.get(&self.path(key)).await.map_err(|e| self.io(key, e))?;
         let declared = r.meta.size;
         Error::check_limit(|| format!("object {key}: size"), max_len, declared)?;
@@ -299,6 +329,7 @@ impl Store {
         // and check every body's length: a store that returns fewer bytes than asked yields an
         // `io` error, never a short slice or a panic.
         const COALESCE: u64 = 1 << 20;
+        self.no_link(key)?;
         if ranges.is_empty() {
             return Ok(Vec::new());
         }
@@ -393,11 +424,15 @@ impl Store {
     pub fn list(&self, dir: &str) -> Result<Vec<(String, u64)>> {
         block_on(async {
             let p = self.path(dir);
+            if self.linked(dir) {
+                return Ok(Vec::new());
+            }
             let listing = self.inner.list_with_delimiter(Some(&p)).await.map_err(|e| self.io(dir, e))?;
             Ok(listing
                 .objects
                 .into_iter()
                 .filter_map(|m| m.location.filename().map(|n| (n.to_string(), m.size)))
+                .filter(|(n, _)| !self.linked(&format!("{dir}/{n}")))
                 .collect())
         })
     }
@@ -431,6 +466,7 @@ impl Store {
                     let rel = full.get(root..).unwrap_or(full).trim_start_matches('/').to_string();
                     (rel, m.size, std::time::SystemTime::from(m.last_modified))
                 })
+                .filter(|(rel, _, _)| !self.linked(rel))
                 .collect())
         })
     }

@@ -115,14 +115,37 @@ impl Dataset {
                 .iter()
                 .map(|b| bytes.get(b.offset as usize..(b.offset + b.stored_len) as usize).unwrap_or(&[]))
                 .collect();
-            if let Err(e) = df.decode(c, all, &stored) {
-                fault(Some(c.name.clone()), e)?;
+            match df.decode(c, all, &stored) {
+                Ok(data) => {
+                    if let Err(e) = null_rows_zero(&data, path, c.id) {
+                        fault(Some(c.name.clone()), e)?;
+                    }
+                    // Kind value rules on live rows [KND-11]; a faulty deletion vector is
+                    // reported with the fragment, and its rows then count as live here.
+                    let deleted = self.deleted_rows(info).unwrap_or_default();
+                    if let Err(e) = crate::kinds::check_live_kind_values(c, &data, &deleted) {
+                        fault(Some(c.name.clone()), Error::invalid(path, format!("column {}: {e}", c.id)))?;
+                    }
+                }
+                Err(e) => fault(Some(c.name.clone()), e)?,
             }
             report.blocks += blocks.len() as u64;
         }
         report.files += 1;
         report.bytes += file.size;
         ControlFlow::Continue(())
+    }
+}
+
+/// Every byte of every null row is zero `[MOD-06]`, a verifier's check (VAL-14): readers check
+/// only that a null row's shapes values are 0, which gives rows of a ragged or variable column
+/// no bytes at all.
+fn null_rows_zero(data: &crate::ColumnData, path: &str, column_id: u32) -> Result<(), Error> {
+    match (0..data.len()).find(|&i| !data.is_valid(i) && data.row(i).iter().any(|&b| b != 0)) {
+        Some(i) => {
+            Err(Error::invalid(path, format!("column {column_id}: null row {i} holds a non-zero byte [MOD-06]")))
+        }
+        None => Ok(()),
     }
 }
 
@@ -145,6 +168,44 @@ mod tests {
             ds = ds.append(&batch, "rows", WriteOptions::default()).unwrap();
         }
         ds
+    }
+
+    #[test]
+    fn null_rows_must_be_zero_bytes() {
+        use crate::Dim::Fixed;
+        let data = |values: Vec<u8>| {
+            ColumnData::from_parts(
+                DType::U8,
+                vec![Fixed(2)],
+                values,
+                vec![0, 2, 4],
+                Vec::new(),
+                Some(vec![true, false]),
+            )
+        };
+        assert!(super::null_rows_zero(&data(vec![9, 9, 0, 0]), "f", 0).is_ok(), "a valid row may hold anything");
+        let err = super::null_rows_zero(&data(vec![9, 9, 0, 1]), "f", 0).unwrap_err();
+        assert_eq!(err.class(), ErrorClass::Invalid);
+        assert!(err.to_string().contains("MOD-06"), "{err}");
+    }
+
+    #[test]
+    fn kind_values_of_live_rows_are_verified() {
+        use crate::Kind;
+        let dir = tempfile::tempdir().unwrap();
+        let col = Column::new("t", DType::U8, &[crate::Dim::Ragged]).with_kind(Kind::Tokens { vocab_size: Some(10) });
+        let schema = Schema::new([col]).unwrap();
+        let ds = Dataset::create(dir.path().to_str().unwrap(), schema.clone(), &WriteOptions::default()).unwrap();
+        let batch = Batch::new().with("t", ColumnData::from_sequences(&[&[1u8, 2][..], &[3][..]])).unwrap();
+        let ds = ds.append(&batch, "rows", WriteOptions::default()).unwrap();
+        assert!(ds.verify().is_ok());
+        // The same rows checked against a vocabulary of 3: token 3 of row 1 is out of range,
+        // unless row 1 is deleted.
+        let small = Column::new("t", DType::U8, &[crate::Dim::Ragged]).with_kind(Kind::Tokens { vocab_size: Some(3) });
+        let data = ColumnData::from_sequences(&[&[1u8, 2][..], &[3][..]]);
+        let err = crate::kinds::check_live_kind_values(&small, &data, &[]).unwrap_err();
+        assert!(err.contains("KND-11") && err.contains("row 1"), "{err}");
+        assert!(crate::kinds::check_live_kind_values(&small, &data, &[1]).is_ok());
     }
 
     #[test]

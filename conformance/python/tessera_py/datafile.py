@@ -196,10 +196,12 @@ class ColumnRows:
         self.valid, self.shapes, self.raw = [], [], []
 
 
-def read_column(df: DataFile, col: M.Column, live) -> ColumnRows:
-    """VAL-12 for one schema column read from `df`, over every page and every physical row
-    (VAL-16): bool and utf8 checks apply to deleted and null rows too. `live` is unused and
-    kept for callers."""
+def read_column(df: DataFile, col: M.Column, live, want=None) -> ColumnRows:
+    """VAL-12 for one schema column read from `df`. With `want` None, over every page and
+    every physical row (VAL-16): bool and utf8 checks apply to deleted and null rows too. With
+    `want` a set of physical rows (a partial read, VAL-19), only the pages holding one of them
+    are read, and steps 3.1 to 3.4 cover all of such a page's rows but 3.5 only the wanted
+    ones; rows of pages not read come back as None. `live` is unused and kept for callers."""
     w0 = f"data file {df.path}: column {col.id}"
     ch = df.chunks[col.id]
     rows = df.footer.row_count
@@ -228,6 +230,12 @@ def read_column(df: DataFile, col: M.Column, live) -> ColumnRows:
         w = f"{w0} page {pi}"
         n = page.row_count
         b = page.block
+        if want is not None and not any(i in want for i in range(r, r + n)):
+            out.valid.extend([None] * n)
+            out.shapes.extend([None] * n)
+            out.raw.extend([None] * n)
+            r += n
+            continue
         # 3.1 row byte sizes and null rows' shapes
         sizes, shapes = [], []
         for i in range(r, r + n):
@@ -271,10 +279,12 @@ def read_column(df: DataFile, col: M.Column, live) -> ColumnRows:
             rb = dec[off:off + nb]
             off += nb
             ok = True if valid is None else valid[i]
-            # VAL-16: every row of every page, deleted and null rows included
-            if col.dtype == M.DT_BOOL and nb and bytes(rb).translate(None, b"\x00\x01"):
+            # VAL-16: every row of every page, deleted and null rows included; VAL-19: the
+            # wanted rows only
+            checked = want is None or i in want
+            if checked and col.dtype == M.DT_BOOL and nb and bytes(rb).translate(None, b"\x00\x01"):
                 raise invalid(f"{w}: row {i} has a bool element other than 00/01")
-            if col.dtype == M.DT_UTF8:
+            if checked and col.dtype == M.DT_UTF8:
                 try:
                     str(rb, "utf-8")
                 except UnicodeDecodeError:

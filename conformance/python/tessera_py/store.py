@@ -23,11 +23,23 @@ class Store:
     def _path(self, key: str) -> str:
         return os.path.join(self.root, *key.split("/"))
 
+    def _linked(self, key: str) -> bool:
+        """LAY-11: a key that reaches a symbolic link, as the object or as a directory on its
+        path, names no object."""
+        p = self.root
+        for seg in key.split("/"):
+            p = os.path.join(p, seg)
+            if os.path.islink(p):
+                return True
+        return False
+
     def get(self, key: str, bound=None):
         """The object's bytes, or None if no object has this key. With `bound` (ENV-10: 28 +
         the body limit of the enveloped type expected), an object larger than `bound` is
         `limit`, found from its size before its bytes are read, and never read past `bound`."""
         path = self._path(key)
+        if self._linked(key):
+            return None
         try:
             if os.path.isdir(path):
                 return None
@@ -48,6 +60,8 @@ class Store:
     def size(self, key: str):
         """The object's size in bytes, or None if no object has this key."""
         path = self._path(key)
+        if self._linked(key):
+            return None
         try:
             st = os.stat(path)
         except OSError as e:
@@ -62,6 +76,8 @@ class Store:
         """VER-02 / LAY-08: version numbers of the keys `branches/<branch>/<v:20>.tsm`,
         ignoring every other key, 0, and numbers above 2^64 − 1."""
         path = self._path(f"branches/{branch}")
+        if self._linked(f"branches/{branch}"):
+            return []
         try:
             names = os.listdir(path)
         except OSError as e:
@@ -72,8 +88,8 @@ class Store:
         for name in names:
             if not VERSION_KEY.fullmatch(name):
                 continue
-            if os.path.isdir(os.path.join(path, name)):
-                continue  # a "directory" is a prefix, not an object
+            if os.path.isdir(os.path.join(path, name)) or os.path.islink(os.path.join(path, name)):
+                continue  # a "directory" is a prefix, not an object; a link is no object (LAY-11)
             v = int(name[:20])
             if 1 <= v <= U64_MAX:
                 out.append(v)

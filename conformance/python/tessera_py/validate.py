@@ -200,15 +200,16 @@ def check_manifest(m: M.Manifest, key_branch: str, key_version: int):
         if is_fixed(col) and fixed_row_bytes(col) > LIM_ROW_BYTES:
             raise limit(f"{where}: row byte size {fixed_row_bytes(col)} over {LIM_ROW_BYTES}")
         check_kind(col)
-    if any(c.compression[0] == M.COMPRESSION_ENCODED for c in cols) \
-            and not m.reader_flags & M.READER_FLAG_ENCODED_IMAGES:
-        raise invalid("an encoded column without the ENCODED_IMAGES reader flag (FLG-08)")
     names = [c.name.encode("utf-8") for c in cols]
     if len(set(names)) != len(names):
         raise invalid("duplicate column names (MOD-03)")
     ids = [c.id for c in cols]
     if len(set(ids)) != len(ids):
         raise invalid("duplicate column ids (MOD-02)")
+    # 6.6 FLG-08, after the unique names and ids
+    if any(c.compression[0] == M.COMPRESSION_ENCODED for c in cols) \
+            and not m.reader_flags & M.READER_FLAG_ENCODED_IMAGES:
+        raise invalid("an encoded column without the ENCODED_IMAGES reader flag (FLG-08)")
     # 7. MAN-05
     if cols and m.next_column_id <= max(ids):
         raise invalid(f"next_column_id {m.next_column_id} is not above every column id")

@@ -1,8 +1,9 @@
 """Views (SPEC.md §22): VAL-18, and the dump of a view's rows in its order.
 
-Written from the spec alone, like the rest of this reader. To dump a view it reads the whole
-pinned version (read_rows) and then picks the view's rows; a reader that reads only those rows
-conforms too (VAL-01), and the fixtures hold no fault outside a view's rows."""
+Written from the spec alone, like the rest of this reader. To dump a view it reads only what
+VAL-19 names: for each fragment holding a view row, its deletion vector and the data files of
+the schema columns, and in them only the pages that hold a view row. A fault elsewhere in the
+version is not reported."""
 
 import hashlib
 import struct
@@ -13,7 +14,9 @@ from .bincode import Decoder
 from .dump import _Acc, _meta, column_json
 from .envelope import BODY_LIMIT_SEGMENT, check_envelope
 from .errors import TesseraError, invalid, limit
-from .reader import _BOUND_MANIFEST, _caller_name, Version, load_manifest, manifest_key, open_fragments, read_rows
+from .datafile import open_data_file, read_column
+from .reader import (_BOUND_MANIFEST, _caller_name, Version, live_rows, load_deletions, load_manifest,
+                     manifest_key, open_fragments)
 from .validate import valid_ref_name
 
 MAGIC_VIEW = b"\x89TSV\r\n\x1a\n"
@@ -80,18 +83,43 @@ def open_view(store, name: str):
 def dump_view(store, version: Version, view: View) -> dict:
     """The dump of a version holding exactly the view's rows, in the view's order."""
     m = version.manifest
-    got = {c.id: ([], [], []) for c in m.schema.columns}
-
-    def sink(c, valid, shapes, raw):
-        g = got[c.id]
-        g[0].extend(valid), g[1].extend(shapes), g[2].extend(raw)
-
-    read_rows(store, version, sink)
+    cols = m.schema.columns
+    by_id = {c.id: c for c in cols}
+    # global live row -> (fragment, its live index), fragments in row order (MAN-09)
+    firsts, at = [], 0
+    for f in version.fragments:
+        firsts.append(at)
+        at += live_rows(f)
+    wanted = {}  # fragment index -> set of live indices
+    where = []
+    for g in view.rows:
+        k = max(i for i, first in enumerate(firsts) if first <= g and live_rows(version.fragments[i]) > g - first)
+        wanted.setdefault(k, set()).add(g - firsts[k])
+        where.append((k, g - firsts[k]))
+    # VAL-19 per fragment holding a view row: deletion vector, the files of the schema columns,
+    # the pages holding a view row
+    got = {}  # (fragment index, live index) -> {column id: (valid, shape, raw)}
+    for k in sorted(wanted):
+        f = version.fragments[k]
+        deleted = load_deletions(store, f)
+        physical = [i for i in range(f.row_count) if i not in deleted]
+        want = {physical[j] for j in wanted[k]}
+        rows = {}
+        for ref in f.files:
+            ids = [c for c in ref.column_ids if c in by_id]
+            if not ids:
+                continue
+            df = open_data_file(store, ref, f, by_id)
+            for cid in ids:
+                rows[cid] = read_column(df, by_id[cid], None, want)
+        for j in wanted[k]:
+            p = physical[j]
+            got[(k, j)] = {cid: (r.valid[p], r.shapes[p], r.raw[p]) for cid, r in rows.items()}
     accs = {}
-    for c in m.schema.columns:
-        valid, shapes, raw = got[c.id]
+    for c in cols:
         accs[c.id] = _Acc(c)
-        accs[c.id].add([valid[r] for r in view.rows], [shapes[r] for r in view.rows], [raw[r] for r in view.rows])
+        picked = [got[w][c.id] for w in where]
+        accs[c.id].add([x[0] for x in picked], [x[1] for x in picked], [x[2] for x in picked])
     return {
         "dump": "tessera-dump/1",
         "branch": m.branch,

@@ -32,6 +32,10 @@ def align64(x: int) -> int:
 def compress(raw: bytes, compression: tuple):
     """`(codec, stored bytes)` for a page of a column compressed as `compression`."""
     codec, level = compression
+    if codec == M.COMPRESSION_ENCODED:
+        # Rows of an encoded column arrive as pixels; they are stored losslessly in plain pages
+        # (CMP-10), here uncompressed: `Compression::Encoded` names no block codec (CMP-02).
+        return M.CODEC_NONE, raw
     if codec not in (M.CODEC_NONE, M.CODEC_LZ4, M.CODEC_ZSTD):
         raise NotSupportedHere(f"this writer does not write compression {codec}")
     if codec == M.CODEC_NONE or not raw:

@@ -122,7 +122,10 @@ class Writer:
         """Writes version 1 of `main`; the schema is validated (MAN-04) before anything is
         written."""
         ids = [c.id for c in schema.columns]
-        m = M.Manifest(0, 0, "main", 1, None, None, None, self._now(), message,
+        # VER-12, FLG-08: ENCODED_IMAGES exactly when the schema has an encoded column.
+        flags = M.READER_FLAG_ENCODED_IMAGES if any(
+            c.compression[0] == M.COMPRESSION_ENCODED for c in schema.columns) else 0
+        m = M.Manifest(flags, 0, "main", 1, None, None, None, self._now(), message,
                        self._writer_id(), schema, max(ids) + 1 if ids else 0, 0, 0, [], [], [])
         try:
             check_manifest(m, "main", 1)
@@ -143,7 +146,8 @@ class Writer:
             raise usage(f"rows for columns the schema does not have: {extra}")
         cols = sorted(schema.columns, key=lambda c: c.id)
         for c in cols:
-            if c.compression[0] not in (M.CODEC_NONE, M.CODEC_LZ4, M.CODEC_ZSTD):
+            if c.compression[0] not in (M.CODEC_NONE, M.CODEC_LZ4, M.CODEC_ZSTD,
+                                        M.COMPRESSION_ENCODED):
                 raise NotSupportedHere(f"column {c.name!r}: this writer does not write "
                                        f"compression {c.compression[0]}")
         missing = [c.name for c in cols if c.name not in rows_by_name]

@@ -19,7 +19,8 @@ from .rows import element_count, usage
 FORMAT = "tessera-logical/1"
 _DTYPES = {name: code for code, (name, _, _) in enumerate(M.DTYPES)}
 # The column compressions this writer implements (§3.6); others are not supported here.
-_CODECS = {"none": M.CODEC_NONE, "lz4": M.CODEC_LZ4, "zstd": M.CODEC_ZSTD}
+_CODECS = {"none": M.CODEC_NONE, "lz4": M.CODEC_LZ4, "zstd": M.CODEC_ZSTD,
+           "encoded": M.COMPRESSION_ENCODED}
 
 
 @dataclass

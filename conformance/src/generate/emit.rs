@@ -75,7 +75,8 @@ impl Emitter {
     }
 
     /// As [`Emitter::valid`], without full verification: for inputs every reader must accept
-    /// but a verifier must reject (statistics that break STAT-01 to STAT-06, STAT-07).
+    /// but a verifier must reject (statistics that break STAT-01 to STAT-06, STAT-07; a view
+    /// whose version has a fault outside what reading the view checks, VAL-19).
     pub(crate) fn valid_unverified(&mut self, spec: Spec<'_>, build: impl FnOnce(&Path) -> Result<()>) -> Result<()> {
         self.valid_case(spec, build, false)
     }

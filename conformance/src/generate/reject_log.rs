@@ -423,6 +423,23 @@ fn lineage(em: &mut Emitter) -> Result<()> {
     )?;
     em.reject(
         Spec::new(
+            "n-manifest-0034-branch-first-parent-name-invalid",
+            &["MAN-02", "LAY-07"],
+            "dev@3, the first manifest of branch dev (base main@3), has a parent naming the branch `.hidden`: \
+             a base frees parent from its relation to the manifest's own branch and version, not from the rule \
+             that every VersionRef is well formed",
+        )
+        .with_args(Args { branch: Some("dev".into()), ..Args::default() }),
+        "invalid",
+        "bad version reference",
+        |input| {
+            branched(input)?;
+            Ds::new(input)
+                .edit_manifest("branches/dev/00000000000000000003.tsm", |m| m.parent = Some(vref(".hidden", 2)))
+        },
+    )?;
+    em.reject(
+        Spec::new(
             "n-manifest-0032-version-1-parent-is-itself",
             &["MAN-02"],
             "main@1 (no base) names itself as its parent: a reader that follows parent links without checking \

@@ -77,6 +77,7 @@ pub(crate) fn all(em: &mut Emitter) -> Result<()> {
     kind_case(em)?;
     schema_case(em)?;
     large_column_case(em)?;
+    encoded_case(em)?;
     Ok(())
 }
 
@@ -214,6 +215,31 @@ fn codec_case(em: &mut Emitter) -> Result<()> {
              store uncompressed)",
         ),
         &Logical { schema: codecs, commits: vec![codec_rows], tags: Vec::new() },
+    )?;
+    Ok(())
+}
+
+/// `Encoded` image columns given as pixels: the writer sets `ENCODED_IMAGES` from version 1 on
+/// and stores the pixels losslessly (CMP-10), with plain codecs or lossless image pages.
+fn encoded_case(em: &mut Emitter) -> Result<()> {
+    let schema = Schema::new([
+        Column::new("rgb", DType::U8, &[Ragged, Ragged, Fixed(3)])
+            .with_kind(Kind::Image { layout: ImageLayout::Hwc })
+            .with_compression(Compression::Encoded),
+        Column::new("grey", DType::U8, &[Fixed(4), Fixed(5)])
+            .with_kind(Kind::Image { layout: ImageLayout::Hw })
+            .with_compression(Compression::Encoded)
+            .nullable(),
+        Column::new("label", DType::U8, &[]),
+    ])?;
+    em.writer(
+        Spec::new(
+            "w-encoded-0001-pixel-rows",
+            &reqs(&["CMP-02", "CMP-05", "CMP-10", "FLG-08", "DUMP-04"]),
+            "two Encoded image columns (hwc with ragged height and width, and a nullable 4x5 hw) and a plain \
+             column, rows given as pixels: every manifest sets ENCODED_IMAGES, and the pixels read back exactly",
+        ),
+        &random_logical(schema, 9012, &[5, 3], 6, 3),
     )?;
     Ok(())
 }

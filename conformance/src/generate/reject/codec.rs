@@ -49,6 +49,24 @@ fn feat_stream(raw: &[u8], first: usize, second: usize) -> Result<Vec<u8>> {
     Ok(s)
 }
 
+/// One zstd frame of `raw` at level 3, with a content checksum or not, declaring its content
+/// size or not (libzstd frame parameters).
+fn zstd_frame(raw: &[u8], checksum: bool, content_size: bool) -> Result<Vec<u8>> {
+    use zstd::zstd_safe::CParameter;
+    let fail = |e: std::io::Error| GenError(format!("zstd: {e}"));
+    let mut c = zstd::bulk::Compressor::new(3).map_err(fail)?;
+    c.set_parameter(CParameter::ChecksumFlag(checksum)).map_err(fail)?;
+    c.set_parameter(CParameter::ContentSizeFlag(content_size)).map_err(fail)?;
+    let frame = c.compress(raw).map_err(fail)?;
+    // Frame_Header_Descriptor: bit 2 the checksum flag; bits 7-6 and 5 give a content size.
+    let fhd = frame[4];
+    let has_size = fhd >> 6 != 0 || fhd & 0x20 != 0;
+    if (fhd & 0x04 != 0) != checksum || has_size != content_size {
+        bail!("zstd did not write the frame header asked for (descriptor {fhd:#04x})");
+    }
+    Ok(frame)
+}
+
 pub(super) fn codecs(em: &mut Emitter) -> Result<()> {
     em.valid(
         Spec::new(
@@ -201,6 +219,50 @@ pub(super) fn codecs(em: &mut Emitter) -> Result<()> {
             restream(input, TOKENS, |raw| {
                 let mut s = tessera::codec::compress(Compression::Zstd { level: 3 }, raw)?;
                 s.extend_from_slice(&tessera::codec::compress(Compression::Zstd { level: 3 }, &[])?);
+                Ok(s)
+            })
+        },
+    )?;
+    em.valid(
+        Spec::new(
+            "v-codec-0008-zstd-content-checksum",
+            &["DF-28"],
+            "the basic dataset with its zstd `tokens` page re-encoded as a frame with a content checksum (and its \
+             content size): a reader verifies the checksum, which matches (CRC re-sealed)",
+        ),
+        |input| {
+            basic(input)?;
+            restream(input, TOKENS, |raw| zstd_frame(raw, true, true))
+        },
+    )?;
+    em.valid(
+        Spec::new(
+            "v-codec-0009-zstd-no-content-size",
+            &["DF-28"],
+            "the basic dataset with its zstd `tokens` page re-encoded as a frame that does not declare its content \
+             size (Frame_Content_Size absent, a window descriptor instead), so the decoder learns the size by \
+             decoding (CRC re-sealed)",
+        ),
+        |input| {
+            basic(input)?;
+            restream(input, TOKENS, |raw| zstd_frame(raw, false, false))
+        },
+    )?;
+    em.reject(
+        Spec::new(
+            "n-codec-0011-zstd-content-checksum-mismatch",
+            &["DF-28"],
+            "a zstd page whose frame carries a content checksum that does not match the decoded bytes (the last \
+             checksum byte flipped; the block CRC re-sealed)",
+        ),
+        "malformed",
+        "zstd frame does not decode",
+        |input| {
+            basic(input)?;
+            restream(input, TOKENS, |raw| {
+                let mut s = zstd_frame(raw, true, false)?;
+                let last = s.len() - 1;
+                s[last] ^= 0x01;
                 Ok(s)
             })
         },

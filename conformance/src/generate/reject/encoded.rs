@@ -66,6 +66,87 @@ fn png(w: u32, h: u32, channels: u32, seed: u32) -> Result<Vec<u8>> {
     Ok(out)
 }
 
+/// A PNG chunk: length, type, data, CRC of type and data.
+fn png_chunk(kind: [u8; 4], data: &[u8]) -> Vec<u8> {
+    let mut c = Vec::with_capacity(12 + data.len());
+    c.extend_from_slice(&u32::try_from(data.len()).unwrap_or(u32::MAX).to_be_bytes());
+    c.extend_from_slice(&kind);
+    c.extend_from_slice(data);
+    let crc = crc32(&c[4..]);
+    c.extend_from_slice(&crc.to_be_bytes());
+    c
+}
+
+/// A zlib stream of `data` in stored (uncompressed) deflate blocks.
+fn zlib_stored(data: &[u8]) -> Vec<u8> {
+    let mut out = vec![0x78, 0x01];
+    let mut parts = data.chunks(65535).peekable();
+    if parts.peek().is_none() {
+        out.extend_from_slice(&[1, 0, 0, 0xff, 0xff]);
+    }
+    while let Some(part) = parts.next() {
+        out.push(u8::from(parts.peek().is_none()));
+        let n = u16::try_from(part.len()).unwrap_or(u16::MAX);
+        out.extend_from_slice(&n.to_le_bytes());
+        out.extend_from_slice(&(!n).to_le_bytes());
+        out.extend_from_slice(part);
+    }
+    let (mut a, mut b) = (1u32, 0u32);
+    for &x in data {
+        a = (a + u32::from(x)) % 65521;
+        b = (b + a) % 65521;
+    }
+    out.extend_from_slice(&((b << 16) | a).to_be_bytes());
+    out
+}
+
+/// An 8-bit Adam7-interlaced PNG, grey or RGB, of the same pixels as [`png`]: each of the seven
+/// passes' scanlines with filter 0, passes with no pixel left out (PNG §8.2).
+fn png_adam7(w: u32, h: u32, channels: u32, seed: u32) -> Vec<u8> {
+    let px: Vec<u8> = (0..w * h * channels).map(|i| u8::try_from((i * 37 + seed * 11) % 251).unwrap_or(0)).collect();
+    let passes = [(0, 0, 8, 8), (4, 0, 8, 8), (0, 4, 4, 8), (2, 0, 4, 4), (0, 2, 2, 4), (1, 0, 2, 2), (0, 1, 1, 2)];
+    let mut raw = Vec::new();
+    for (x0, y0, dx, dy) in passes {
+        if x0 >= w || y0 >= h {
+            continue;
+        }
+        for y in (y0..h).step_by(dy) {
+            raw.push(0);
+            for x in (x0..w).step_by(dx) {
+                let at = ((y * w + x) * channels) as usize;
+                raw.extend_from_slice(&px[at..at + channels as usize]);
+            }
+        }
+    }
+    let mut ihdr = Vec::new();
+    ihdr.extend_from_slice(&w.to_be_bytes());
+    ihdr.extend_from_slice(&h.to_be_bytes());
+    ihdr.extend_from_slice(&[8, if channels == 1 { 0 } else { 2 }, 0, 0, 1]);
+    let mut out = b"\x89PNG\r\n\x1a\n".to_vec();
+    out.extend(png_chunk(*b"IHDR", &ihdr));
+    out.extend(png_chunk(*b"IDAT", &zlib_stored(&raw)));
+    out.extend(png_chunk(*b"IEND", &[]));
+    out
+}
+
+/// A lossless (`VP8L`) WebP of RGB pixels: gradients that decode exactly everywhere.
+fn webp_lossless(w: u32, h: u32, seed: u32) -> Result<Vec<u8>> {
+    let px: Vec<u8> = (0..w * h * 3).map(|i| u8::try_from((i * 13 + seed * 7) % 256).unwrap_or(0)).collect();
+    let mut out = Vec::new();
+    image::codecs::webp::WebPEncoder::new_lossless(&mut out)
+        .encode(&px, w, h, ExtendedColorType::Rgb8)
+        .map_err(|e| gen_err(&e))?;
+    Ok(out)
+}
+
+/// `file` (a PNG) with `chunk` inserted after its `IHDR` chunk.
+fn after_ihdr(file: &[u8], chunk: &[u8]) -> Vec<u8> {
+    let mut out = file[..33].to_vec();
+    out.extend_from_slice(chunk);
+    out.extend_from_slice(&file[33..]);
+    out
+}
+
 fn image_col(name: &str, shape: &[tessera::Dim], layout: ImageLayout) -> Column {
     Column::new(name, DType::U8, shape).with_kind(Kind::Image { layout }).with_compression(Compression::Encoded)
 }
@@ -122,6 +203,24 @@ fn replace_file(input: &Path, id: u32, k: usize, file: &[u8]) -> Result<()> {
     })
 }
 
+/// Replaces page `k` of column `id` with `file` stored after the last block (the old bytes
+/// zeroed, CRC re-sealed): for files longer than the page's room. Readers do not check the
+/// canonical block order (DF-25), only bounds and overlaps.
+fn replace_file_moved(input: &Path, id: u32, k: usize, file: &[u8]) -> Result<()> {
+    edit(input, |prefix, f| {
+        let b = page(f, id, k)?;
+        block_bytes(prefix, b).fill(0);
+        let at = prefix.len().next_multiple_of(64);
+        prefix.resize(at, 0);
+        prefix.extend_from_slice(file);
+        prefix.resize(prefix.len().next_multiple_of(64), 0);
+        b.offset = at as u64;
+        b.stored_len = file.len() as u64;
+        reseal_block(prefix, b);
+        Ok(())
+    })
+}
+
 /// Edits page `k` of column `id` in place (same length; CRC re-sealed).
 fn patch_file(input: &Path, id: u32, k: usize, change: impl FnOnce(&mut [u8]) -> Result<()>) -> Result<()> {
     edit(input, |prefix, f| {
@@ -132,7 +231,7 @@ fn patch_file(input: &Path, id: u32, k: usize, change: impl FnOnce(&mut [u8]) ->
     })
 }
 
-/// Sets width and height in a PNG's IHDR and re-seals its chunk CRC.
+/// Sets width and height in a PNG's `IHDR` and re-seals its chunk CRC.
 fn png_dims(file: &mut [u8], w: u32, h: u32) {
     file[16..20].copy_from_slice(&w.to_be_bytes());
     file[20..24].copy_from_slice(&h.to_be_bytes());
@@ -359,6 +458,7 @@ pub(super) fn encoded(em: &mut Emitter) -> Result<()> {
             })
         },
     )?;
+    profile_cases(em)?;
     em.reject(
         Spec::new(
             "u-encoded-0001-future-reader-flag",
@@ -375,4 +475,129 @@ pub(super) fn encoded(em: &mut Emitter) -> Result<()> {
         },
     )?;
     Ok(())
+}
+
+/// CMP-07's profile and file-end rules: interlaced PNG and WebP pages that every reader decodes;
+/// JPEG frame types and colour transforms, chunk CRCs and bytes after the image that every reader
+/// refuses.
+fn profile_cases(em: &mut Emitter) -> Result<()> {
+    em.valid(
+        Spec::new(
+            "v-encoded-0002-adam7-png-and-webp",
+            &["CMP-06", "CMP-07", "DUMP-04"],
+            "`img` u8 [16, 16, 3] with an Adam7-interlaced RGB PNG and a lossless (VP8L) RGB WebP, one image page \
+             each; `grey` u8 [?, ?] (layout hw) with an Adam7-interlaced grey PNG of 5 x 7 pixels, whose first \
+             passes hold no pixel of some rows and columns. Readers decode both interlace methods and WebP",
+        ),
+        |input| {
+            let schema = Schema::new([
+                Column::new("id", DType::I64, &[]),
+                image_col("img", &[Fixed(16), Fixed(16), Fixed(3)], ImageLayout::Hwc),
+                image_col("grey", &[Ragged, Ragged], ImageLayout::Hw),
+            ])?;
+            let mut img = ColumnData::empty(DType::U8, &[Fixed(16), Fixed(16), Fixed(3)], false);
+            img.push_encoded(&png_adam7(16, 16, 3, 6))?;
+            img.push_encoded(&webp_lossless(16, 16, 7)?)?;
+            let mut grey = ColumnData::empty(DType::U8, &[Ragged, Ragged], false);
+            grey.push_encoded(&png_adam7(7, 5, 1, 8))?;
+            grey.push_encoded(&png_adam7(1, 1, 1, 9))?;
+            let b = batch(vec![("id", ColumnData::from_scalars(&[0i64, 1])), ("img", img), ("grey", grey)])?;
+            let mut clock = Clock::new();
+            let ds = create(input, schema, &mut clock)?;
+            ds.append(&b, "interlaced and webp", clock.tick())?;
+            Ok(())
+        },
+    )?;
+    em.reject(
+        Spec::new(
+            "n-encoded-0012-jpeg-adobe-rgb",
+            &["CMP-07"],
+            "the JPEG of `img` row 0 (three components) carries an Adobe APP14 marker with transform 0 (RGB, not \
+             YCbCr), which decoders disagree on (CRC re-sealed)",
+        ),
+        "invalid",
+        "Adobe transform",
+        |input| {
+            let file = jpeg(16, 16, 3, 1)?;
+            let mut out = file[..2].to_vec();
+            out.extend_from_slice(&[0xff, 0xee, 0x00, 0x0e]);
+            out.extend_from_slice(b"Adobe\x00\x64\x00\x00\x00\x00\x00");
+            out.extend_from_slice(&file[2..]);
+            replace_file_moved(input, IMG, 0, &out)
+        },
+    )?;
+    em.reject(
+        Spec::new(
+            "n-encoded-0013-jpeg-extended-sequential",
+            &["CMP-07"],
+            "the JPEG of `img` row 1 has its frame marker changed from SOF0 to SOF1 (extended sequential), a frame \
+             type outside the profile (CRC re-sealed)",
+        ),
+        "invalid",
+        "SOF1",
+        |input| {
+            patch_file(input, IMG, 1, |file| {
+                let at = sof_dims(file)? - 4;
+                file[at] = 0xc1;
+                Ok(())
+            })
+        },
+    )?;
+    em.reject(
+        Spec::new(
+            "n-encoded-0014-png-bytes-after-iend",
+            &["CMP-07"],
+            "the PNG of `img` row 2 is followed by 4 zero bytes after its IEND chunk (CRC re-sealed)",
+        ),
+        "malformed",
+        "bytes follow the IEND chunk",
+        |input| {
+            let mut file = png(16, 16, 3, 3)?;
+            file.extend_from_slice(&[0; 4]);
+            replace_file_moved(input, IMG, 2, &file)
+        },
+    )?;
+    em.reject(
+        Spec::new(
+            "n-encoded-0015-jpeg-bytes-after-eoi",
+            &["CMP-07"],
+            "the JPEG of `img` row 0 is followed by 2 zero bytes after its EOI marker (CRC re-sealed)",
+        ),
+        "malformed",
+        "bytes follow the EOI marker",
+        |input| {
+            let mut file = jpeg(16, 16, 3, 1)?;
+            file.extend_from_slice(&[0; 2]);
+            replace_file_moved(input, IMG, 0, &file)
+        },
+    )?;
+    em.reject(
+        Spec::new(
+            "n-encoded-0016-png-ancillary-chunk-crc",
+            &["CMP-07"],
+            "the PNG of `img` row 2 has a tEXt chunk after IHDR whose chunk CRC is wrong; decoders that skip \
+             ancillary chunks unchecked must still check it (CRC re-sealed)",
+        ),
+        "malformed",
+        "wrong CRC",
+        |input| {
+            let mut text = png_chunk(*b"tEXt", b"Comment\x00tessera");
+            let last = text.len() - 1;
+            text[last] ^= 0x01;
+            replace_file_moved(input, IMG, 2, &after_ihdr(&png(16, 16, 3, 3)?, &text))
+        },
+    )?;
+    em.reject(
+        Spec::new(
+            "n-encoded-0017-png-trns",
+            &["CMP-07"],
+            "the RGB PNG of `img` row 2 has a tRNS chunk (a transparent colour) before its IDAT (CRC re-sealed)",
+        ),
+        "invalid",
+        "tRNS",
+        |input| {
+            let trns = png_chunk(*b"tRNS", &[0, 1, 0, 2, 0, 3]);
+            replace_file_moved(input, IMG, 2, &after_ihdr(&png(16, 16, 3, 3)?, &trns))
+        },
+    )
 }

@@ -6,13 +6,13 @@ use std::path::Path;
 
 use tessera::envelope::{self, ObjectKind};
 use tessera::view::{View, view_key};
-use tessera::{Column, ColumnData, DType, Schema};
+use tessera::{Column, ColumnData, DType, Dataset, Schema};
 
 use crate::case::Args;
 use crate::generate::Result;
 use crate::generate::data::{batch, create};
 use crate::generate::emit::{Emitter, Spec};
-use crate::generate::mutate::Ds;
+use crate::generate::mutate::{Ds, FileLoc, RefUpdate};
 use crate::generate::options::Clock;
 
 /// The view every case reads.
@@ -63,7 +63,66 @@ fn edit_rows(input: &Path, rows: &[u64]) -> Result<()> {
     })
 }
 
+/// main@1 create; main@2 appends rows `id` 10..=12 (fragment 0), main@3 rows 13..=15 (fragment
+/// 1), each `id` row in a page of its own (8-byte pages); view `sel` = rows `rows` of main@3.
+/// Then one byte of the `id` page holding physical row `row` of fragment `fragment` is flipped
+/// (its block CRC left stale, so reading that page is `malformed`), the reference chain is
+/// re-sealed, and the view is re-saved against the new main@3. A read of the view checks only
+/// the pages holding its rows (VAL-19).
+fn faulty_page(input: &Path, rows: &[u64], fragment: u64, row: u64) -> Result<()> {
+    let schema = Schema::new([Column::new("id", DType::I64, &[])])?;
+    let data = |ids: &[i64]| batch(vec![("id", ColumnData::from_scalars(ids))]);
+    let mut clock = Clock::new();
+    let small = |o: tessera::WriteOptions| tessera::WriteOptions { page_bytes: 8, ..o };
+    let v1 = create(input, schema, &mut clock)?;
+    let v2 = v1.append(&data(&[10, 11, 12])?, "fragment 0", small(clock.tick()))?;
+    v2.append(&data(&[13, 14, 15])?, "fragment 1", small(clock.tick()))?;
+    let ds = Ds::new(input);
+    let mkey = ds.main()?;
+    let (seg, frag) = ds.find_fragment(&mkey, fragment)?;
+    let loc = FileLoc { seg, frag, file: 0 };
+    let mut failed = None;
+    ds.edit_data_file_raw(&mkey, loc, RefUpdate::Full, |bytes| match Ds::split_data_file(bytes) {
+        Ok((_, footer, _)) => match footer.columns.first().and_then(|c| c.pages.get(row as usize)) {
+            Some(p) => bytes[p.block.offset as usize] ^= 0x01,
+            None => failed = Some("no such page"),
+        },
+        Err(_) => failed = Some("data file does not split"),
+    })?;
+    if let Some(why) = failed {
+        crate::generate::bail!("faulty_page: {why}");
+    }
+    let at = Dataset::open_at(
+        &tessera::Store::open(crate::generate::data::loc(input)?)?,
+        &tessera::At::Latest,
+        tessera::Limits::default(),
+    )?;
+    at.save_view_with(NAME, rows, "SELECT * FROM t WHERE id < 13", &clock.tick())?;
+    Ok(())
+}
+
 pub(in crate::generate) fn valid(em: &mut Emitter) -> Result<()> {
+    em.valid_unverified(
+        Spec::new(
+            "v-view-0004-fault-in-another-fragment",
+            &["VAL-19", "VAL-18", "DUMP-11"],
+            "view sel lists rows 2, 0 of main@3, both in fragment 0; a page of fragment 1 (row 4's) is corrupt \
+             (stale block CRC). A view read checks only what holds its rows, so the view reads",
+        )
+        .with_args(args()),
+        |input| faulty_page(input, &[2, 0], 1, 1),
+    )?;
+    em.valid_unverified(
+        Spec::new(
+            "v-view-0005-fault-in-another-page",
+            &["VAL-19", "VAL-18"],
+            "view sel lists rows 2, 0 of main@3 (fragment 0, one row per page); the page of row 1, in the same \
+             fragment and data file, is corrupt (stale block CRC). A view read checks only the pages holding its \
+             rows, so the view reads",
+        )
+        .with_args(args()),
+        |input| faulty_page(input, &[2, 0], 0, 1),
+    )?;
     em.valid(
         Spec::new(
             "v-view-0001-rows-in-view-order",
@@ -93,7 +152,8 @@ pub(in crate::generate) fn valid(em: &mut Emitter) -> Result<()> {
 
 pub(in crate::generate) fn reject(em: &mut Emitter) -> Result<()> {
     objects(em)?;
-    records(em)
+    records(em)?;
+    in_view_rows(em)
 }
 
 /// Faults in the view object as a whole: its bytes, its magic, its dataset.
@@ -149,6 +209,22 @@ fn objects(em: &mut Emitter) -> Result<()> {
         },
     )?;
     Ok(())
+}
+
+/// Faults in the version that a view read must find: in a page holding a view row.
+fn in_view_rows(em: &mut Emitter) -> Result<()> {
+    em.reject(
+        Spec::new(
+            "n-view-0010-fault-in-a-viewed-page",
+            &["VAL-19", "DF-26"],
+            "view sel lists rows 2, 0, 4 of main@3; the page of row 4 (fragment 1) is corrupt (stale block CRC), \
+             and a view read checks every page holding a view row",
+        )
+        .with_args(args()),
+        "malformed",
+        "CRC",
+        |input| faulty_page(input, &[2, 0, 4], 1, 1),
+    )
 }
 
 /// Faults in the decoded record: its rows, name and target.
