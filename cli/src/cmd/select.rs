@@ -16,6 +16,7 @@
 
 use std::cmp::Ordering;
 
+use tessera::cast::{Number, push_number};
 use tessera::{ColumnData, DType, Dataset, Kind};
 
 use crate::error::{CliError, CliResult};
@@ -490,9 +491,14 @@ pub(crate) fn scalar_value(c: &tessera::Column, text: &str) -> CliResult<ColumnD
         }
         (DType::Bool, Lit::Bool(b)) => vec![u8::from(b)],
         (DType::Utf8, Lit::Str(s)) => s.into_bytes(),
-        (d, Lit::Int(x)) if d.is_integer() => int_le(d, x).ok_or_else(|| bad(format!("does not fit {d}")))?,
-        (d, Lit::Int(x)) if d.is_float() => float_le(d, x as f64),
-        (d, Lit::Float(x)) if d.is_float() => float_le(d, x),
+        (d, Lit::Int(x)) if d.is_numeric() => {
+            let x = i64::try_from(x)
+                .map(Number::I64)
+                .or_else(|_| u64::try_from(x).map(Number::U64))
+                .map_err(|_| bad(format!("does not fit {d}")))?;
+            cast_le(d, x).map_err(bad)?
+        }
+        (d, Lit::Float(x)) if d.is_float() => cast_le(d, Number::F64(x)).map_err(bad)?,
         (d, l) => return Err(bad(format!("{l:?} is not a {d} value"))),
     };
     c.check_value(&bytes).map_err(|e| bad(e.to_string()))?;
@@ -502,34 +508,35 @@ pub(crate) fn scalar_value(c: &tessera::Column, text: &str) -> CliResult<ColumnD
     Ok(data)
 }
 
-/// An integer as `dtype`'s little-endian bytes, if it fits.
-fn int_le(dtype: DType, x: i128) -> Option<Vec<u8>> {
-    Some(match dtype {
-        DType::I8 => i8::try_from(x).ok()?.to_le_bytes().to_vec(),
-        DType::I16 => i16::try_from(x).ok()?.to_le_bytes().to_vec(),
-        DType::I32 => i32::try_from(x).ok()?.to_le_bytes().to_vec(),
-        DType::I64 => i64::try_from(x).ok()?.to_le_bytes().to_vec(),
-        DType::U8 => u8::try_from(x).ok()?.to_le_bytes().to_vec(),
-        DType::U16 => u16::try_from(x).ok()?.to_le_bytes().to_vec(),
-        DType::U32 => u32::try_from(x).ok()?.to_le_bytes().to_vec(),
-        DType::U64 => u64::try_from(x).ok()?.to_le_bytes().to_vec(),
-        _ => return None,
-    })
-}
-
-/// A float as `dtype`'s little-endian bytes.
-fn float_le(dtype: DType, x: f64) -> Vec<u8> {
-    match dtype {
-        DType::F16 => half::f16::from_f64(x).to_le_bytes().to_vec(),
-        DType::Bf16 => half::bf16::from_f64(x).to_le_bytes().to_vec(),
-        DType::F32 => (x as f32).to_le_bytes().to_vec(),
-        _ => x.to_le_bytes().to_vec(),
-    }
+/// A number as `dtype`'s little-endian bytes, if the dtype holds it (`tessera::cast`, the
+/// rule `ingest` and the Python package apply too).
+fn cast_le(dtype: DType, x: Number) -> Result<Vec<u8>, String> {
+    let mut out = Vec::with_capacity(8);
+    push_number(dtype, x, &mut out).map_err(|e| format!("{} does not fit {}: {}", e.value, e.dtype, e.reason))?;
+    Ok(out)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn scalar_values_follow_the_cast_rule() {
+        use tessera::Column;
+        let half = Column::new("h", DType::F16, &[]);
+        let err = |c: &Column, text: &str| scalar_value(c, text).unwrap_err().to_string();
+        assert!(
+            err(&half, "70000").contains("70000 does not fit f16: would become infinite"),
+            "{}",
+            err(&half, "70000")
+        );
+        assert!(err(&half, "1e6").contains("does not fit f16: would become infinite"));
+        assert!(scalar_value(&half, "0.5").is_ok());
+        let byte = Column::new("b", DType::U8, &[]);
+        assert!(err(&byte, "256").contains("256 does not fit u8: out of range"));
+        assert!(err(&byte, "18446744073709551616").contains("does not fit u8"));
+        assert!(scalar_value(&byte, "255").is_ok());
+    }
 
     #[test]
     fn row_lists() {
