@@ -263,7 +263,7 @@ impl ColumnPlan {
 
     /// The byte range of the buffer row `j`'s output goes to: its packed place, or its
     /// whole padded slot.
-    fn row_place(&self, j: usize) -> Option<std::ops::Range<usize>> {
+    pub(crate) fn row_place(&self, j: usize) -> Option<std::ops::Range<usize>> {
         match &self.packed {
             Some(starts) => Some(*starts.get(j)?..*starts.get(j + 1)?),
             None => Some(j * self.slot_bytes..(j + 1) * self.slot_bytes),

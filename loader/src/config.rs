@@ -6,6 +6,7 @@ use tessera::{At, Limits};
 
 use crate::error::{LoaderError, Result};
 use crate::sampler::ShuffleMode;
+use crate::transform::{ColumnTransform, Transform};
 
 /// Where an adapter delivers batches. The core fills host memory either way; for a CUDA
 /// device the adapter allocates pinned host buffers and copies them with non-blocking
@@ -237,6 +238,9 @@ pub struct LoaderConfig {
     /// error; with this set the bits are kept as they are (two's complement: such values read
     /// as negative, and `x as u64` recovers them).
     pub u64_as_i64_bits: bool,
+    /// Per-column augmentation, run on the filling threads into the batch slots
+    /// ([`Transform`]; at most one entry per column). Checked when the loader opens.
+    pub transforms: Vec<ColumnTransform>,
 }
 
 impl LoaderConfig {
@@ -267,7 +271,31 @@ impl LoaderConfig {
             ragged: RaggedOptions::default(),
             limits: Limits::default(),
             u64_as_i64_bits: false,
+            transforms: Vec::new(),
         }
+    }
+
+    /// Augments column `column` with `ops`, in order (replacing earlier ops for it).
+    ///
+    /// ```
+    /// use tessera_loader::{Elem, LoaderConfig, Transform};
+    ///
+    /// let config = LoaderConfig::new("data/ds").with_transform(
+    ///     "image",
+    ///     [
+    ///         Transform::random_resized_crop(224, 224),
+    ///         Transform::HorizontalFlip { p: 0.5 },
+    ///         Transform::imagenet_normalize(Elem::F16),
+    ///     ],
+    /// );
+    /// assert_eq!(config.transforms[0].ops.len(), 3);
+    /// ```
+    #[must_use]
+    pub fn with_transform(mut self, column: impl Into<String>, ops: impl IntoIterator<Item = Transform>) -> Self {
+        let column = column.into();
+        self.transforms.retain(|t| t.column != column);
+        self.transforms.push(ColumnTransform { column, ops: ops.into_iter().collect() });
+        self
     }
 
     /// Sets the projection.

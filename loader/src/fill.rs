@@ -37,6 +37,7 @@ use crate::memory::{Charge, MemoryUse};
 use crate::pipeline::Shared;
 use crate::pool::{BufferSet, Lease};
 use crate::source::WaitTimer;
+use crate::transform;
 use crate::window::{Fault, FragmentData};
 
 /// One row slot of a batch being assembled.
@@ -124,9 +125,9 @@ impl<'a> FileRef<'a> {
     }
 }
 
+/// The buffer column `c`'s stored rows are filled into ([`BufferSet::fill_slot`]).
 fn column_buf(set: &mut BufferSet, c: usize) -> Result<&mut [u8]> {
-    set.bufs
-        .get_mut(c)
+    set.fill_slot(c)
         .and_then(Option::as_mut)
         .ok_or_else(|| LoaderError::WorkerPanicked(format!("column {c} has no buffer")))?
         .0
@@ -168,17 +169,19 @@ pub(crate) struct Worker {
     mem: Charge,
     /// The rows of the batch being assembled, reused from batch to batch.
     rows: Vec<u64>,
+    /// Transform buffers (counted with the scratch buffer).
+    transform: transform::Scratch,
 }
 
 /// The worker's memory: its scratch buffer, within its allowance.
 impl Worker {
     pub(crate) fn new(sh: Arc<Shared>) -> Self {
         let mem = sh.acct.charge(MemoryUse::Fetch, 0);
-        Self { sh, scratch: Vec::new(), mem, rows: Vec::new() }
+        Self { sh, scratch: Vec::new(), mem, rows: Vec::new(), transform: transform::Scratch::default() }
     }
 
     fn account(&mut self) {
-        self.mem.resize(self.scratch.capacity() as u64);
+        self.mem.resize((self.scratch.capacity() + self.transform.capacity_bytes()) as u64);
     }
 
     /// Fails when one read of `n` bytes exceeds the worker's allowance.
@@ -228,7 +231,7 @@ impl Worker {
     /// Assembles batch `index` into `set`, substituting bad samples in skip mode.
     pub(crate) fn assemble(&mut self, index: usize, mut set: BufferSet) -> Result<Batch> {
         let sh = self.sh.clone();
-        match self.assemble_into(index, &mut set) {
+        match self.assemble_into(index, &mut set).and_then(|filled| self.transform(index, &filled, &mut set).map(|()| filled)) {
             Ok(filled) => match self.finish(index, filled, &set) {
                 Ok(mut batch) => {
                     batch.lease = Some(Lease::new(sh.set.buffers.clone(), set));
@@ -319,6 +322,37 @@ impl Worker {
         Ok(SlotRow { row: sh.catalog.row_id(row), frag, phys, pos, real: false })
     }
 
+    /// Runs each transformed column's pipeline from its staged rows into its output buffer,
+    /// row by row on this thread (a null row's slot is zeros).
+    fn transform(&mut self, index: usize, filled: &Assembled, set: &mut BufferSet) -> Result<()> {
+        let sh = self.sh.clone();
+        let b = filled.slots.len();
+        for (c, pipeline) in sh.set.transforms.iter().enumerate() {
+            let Some(p) = pipeline else { continue };
+            let bytes = p.row_bytes.checked_mul(b).ok_or_else(|| LoaderError::config("transformed batch size overflows"))?;
+            sh.set.buffers.ensure_output(set, c, bytes, &sh.stopped, &|| sh.oldest() >= index)?;
+            let layout = &sh.catalog.columns[c];
+            let (plan, valid) = (&filled.plans[c], filled.validity[c].as_deref());
+            let missing = || LoaderError::WorkerPanicked(format!("column {c}: a transform buffer is missing or shared"));
+            let (staged, out) = set.staged_and_output(c).ok_or_else(missing)?;
+            let src = staged.as_mut().and_then(|(buf, _)| buf.bytes_mut()).ok_or_else(missing)?;
+            let dst = out.as_mut().and_then(|(buf, _)| buf.bytes_mut()).ok_or_else(missing)?;
+            let dst = dst.get_mut(..bytes).ok_or_else(missing)?;
+            for ((j, slot), row_out) in filled.slots.iter().enumerate().zip(dst.chunks_exact_mut(p.row_bytes.max(1))) {
+                if valid.is_some_and(|v| !v.get(j).copied().unwrap_or(true)) {
+                    row_out.fill(0);
+                    continue;
+                }
+                let row_in = plan.row_place(j).and_then(|r| src.get(r)).ok_or_else(missing)?;
+                let dims = layout.row_dims(plan.row_sizes(layout, j));
+                let key = transform::RowKey { seed: sh.set.seed, epoch: sh.epoch, row: slot.row };
+                p.apply(key, row_in, &dims, row_out, &mut self.transform)?;
+            }
+        }
+        self.account();
+        Ok(())
+    }
+
     /// Describes the filled buffers as a [`Batch`].
     fn finish(&self, index: usize, filled: Assembled, set: &BufferSet) -> Result<Batch> {
         let sh = &self.sh;
@@ -327,9 +361,12 @@ impl Worker {
         let mut columns = Vec::with_capacity(plans.len());
         for (c, (plan, valid)) in plans.iter().zip(validity).enumerate() {
             let layout = &sh.catalog.columns[c];
-            let byte_len = plan.buffer_bytes(b);
-            let capacity = set.bufs[c]
-                .as_ref()
+            let transformed = sh.set.transforms.get(c).and_then(Option::as_ref);
+            let byte_len = transformed.map_or_else(|| plan.buffer_bytes(b), |p| p.row_bytes * b);
+            let capacity = set
+                .bufs
+                .get(c)
+                .and_then(Option::as_ref)
                 .ok_or_else(|| LoaderError::WorkerPanicked(format!("column {c} has no buffer")))?
                 .0
                 .capacity();
@@ -338,7 +375,10 @@ impl Worker {
                     "column {c}: {byte_len} bytes in a {capacity}-byte buffer"
                 )));
             }
-            columns.push(plan.host_column(layout, b, sh.set.ragged_offsets, valid));
+            columns.push(match transformed {
+                Some(p) => p.host_column(&layout.name, b, valid),
+                None => plan.host_column(layout, b, sh.set.ragged_offsets, valid),
+            });
         }
         if !skipped.is_empty() {
             sh.skipped.lock().unwrap_or_else(std::sync::PoisonError::into_inner).extend(skipped.iter().cloned());

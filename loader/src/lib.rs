@@ -153,6 +153,7 @@ mod pipeline;
 mod pool;
 pub mod sampler;
 mod source;
+pub mod transform;
 mod window;
 
 pub use assemble::Elem;
@@ -166,3 +167,4 @@ pub use memory::{MemoryStats, MemoryUse, UseStats, WindowBufferStats};
 pub use pool::Lease;
 pub use sampler::{LoaderState, Plan, PlanConfig, ShuffleMode};
 pub use source::IoStats;
+pub use transform::{ChannelOrder, ColumnTransform, ResizeTo, Transform};

@@ -19,6 +19,7 @@ use crate::pipeline::{EpochPipeline, PipelineSettings};
 use crate::pool::BufferPool;
 use crate::sampler::{LoaderState, Plan, PlanConfig, SamplerError, ShuffleMode};
 use crate::source::{Fetcher, IoStats, Source, classify, with_retry};
+use crate::transform::Pipeline;
 use crate::window::ExtentPool;
 
 /// An opened, pinned dataset version ready to produce epochs of batches.
@@ -38,6 +39,8 @@ pub struct Loader {
     buffers: Arc<BufferPool>,
     /// Object-store staging buffers, kept from epoch to epoch (each epoch sets their cap).
     staging: Arc<StagePool>,
+    /// Per projected column, its checked augmentation pipeline.
+    transforms: Arc<[Option<Pipeline>]>,
     batches_per_epoch: usize,
 }
 
@@ -92,6 +95,7 @@ impl Loader {
         })?;
         let mut catalog = Catalog::new(dataset, config.columns.as_deref(), config.u64_as_i64_bits)?;
         crate::assemble::apply_ragged(&mut catalog.columns, &config.ragged)?;
+        let transforms = crate::transform::plan_columns(&mut catalog.columns, &config.transforms)?;
         if let Some(view) = view {
             catalog = catalog.with_view(Arc::new(view))?;
         }
@@ -101,7 +105,15 @@ impl Loader {
             window_pool: ExtentPool::new(acct.clone()),
             pages: Arc::new(PageCache::new(&acct, 0)),
             staging: Arc::new(StagePool::new(acct.clone(), 0)),
-            buffers: BufferPool::new(acct.clone(), catalog.columns.len(), 0, alloc, config.reuse_buffers),
+            buffers: BufferPool::new(
+                acct.clone(),
+                catalog.columns.len(),
+                0,
+                alloc,
+                config.reuse_buffers,
+                transforms.iter().map(Option::is_some).collect(),
+            ),
+            transforms: transforms.into(),
             acct,
             config,
             catalog,
@@ -202,6 +214,8 @@ impl Loader {
             staging: self.staging.clone(),
             window_pool: self.window_pool.clone(),
             pages: self.pages.clone(),
+            transforms: self.transforms.clone(),
+            seed: self.config.seed,
         };
         let pipeline = EpochPipeline::start(
             self.catalog.clone(),

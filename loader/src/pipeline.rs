@@ -38,6 +38,7 @@ use crate::memory::{Accountant, Charge, MemoryUse};
 use crate::pool::BufferPool;
 use crate::sampler::Plan;
 use crate::source::{Fetcher, take_waited};
+use crate::transform::Pipeline;
 use crate::window::{ExtentPool, WindowCache, extent_size, sweep_peak};
 
 /// Smallest per-worker fetch/decode allowance accepted when an epoch starts.
@@ -80,6 +81,10 @@ pub(crate) struct PipelineSettings {
     pub(crate) window_pool: Arc<ExtentPool>,
     /// Decoded pages (the loader's, kept from epoch to epoch).
     pub(crate) pages: Arc<PageCache>,
+    /// Per projected column, its augmentation pipeline.
+    pub(crate) transforms: Arc<[Option<Pipeline>]>,
+    /// The run's seed (transform draws).
+    pub(crate) seed: u64,
 }
 
 /// Spaces the starts of claims over a round trip, so batches in flight do not move as one.

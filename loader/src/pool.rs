@@ -32,16 +32,44 @@ use crate::buffer::{BufferAllocator, HostBuffer};
 use crate::error::{LoaderError, Result};
 use crate::memory::{Accountant, Charge, MemoryUse};
 
-/// One buffer per projected column, each counted against the `Ready` share.
+/// A buffer and its charge against the `Ready` share.
+pub(crate) type Slot = Option<(Box<dyn HostBuffer>, Charge)>;
+
+/// One buffer per projected column, each counted against the `Ready` share; a transformed
+/// column also has a staging buffer its stored rows land in (the loader's own memory, never
+/// handed out), and its output buffer is the one an adapter sees.
 #[derive(Debug)]
 pub(crate) struct BufferSet {
-    pub(crate) bufs: Vec<Option<(Box<dyn HostBuffer>, Charge)>>,
+    pub(crate) bufs: Vec<Slot>,
+    /// Stored rows of transformed columns (`None` elsewhere).
+    pub(crate) staged: Vec<Slot>,
+    /// Which columns are transformed.
+    transformed: Arc<[bool]>,
 }
 
 impl BufferSet {
     /// The bytes its buffers are charged for.
     fn bytes(&self) -> u64 {
-        self.bufs.iter().flatten().map(|(_, charge)| charge.bytes()).sum()
+        self.bufs.iter().chain(&self.staged).flatten().map(|(_, charge)| charge.bytes()).sum()
+    }
+
+    /// The buffer column `c`'s stored rows are filled into: its staging buffer when the
+    /// column is transformed, else its output buffer.
+    pub(crate) fn fill_slot(&mut self, c: usize) -> Option<&mut Slot> {
+        if self.transformed.get(c).copied().unwrap_or(false) { self.staged.get_mut(c) } else { self.bufs.get_mut(c) }
+    }
+
+    /// Every column's [`BufferSet::fill_slot`], in column order.
+    pub(crate) fn fill_slots(&mut self) -> impl Iterator<Item = &mut Slot> {
+        let transformed = self.transformed.clone();
+        self.bufs.iter_mut().zip(self.staged.iter_mut()).enumerate().map(move |(c, (out, staged))| {
+            if transformed.get(c).copied().unwrap_or(false) { staged } else { out }
+        })
+    }
+
+    /// Column `c`'s staging buffer and output buffer, both (transformed columns).
+    pub(crate) fn staged_and_output(&mut self, c: usize) -> Option<(&mut Slot, &mut Slot)> {
+        Some((self.staged.get_mut(c)?, self.bufs.get_mut(c)?))
     }
 }
 
@@ -64,6 +92,8 @@ pub(crate) struct BufferPool {
     max_sets: AtomicUsize,
     alloc: Arc<dyn BufferAllocator>,
     reuse: bool,
+    /// Columns whose stored rows are staged for a transform.
+    transformed: Arc<[bool]>,
     /// Workers waiting for `Ready` bytes: returned sets are then freed rather than kept.
     starved: AtomicUsize,
 }
@@ -75,6 +105,7 @@ impl BufferPool {
         max_sets: usize,
         alloc: Arc<dyn BufferAllocator>,
         reuse: bool,
+        transformed: Vec<bool>,
     ) -> Arc<Self> {
         Arc::new(Self {
             state: Mutex::new(PoolState::default()),
@@ -84,6 +115,7 @@ impl BufferPool {
             max_sets: AtomicUsize::new(max_sets),
             alloc,
             reuse,
+            transformed: transformed.into(),
             starved: AtomicUsize::new(0),
         })
     }
@@ -140,7 +172,11 @@ impl BufferPool {
             // the pipeline can finish and return one, and waiting would never end.
             if s.outstanding < self.max_sets.load(Ordering::Acquire) || s.delivered >= s.outstanding {
                 s.outstanding += 1;
-                return Ok(BufferSet { bufs: (0..self.columns).map(|_| None).collect() });
+                return Ok(BufferSet {
+                    bufs: (0..self.columns).map(|_| None).collect(),
+                    staged: (0..self.columns).map(|_| None).collect(),
+                    transformed: self.transformed.clone(),
+                });
             }
             s = self.returned.wait_timeout(s, Duration::from_millis(50)).map_or_else(|e| e.into_inner().0, |r| r.0);
         }
@@ -155,7 +191,8 @@ impl BufferPool {
         set
     }
 
-    /// Makes column `col`'s buffer hold at least `bytes`, replacing a smaller one.
+    /// Makes the buffer column `col`'s stored rows are filled into hold at least `bytes`
+    /// ([`BufferSet::fill_slot`]), replacing a smaller one.
     ///
     /// # Errors
     /// [`LoaderError::Budget`]/[`LoaderError::Stopped`] from the accountant, or an allocation
@@ -168,14 +205,45 @@ impl BufferPool {
         stopped: &AtomicBool,
         may_overcommit: &dyn Fn() -> bool,
     ) -> Result<()> {
-        if set.bufs[col].as_ref().is_some_and(|(b, _)| b.capacity() >= bytes) {
+        let staged = self.transformed.get(col).copied().unwrap_or(false);
+        let slot = set.fill_slot(col).ok_or_else(|| LoaderError::WorkerPanicked(format!("no column {col}")))?;
+        // Staging buffers are the loader's own memory: the framework-free allocator.
+        let alloc: &dyn BufferAllocator = if staged { &crate::buffer::AlignedAllocator } else { self.alloc.as_ref() };
+        self.ensure_slot(slot, alloc, bytes, stopped, may_overcommit)
+    }
+
+    /// Makes transformed column `col`'s output buffer (the adapter's) hold at least `bytes`.
+    ///
+    /// # Errors
+    /// As [`BufferPool::ensure`].
+    pub(crate) fn ensure_output(
+        &self,
+        set: &mut BufferSet,
+        col: usize,
+        bytes: usize,
+        stopped: &AtomicBool,
+        may_overcommit: &dyn Fn() -> bool,
+    ) -> Result<()> {
+        let slot = set.bufs.get_mut(col).ok_or_else(|| LoaderError::WorkerPanicked(format!("no column {col}")))?;
+        self.ensure_slot(slot, self.alloc.as_ref(), bytes, stopped, may_overcommit)
+    }
+
+    fn ensure_slot(
+        &self,
+        slot: &mut Slot,
+        alloc: &dyn BufferAllocator,
+        bytes: usize,
+        stopped: &AtomicBool,
+        may_overcommit: &dyn Fn() -> bool,
+    ) -> Result<()> {
+        if slot.as_ref().is_some_and(|(b, _)| b.capacity() >= bytes) {
             return Ok(());
         }
         // A buffer that grows (packed columns follow each batch's actual bytes) grows with
         // an eighth of headroom when the share has room for it, so batches of varying size
         // settle on one buffer instead of reallocating on every new maximum.
-        let grows = set.bufs[col].is_some();
-        set.bufs[col] = None; // release the smaller buffer first
+        let grows = slot.is_some();
+        *slot = None; // release the smaller buffer first
         let share = self.acct.share(MemoryUse::Ready);
         let roomy = bytes.saturating_add(bytes / 8).next_multiple_of(crate::buffer::BUFFER_ALIGN);
         let bytes = if grows && self.acct.stats().by_use[0].current + roomy as u64 <= share { roomy } else { bytes };
@@ -189,8 +257,8 @@ impl BufferPool {
         let charge = self.acct.acquire(MemoryUse::Ready, want, stopped, may_overcommit);
         self.starved.fetch_sub(1, Ordering::AcqRel);
         let charge = charge?;
-        let buffer = self.alloc.allocate(bytes)?;
-        set.bufs[col] = Some((buffer, charge));
+        let buffer = alloc.allocate(bytes)?;
+        *slot = Some((buffer, charge));
         Ok(())
     }
 
@@ -314,7 +382,7 @@ mod tests {
     #[test]
     fn sets_are_recycled_and_bounded() {
         let acct = ready_only(1 << 20);
-        let pool = BufferPool::new(acct.clone(), 2, 2, Arc::new(crate::buffer::AlignedAllocator), true);
+        let pool = BufferPool::new(acct.clone(), 2, 2, Arc::new(crate::buffer::AlignedAllocator), true, vec![false; 2]);
         let stop = AtomicBool::new(false);
         let mut a = pool.take(&stop).unwrap();
         pool.ensure(&mut a, 0, 100, &stop, &|| false).unwrap();
@@ -350,7 +418,7 @@ mod tests {
     #[test]
     fn delivered_sets_do_not_block_the_pipeline() {
         let acct = ready_only(1 << 20);
-        let pool = BufferPool::new(acct, 1, 2, Arc::new(crate::buffer::AlignedAllocator), true);
+        let pool = BufferPool::new(acct, 1, 2, Arc::new(crate::buffer::AlignedAllocator), true, vec![false; 1]);
         let stop = AtomicBool::new(false);
         // The consumer keeps both sets' batches: the pipeline may still make a third.
         let kept: Vec<Arc<Lease>> = (0..2).map(|_| Lease::new(pool.clone(), pool.take(&stop).unwrap())).collect();
@@ -376,7 +444,7 @@ mod tests {
     #[test]
     fn idle_sets_outlive_the_epoch_within_its_bounds() {
         let acct = ready_only(1 << 20);
-        let pool = BufferPool::new(acct.clone(), 1, 0, Arc::new(crate::buffer::AlignedAllocator), true);
+        let pool = BufferPool::new(acct.clone(), 1, 0, Arc::new(crate::buffer::AlignedAllocator), true, vec![false; 1]);
         let stop = AtomicBool::new(false);
         let ptr_of = |set: &mut BufferSet| set.bufs[0].as_mut().unwrap().0.bytes_mut().unwrap().as_ptr() as usize;
         pool.start_epoch(3);

@@ -301,7 +301,7 @@ impl Worker {
                     Land::Arena(r) => in_arena.push((i, r.clone())),
                 }
             }
-            for (c, (slot, wants)) in fill.set.bufs.iter_mut().zip(by_col).enumerate() {
+            for (c, (slot, wants)) in fill.set.fill_slots().zip(by_col).enumerate() {
                 if wants.is_empty() {
                     continue;
                 }
