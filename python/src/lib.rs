@@ -26,6 +26,7 @@ mod dataset;
 mod errors;
 mod fragments;
 mod loader;
+mod transform;
 
 use pyo3::prelude::*;
 

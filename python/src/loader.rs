@@ -64,7 +64,7 @@ impl PyLoader {
         location, *, version=None, tag=None, branch=None, view=None, batch_size=32, columns=None, shuffle="global",
         window_fragments=4, seed=0, drop_last=false, workers=2, prefetch_batches=6, memory_budget=None,
         rank=None, world_size=None, verify_checksums=true, skip_bad_samples=false, u64_as_i64_bits=false,
-        ragged_offsets=false, ragged="padded",
+        ragged_offsets=false, ragged="padded", transforms=None,
     ))]
     #[allow(clippy::too_many_arguments, clippy::fn_params_excessive_bools)] // keyword-only Python options
     fn new(
@@ -90,6 +90,7 @@ impl PyLoader {
         u64_as_i64_bits: bool,
         ragged_offsets: bool,
         ragged: &str,
+        transforms: Option<Vec<(String, Vec<Bound<'_, PyDict>>)>>,
     ) -> PyResult<Self> {
         let mut cfg = LoaderConfig::new(location);
         cfg.at = at_of(version, tag, branch)?;
@@ -118,6 +119,10 @@ impl PyLoader {
             "packed" => RaggedLayout::Packed,
             other => return Err(usage(format!("ragged must be \"padded\" or \"packed\", not {other:?}"))),
         };
+        for (column, ops) in transforms.unwrap_or_default() {
+            let ops = ops.iter().map(crate::transform::op).collect::<PyResult<Vec<_>>>()?;
+            cfg = cfg.with_transform(column, ops);
+        }
         cfg.dist = match (rank, world_size) {
             (None, None) => DistEnv::from_env().py_err()?,
             (Some(rank), Some(world_size)) => DistEnv { rank, world_size, local_rank: rank },

@@ -41,6 +41,7 @@ from ._native import (
     UnsupportedError,
     UsageError,
 )
+from . import transforms
 from ._loader import Loader, LoaderIterator
 
 __all__ = [
@@ -49,6 +50,7 @@ __all__ = [
     "Dataset",
     "Loader",
     "LoaderIterator",
+    "transforms",
     "TesseraError",
     "MalformedError",
     "InvalidError",
@@ -472,8 +474,12 @@ class Dataset:
         if kwargs.get("view") is None:
             kwargs.update(version=self.version, branch=self.branch_name)
         # A view pins its own version (SPEC.md §"Views"), whichever version this object is.
+        batch_transform = kwargs.pop("batch_transform", None)
+        if batch_transform is not None and not callable(batch_transform):
+            raise TypeError("batch_transform must be a callable: batch dict -> batch dict")
+        kwargs["transforms"] = transforms._specs(kwargs.get("transforms"))
         native = _native.Loader(self.location, **kwargs)
-        return Loader(native, output=output, device=device)
+        return Loader(native, output=output, device=device, batch_transform=batch_transform)
 
     def pytorch(
         self,
@@ -504,6 +510,10 @@ class Dataset:
         ``skip_bad_samples``, ``u64_as_i64_bits``, ``ragged_offsets`` for
         ``"<name>.offsets"``, ``ragged="packed"`` for jagged ragged columns, see
         :class:`Loader`) pass through.
+
+        ``transforms={"image": [tessera.transforms.RandomResizedCrop(224), …]}`` augments
+        columns on the loader's threads, deterministically (see :mod:`tessera.transforms`);
+        ``batch_transform=fn`` calls ``fn(batch)`` on this thread for each batch.
         """
         kwargs = _loader_kwargs(
             batch_size, columns, shuffle, seed, drop_last, workers, memory_budget, rank, world_size, view, options

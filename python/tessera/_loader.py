@@ -43,10 +43,13 @@ class Loader:
     ``iter()`` yields exactly the batches that were not consumed yet.
     """
 
-    def __init__(self, native: Any, output: str = "torch", device: Optional[str] = None):
+    def __init__(
+        self, native: Any, output: str = "torch", device: Optional[str] = None, batch_transform: Any = None
+    ):
         if output not in ("torch", "numpy", "jax"):
             raise UsageError(f"output must be 'torch', 'numpy' or 'jax', not {output!r}")
         self._native = native
+        self._batch_transform = batch_transform
         self._output = output
         self._device = None if device in (None, "cpu") else device
         self._next_epoch = 0
@@ -253,7 +256,10 @@ class LoaderIterator:
             raise StopIteration
         pieces, rows, _epoch, _index = got
         self.last_rows = rows
-        return self._loader._convert(pieces)
+        batch = self._loader._convert(pieces)
+        if self._loader._batch_transform is not None:
+            batch = self._loader._batch_transform(batch)
+        return batch
 
     def state_dict(self) -> Dict[str, Any]:
         """The position after the batches returned so far (bound to the dataset version)."""
