@@ -35,7 +35,8 @@ use tessera::{
 use tessera_loader_tch::sampler::SplitMix64;
 use tessera_loader_tch::transform::{ImageToFloat, Normalize, RandomHorizontalFlip};
 use tessera_loader_tch::{
-    Batch, BatchTransform, EpochIter, Loader, LoaderConfig, LoaderState, ShuffleMode, loader_device, tch_device,
+    Batch, BatchTransform, ChannelOrder, Elem, EpochIter, Loader, LoaderConfig, LoaderState, ShuffleMode, Transform,
+    loader_device, tch_device,
 };
 
 const SIDE: usize = 64;
@@ -270,6 +271,19 @@ fn open_loaders(args: &Args) -> Result<(Loader, Option<Loader>), Box<dyn Error>>
         .with_memory_budget(256 << 20);
     config.device = loader_device(device)?;
     config = config.with_torchrun_env()?; // RANK / WORLD_SIZE / LOCAL_RANK when launched by torchrun
+    if config.device == tessera_loader_tch::Device::Cpu {
+        // On the CPU the loader's threads augment each sample straight into its batch slot:
+        // one pass, off the training thread. (On a GPU the uint8 batch crosses PCIe first,
+        // a quarter of the bytes of f32, and the tensor ops below run batched on the device.)
+        let normalize =
+            Transform::Normalize { mean: vec![0.3; 3], std: vec![0.3; 3], dtype: Elem::F32, layout: ChannelOrder::Chw };
+        let mut val_config = config.clone().with_transform("image", [normalize.clone()]);
+        val_config.location = val_root;
+        val_config.shuffle = ShuffleMode::None;
+        let val = if Dataset::open(&val_config.location).is_ok() { Some(Loader::open(val_config)?) } else { None };
+        let train = config.with_transform("image", [Transform::HorizontalFlip { p: 0.5 }, normalize]);
+        return Ok((Loader::open(train)?, val));
+    }
     let to_float: Arc<dyn BatchTransform> = Arc::new(ImageToFloat { column: "image".into() });
     let normalize: Arc<dyn BatchTransform> =
         Arc::new(Normalize { column: "image".into(), mean: vec![0.3; 3], std: vec![0.3; 3] });

@@ -83,6 +83,10 @@ pub use batch::{Batch, ColumnTensors};
 pub use error::{LoaderError, Result};
 pub use loader::{EpochIter, Loader, loader_device, tch_device};
 pub use tessera_loader::IoStats;
+/// Host-side augmentation by the loader's own threads (`LoaderConfig::with_transform`),
+/// before a batch becomes tensors; [`transform`] holds the tensor ops that run on the
+/// batch's device after delivery.
+pub use tessera_loader::{ChannelOrder, Elem, ResizeTo, Transform};
 pub use tessera_loader::{
     Device, DistEnv, LoaderConfig, LoaderState, MemoryStats, MemoryUse, Plan, PlanConfig, RaggedLayout, RaggedOptions,
     RetryPolicy, ShuffleMode, SkippedSample, UseStats, sampler, version_id,

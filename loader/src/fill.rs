@@ -231,7 +231,10 @@ impl Worker {
     /// Assembles batch `index` into `set`, substituting bad samples in skip mode.
     pub(crate) fn assemble(&mut self, index: usize, mut set: BufferSet) -> Result<Batch> {
         let sh = self.sh.clone();
-        match self.assemble_into(index, &mut set).and_then(|filled| self.transform(index, &filled, &mut set).map(|()| filled)) {
+        match self
+            .assemble_into(index, &mut set)
+            .and_then(|filled| self.transform(index, &filled, &mut set).map(|()| filled))
+        {
             Ok(filled) => match self.finish(index, filled, &set) {
                 Ok(mut batch) => {
                     batch.lease = Some(Lease::new(sh.set.buffers.clone(), set));
@@ -329,11 +332,13 @@ impl Worker {
         let b = filled.slots.len();
         for (c, pipeline) in sh.set.transforms.iter().enumerate() {
             let Some(p) = pipeline else { continue };
-            let bytes = p.row_bytes.checked_mul(b).ok_or_else(|| LoaderError::config("transformed batch size overflows"))?;
+            let bytes =
+                p.row_bytes.checked_mul(b).ok_or_else(|| LoaderError::config("transformed batch size overflows"))?;
             sh.set.buffers.ensure_output(set, c, bytes, &sh.stopped, &|| sh.oldest() >= index)?;
             let layout = &sh.catalog.columns[c];
             let (plan, valid) = (&filled.plans[c], filled.validity[c].as_deref());
-            let missing = || LoaderError::WorkerPanicked(format!("column {c}: a transform buffer is missing or shared"));
+            let missing =
+                || LoaderError::WorkerPanicked(format!("column {c}: a transform buffer is missing or shared"));
             let (staged, out) = set.staged_and_output(c).ok_or_else(missing)?;
             let src = staged.as_mut().and_then(|(buf, _)| buf.bytes_mut()).ok_or_else(missing)?;
             let dst = out.as_mut().and_then(|(buf, _)| buf.bytes_mut()).ok_or_else(missing)?;

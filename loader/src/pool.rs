@@ -62,9 +62,11 @@ impl BufferSet {
     /// Every column's [`BufferSet::fill_slot`], in column order.
     pub(crate) fn fill_slots(&mut self) -> impl Iterator<Item = &mut Slot> {
         let transformed = self.transformed.clone();
-        self.bufs.iter_mut().zip(self.staged.iter_mut()).enumerate().map(move |(c, (out, staged))| {
-            if transformed.get(c).copied().unwrap_or(false) { staged } else { out }
-        })
+        self.bufs
+            .iter_mut()
+            .zip(self.staged.iter_mut())
+            .enumerate()
+            .map(move |(c, (out, staged))| if transformed.get(c).copied().unwrap_or(false) { staged } else { out })
     }
 
     /// Column `c`'s staging buffer and output buffer, both (transformed columns).

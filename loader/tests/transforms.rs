@@ -140,10 +140,7 @@ fn a_deterministic_pipeline_crops_the_stored_pixels() {
         .with_shuffle(ShuffleMode::None)
         .with_transform(
             "image",
-            [
-                Transform::CenterCrop { height: 6, width: 4 },
-                Transform::ToDtype { dtype: Elem::F32, scale: false },
-            ],
+            [Transform::CenterCrop { height: 6, width: 4 }, Transform::ToDtype { dtype: Elem::F32, scale: false }],
         );
     let loader = Loader::open(config).unwrap();
     for b in loader.epoch(0).unwrap() {
@@ -226,9 +223,7 @@ fn pipelines_that_cannot_apply_are_refused_at_open() {
         (
             LoaderConfig::new(root).with_transform(
                 "image",
-                [
-                    Transform::Normalize { mean: vec![0.5], std: vec![0.5], dtype: Elem::I32, layout: ChannelOrder::Chw },
-                ],
+                [Transform::Normalize { mean: vec![0.5], std: vec![0.5], dtype: Elem::I32, layout: ChannelOrder::Chw }],
             ),
             "f32, f16, bf16",
         ),

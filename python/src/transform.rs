@@ -54,7 +54,9 @@ pub(crate) fn op(d: &Bound<'_, PyDict>) -> PyResult<Transform> {
         },
         "horizontal_flip" => Transform::HorizontalFlip { p: field(d, op, "p")? },
         "vertical_flip" => Transform::VerticalFlip { p: field(d, op, "p")? },
-        "random_time_crop" => Transform::RandomTimeCrop { length: field(d, op, "length")?, stride: field(d, op, "stride")? },
+        "random_time_crop" => {
+            Transform::RandomTimeCrop { length: field(d, op, "length")?, stride: field(d, op, "stride")? }
+        }
         "crop_pad" => Transform::CropPad { shape: field(d, op, "shape")? },
         "normalize" => Transform::Normalize {
             mean: field(d, op, "mean")?,
@@ -63,10 +65,14 @@ pub(crate) fn op(d: &Bound<'_, PyDict>) -> PyResult<Transform> {
             layout: match field::<String>(d, op, "layout")?.as_str() {
                 "CHW" | "chw" => ChannelOrder::Chw,
                 "HWC" | "hwc" => ChannelOrder::Hwc,
-                other => return Err(usage(format!("transform normalize: layout must be \"CHW\" or \"HWC\", not {other:?}"))),
+                other => {
+                    return Err(usage(format!("transform normalize: layout must be \"CHW\" or \"HWC\", not {other:?}")));
+                }
             },
         },
-        "to_dtype" => Transform::ToDtype { dtype: elem(&field::<String>(d, op, "dtype")?)?, scale: field(d, op, "scale")? },
+        "to_dtype" => {
+            Transform::ToDtype { dtype: elem(&field::<String>(d, op, "dtype")?)?, scale: field(d, op, "scale")? }
+        }
         other => return Err(usage(format!("unknown transform {other:?}"))),
     })
 }

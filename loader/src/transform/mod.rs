@@ -236,7 +236,8 @@ impl Pipeline {
     /// [`LoaderError::Config`] naming the op and the reason.
     pub(crate) fn new(column: &Column, elem: Elem, ops: &[Transform]) -> Result<Self> {
         let name = column.name.as_str();
-        let first = ops.first().ok_or_else(|| LoaderError::config(format!("column {name:?}: an empty transform list")))?;
+        let first =
+            ops.first().ok_or_else(|| LoaderError::config(format!("column {name:?}: an empty transform list")))?;
         if matches!(column.dtype, DType::Utf8 | DType::Bytes) {
             return Err(usage(name, first, "text and bytes columns cannot be transformed"));
         }
@@ -288,8 +289,7 @@ impl Pipeline {
                         }
                         (dims[h], dims[w]) = (Some(*height as u64), Some(*width as u64));
                     }
-                    Transform::CenterCrop { height, width }
-                    | Transform::Resize(ResizeTo::Exact { height, width }) => {
+                    Transform::CenterCrop { height, width } | Transform::Resize(ResizeTo::Exact { height, width }) => {
                         (dims[h], dims[w]) = (Some(*height as u64), Some(*width as u64));
                     }
                     Transform::Resize(ResizeTo::ShorterSide(s)) => {
@@ -396,7 +396,17 @@ impl Pipeline {
             .and_then(|b| usize::try_from(b).ok())
             .filter(|&b| b <= 1 << 31)
             .ok_or_else(|| LoaderError::config(format!("transforms on column {name:?}: output rows over 2 GiB")))?;
-        Ok(Self { column: name.to_owned(), ops: ops.to_vec(), elem, image, perm, output, out_elem, out_dims, row_bytes })
+        Ok(Self {
+            column: name.to_owned(),
+            ops: ops.to_vec(),
+            elem,
+            image,
+            perm,
+            output,
+            out_elem,
+            out_dims,
+            row_bytes,
+        })
     }
 }
 
@@ -406,7 +416,10 @@ impl Pipeline {
 /// # Errors
 /// [`LoaderError::Config`] for a column that is not projected or named twice, or a
 /// pipeline that cannot apply ([`Pipeline::new`]).
-pub(crate) fn plan_columns(columns: &mut [ColumnLayout], transforms: &[ColumnTransform]) -> Result<Vec<Option<Pipeline>>> {
+pub(crate) fn plan_columns(
+    columns: &mut [ColumnLayout],
+    transforms: &[ColumnTransform],
+) -> Result<Vec<Option<Pipeline>>> {
     let mut out: Vec<Option<Pipeline>> = vec![None; columns.len()];
     for t in transforms {
         let Some(c) = columns.iter().position(|c| c.name == t.column) else {
@@ -715,7 +728,13 @@ fn shorter_side(h: usize, w: usize, side: usize) -> (usize, usize) {
 }
 
 /// torchvision's `RandomResizedCrop.get_params`: `(top, left, height, width)`.
-fn rrc_params(rng: &mut OpRng, h: usize, w: usize, scale: (f64, f64), ratio: (f64, f64)) -> (isize, isize, usize, usize) {
+fn rrc_params(
+    rng: &mut OpRng,
+    h: usize,
+    w: usize,
+    scale: (f64, f64),
+    ratio: (f64, f64),
+) -> (isize, isize, usize, usize) {
     let to_isize = |v: u64| isize::try_from(v).unwrap_or(0);
     let area = h as f64 * w as f64;
     let (lr0, lr1) = (libm::log(ratio.0), libm::log(ratio.1));

@@ -113,7 +113,10 @@ impl Resampler {
     /// Bytes held.
     pub(crate) fn capacity_bytes(&self) -> usize {
         (self.tmp.capacity() + self.tx.weights.capacity() + self.ty.weights.capacity()) * 4
-            + (self.tx.start.capacity() + self.tx.count.capacity() + self.ty.start.capacity() + self.ty.count.capacity())
+            + (self.tx.start.capacity()
+                + self.tx.count.capacity()
+                + self.ty.start.capacity()
+                + self.ty.count.capacity())
                 * std::mem::size_of::<usize>()
     }
 

@@ -78,7 +78,10 @@ fn crops_flips_and_pads_move_bytes_exactly() {
     let want: Vec<u8> = (0..3).flat_map(|y| (0..4).rev().flat_map(move |x| px(y, x))).collect();
     assert_eq!(flipped, want);
     // Centre crop 1 × 2 of 3 × 4: top = round(1) = 1, left = round(1) = 1.
-    assert_eq!(run(&c, &[Transform::CenterCrop { height: 1, width: 2 }], &[3, 4, 3], &src, key(0)), [px(1, 1), px(1, 2)].concat());
+    assert_eq!(
+        run(&c, &[Transform::CenterCrop { height: 1, width: 2 }], &[3, 4, 3], &src, key(0)),
+        [px(1, 1), px(1, 2)].concat()
+    );
     // Larger than the image: 5 × 5 pads (5 - 3) // 2 = 1 row above and one below,
     // (5 - 4) // 2 = 0 columns left and one right.
     let padded = run(&c, &[Transform::CenterCrop { height: 5, width: 5 }], &[3, 4, 3], &src, key(0));
@@ -103,7 +106,9 @@ fn crops_flips_and_pads_move_bytes_exactly() {
 #[test]
 fn center_crop_offsets_round_like_torchvision() {
     // int(round((size - crop) / 2)) with Python's ties-to-even; padding (crop - size) // 2.
-    for (size, crop, want) in [(4, 1, 2), (5, 2, 2), (7, 2, 2), (9, 2, 4), (3, 3, 0), (2, 5, -1), (2, 6, -2), (0, 3, -1)] {
+    for (size, crop, want) in
+        [(4, 1, 2), (5, 2, 2), (7, 2, 2), (9, 2, 4), (3, 3, 0), (2, 5, -1), (2, 6, -2), (0, 3, -1)]
+    {
         assert_eq!(center_begin(size, crop), want, "size {size} crop {crop}");
     }
     assert_eq!(shorter_side(256, 341, 224), (224, 298));
@@ -117,13 +122,15 @@ fn normalize_writes_chw_floats() {
     let c = image(1, 2, 3);
     let mean = [0.5f32, 0.25, 0.0];
     let std = [0.5f32, 0.25, 2.0];
-    let ops = [Transform::Normalize { mean: mean.to_vec(), std: std.to_vec(), dtype: Elem::F32, layout: ChannelOrder::Chw }];
+    let ops =
+        [Transform::Normalize { mean: mean.to_vec(), std: std.to_vec(), dtype: Elem::F32, layout: ChannelOrder::Chw }];
     let out = f32s(&run(&c, &ops, &[1, 2, 3], &src, key(0)));
     let v = |x: u8, ch: usize| (f32::from(x) * (1.0 / 255.0 / std[ch])) + (-mean[ch] / std[ch]);
     assert_eq!(out, [v(0, 0), v(255, 0), v(128, 1), v(0, 1), v(255, 2), v(64, 2)]);
     assert!((out[1] - 1.0).abs() < 1e-6 && (out[0] + 1.0).abs() < 1e-6);
     // f16 output rounds each value once.
-    let ops16 = [Transform::Normalize { mean: mean.to_vec(), std: std.to_vec(), dtype: Elem::F16, layout: ChannelOrder::Hwc }];
+    let ops16 =
+        [Transform::Normalize { mean: mean.to_vec(), std: std.to_vec(), dtype: Elem::F16, layout: ChannelOrder::Hwc }];
     let out16 = run(&c, &ops16, &[1, 2, 3], &src, key(0));
     let want: Vec<u8> = [v(0, 0), v(128, 1), v(255, 2), v(255, 0), v(0, 1), v(64, 2)]
         .iter()
@@ -133,8 +140,12 @@ fn normalize_writes_chw_floats() {
     // Grayscale [H, W] gains a channel axis in CHW.
     let g = col(DType::U8, &[Dim::Fixed(2), Dim::Fixed(2)]);
     let elem = crate::assemble::ColumnLayout::new(&g, false).unwrap().kind;
-    let p = Pipeline::new(&g, elem, &[Transform::Normalize { mean: vec![0.0], std: vec![1.0], dtype: Elem::F32, layout: ChannelOrder::Chw }])
-        .unwrap();
+    let p = Pipeline::new(
+        &g,
+        elem,
+        &[Transform::Normalize { mean: vec![0.0], std: vec![1.0], dtype: Elem::F32, layout: ChannelOrder::Chw }],
+    )
+    .unwrap();
     assert_eq!(p.out_dims, [1, 2, 2]);
 }
 
@@ -142,10 +153,12 @@ fn normalize_writes_chw_floats() {
 fn resize_of_a_ramp_interpolates_and_rounds_back_to_u8() {
     // One row, 1 × 4 → 1 × 8 (upscale, bilinear, half-pixel centres): 0, 40, 80, 120.
     let c = col(DType::U8, &[Dim::Fixed(1), Dim::Fixed(4)]);
-    let out = run(&c, &[Transform::Resize(ResizeTo::Exact { height: 1, width: 8 })], &[1, 4], &[0, 40, 80, 120], key(0));
+    let out =
+        run(&c, &[Transform::Resize(ResizeTo::Exact { height: 1, width: 8 })], &[1, 4], &[0, 40, 80, 120], key(0));
     assert_eq!(out, [0, 10, 30, 50, 70, 90, 110, 120]);
     // Downscale by 2: triangle weights (1/8, 3/8, 3/8, 1/8) in the middle.
-    let out = run(&c, &[Transform::Resize(ResizeTo::Exact { height: 1, width: 2 })], &[1, 4], &[0, 40, 80, 120], key(0));
+    let out =
+        run(&c, &[Transform::Resize(ResizeTo::Exact { height: 1, width: 2 })], &[1, 4], &[0, 40, 80, 120], key(0));
     // (3·0 + 3·40 + 1·80) / 7 = 28.6 and (0.25·40 + 0.75·80 + 0.75·120) / 1.75 = 91.4.
     assert_eq!(out, [29, 91]);
 }
@@ -171,7 +184,10 @@ fn random_resized_crop_params_stay_inside_and_fall_back() {
             let mut r = OpRng::new(3, 0, row, 0);
             let (top, left, ch, cw) = rrc_params(&mut r, h, w, (0.08, 1.0), (0.75, 4.0 / 3.0));
             assert!(ch >= 1 && cw >= 1, "{h}x{w}");
-            assert!(top >= 0 && left >= 0 && top as usize + ch <= h && left as usize + cw <= w, "{h}x{w}: {top} {left} {ch} {cw}");
+            assert!(
+                top >= 0 && left >= 0 && top as usize + ch <= h && left as usize + cw <= w,
+                "{h}x{w}: {top} {left} {ch} {cw}"
+            );
         }
     }
     // A 1 × 500 strip can never fit a ratio ≤ 4/3 crop of 8 %+ area: the fallback keeps its
