@@ -5,7 +5,7 @@
 //! the decoded arrays), all in one run on the same cores.
 //!
 //! ```text
-//! cargo run --release -p tessera-loader --example augment_bench -- [--images N] [--workers W] [--batch B] [--dir DIR]
+//! cargo run --release -p tessera-loader --example augment_bench -- [--images N] [--workers W] [--batch B] [--dir DIR] [--no-baselines]
 //! ```
 //! Defaults: 2,000 images, 2 workers, batch 256. Photos: the colour pictures of
 //! scikit-image (`TESSERA_PHOTOS`, else `.venv-peers`, see `benches/src/photos.rs`), each
@@ -43,10 +43,11 @@ struct Args {
     workers: usize,
     batch: usize,
     dir: Option<PathBuf>,
+    baselines: bool,
 }
 
 fn args() -> Res<Args> {
-    let mut a = Args { images: 2000, workers: 2, batch: 256, dir: None };
+    let mut a = Args { images: 2000, workers: 2, batch: 256, dir: None, baselines: true };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
         let mut value = || it.next().ok_or_else(|| format!("{flag} needs a value"));
@@ -55,6 +56,7 @@ fn args() -> Res<Args> {
             "--workers" => a.workers = value()?.parse()?,
             "--batch" => a.batch = value()?.parse()?,
             "--dir" => a.dir = Some(PathBuf::from(value()?)),
+            "--no-baselines" => a.baselines = false,
             other => return Err(format!("unknown argument {other:?}").into()),
         }
     }
@@ -93,6 +95,7 @@ impl Rng {
     }
 }
 
+#[allow(clippy::many_single_char_names)] // sizes and coordinates
 /// Image `i`: a random crop of a photo (or a synthetic gradient), shorter side 256.
 fn picture(photos: Option<&[image::RgbImage]>, i: u64) -> image::RgbImage {
     let mut r = Rng(i * 7 + 3);
@@ -157,7 +160,8 @@ fn build(root: &Path, n: usize) -> Res<(PathBuf, PathBuf, PathBuf, bool)> {
 
 /// Samples per second of one timed epoch after a warm-up epoch, and the last batch's
 /// image shape.
-fn rate(root: &Path, a: &Args, augment: bool) -> Res<(f64, Vec<i64>)> {
+fn rate(root: &Path, args: &Args, augment: bool) -> Res<(f64, Vec<i64>)> {
+    let a = args;
     let mut cfg = LoaderConfig::new(root.to_str().ok_or("path")?)
         .with_batch_size(a.batch)
         .with_shuffle(ShuffleMode::Global)
@@ -174,7 +178,7 @@ fn rate(root: &Path, a: &Args, augment: bool) -> Res<(f64, Vec<i64>)> {
         );
     }
     let loader = Loader::open(cfg)?;
-    let (mut r, mut shape) = (0.0, Vec::new());
+    let (mut rate, mut shape) = (0.0, Vec::new());
     for epoch in 0..2 {
         let t = Instant::now();
         let mut n = 0usize;
@@ -183,9 +187,9 @@ fn rate(root: &Path, a: &Args, augment: bool) -> Res<(f64, Vec<i64>)> {
             n += b.rows.len();
             shape.clone_from(&b.columns[0].shape);
         }
-        r = n as f64 / t.elapsed().as_secs_f64();
+        rate = n as f64 / t.elapsed().as_secs_f64();
     }
-    Ok((r, shape))
+    Ok((rate, shape))
 }
 
 /// The torchvision baselines' JSON line, or why they did not run.
@@ -231,7 +235,7 @@ fn main() -> Res<()> {
     println!("  decoded column {r_dec:.0} img/s ({:.0} per worker), batch {shape:?}", r_dec / a.workers as f64);
     println!("  encoded column {r_enc:.0} img/s");
     println!("  decoded column, no transforms (padded ragged batch): {plain:.0} img/s");
-    let base = baselines(&files, &a);
+    let base = if a.baselines { baselines(&files, &a) } else { Err("--no-baselines".into()) };
     let (tv_pil, tv_arr, psnr) = match &base {
         Ok(line) => {
             println!("torchvision baselines: {line}");

@@ -45,13 +45,14 @@ pub(crate) fn op(d: &Bound<'_, PyDict>) -> PyResult<Transform> {
             let (height, width) = pair("size")?;
             Transform::CenterCrop { height, width }
         }
-        "resize" => match field::<Option<usize>>(d, op, "shorter_side")? {
-            Some(side) => Transform::Resize(ResizeTo::ShorterSide(side)),
-            None => {
+        "resize" => {
+            if let Some(side) = field::<Option<usize>>(d, op, "shorter_side")? {
+                Transform::Resize(ResizeTo::ShorterSide(side))
+            } else {
                 let (height, width) = pair("size")?;
                 Transform::Resize(ResizeTo::Exact { height, width })
             }
-        },
+        }
         "horizontal_flip" => Transform::HorizontalFlip { p: field(d, op, "p")? },
         "vertical_flip" => Transform::VerticalFlip { p: field(d, op, "p")? },
         "random_time_crop" => {
@@ -66,7 +67,9 @@ pub(crate) fn op(d: &Bound<'_, PyDict>) -> PyResult<Transform> {
                 "CHW" | "chw" => ChannelOrder::Chw,
                 "HWC" | "hwc" => ChannelOrder::Hwc,
                 other => {
-                    return Err(usage(format!("transform normalize: layout must be \"CHW\" or \"HWC\", not {other:?}")));
+                    return Err(usage(format!(
+                        "transform normalize: layout must be \"CHW\" or \"HWC\", not {other:?}"
+                    )));
                 }
             },
         },

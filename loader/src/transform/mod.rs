@@ -5,13 +5,13 @@
 //! apply is a [`LoaderError::Config`], never a failure mid-epoch) and must end in a shape
 //! that does not depend on the row, so a ragged image column comes out as a dense
 //! `[B, 3, 224, 224]` batch. Each row is read once: crops, flips and strides only change
-//! how the row is viewed ([`view`]), a resize resamples it once ([`resample`]), and one pass
+//! how the row is viewed (`view.rs`), a resize resamples it once (`resample.rs`), and one pass
 //! writes the slot in the output type and axis order. The stored row itself lands in a
 //! staging buffer of the worker's batch (not in the adapter's tensor), so the batch buffer
 //! holds only output.
 //!
 //! **Deterministic.** Op `i` of a row draws from a stream keyed by (seed, epoch, row id,
-//! `i`) ([`rng`]): results depend on nothing else, not on workers, ranks or resumption, and
+//! `i`) (`rng.rs`): results depend on nothing else, not on workers, ranks or resumption, and
 //! the arithmetic is scalar `f32` in a fixed order, so every CPU computes the same bytes.
 //! Random choices follow torchvision's definitions (`RandomResizedCrop`'s ten tries and
 //! its fallback, `CenterCrop`'s rounding and padding), with logarithms and exponentials from
@@ -30,7 +30,7 @@ use tessera::{Column, DType, Dim, ImageLayout, Kind};
 use crate::assemble::{ColumnLayout, Elem};
 use crate::batch::HostColumn;
 use crate::error::{LoaderError, Result};
-use pixels::{Le, Pixels, U8s, put};
+use pixels::{Le, Out, OutBf16, OutF16, OutF32, OutU8, Pixels, U8s, put};
 use resample::{Grid, Resampler};
 use rng::OpRng;
 use view::View;
@@ -141,7 +141,7 @@ impl Transform {
         Self::RandomResizedCrop { height, width, scale: (0.08, 1.0), ratio: (3.0 / 4.0, 4.0 / 3.0) }
     }
 
-    /// `Normalize` with ImageNet's mean and std, to `dtype` in CHW order.
+    /// `Normalize` with `ImageNet`'s mean and std, to `dtype` in CHW order.
     #[must_use]
     pub fn imagenet_normalize(dtype: Elem) -> Self {
         Self::Normalize {
@@ -234,6 +234,7 @@ impl Pipeline {
     ///
     /// # Errors
     /// [`LoaderError::Config`] naming the op and the reason.
+    #[allow(clippy::too_many_lines, clippy::many_single_char_names)] // one pass over the ops; each arm is short
     pub(crate) fn new(column: &Column, elem: Elem, ops: &[Transform]) -> Result<Self> {
         let name = column.name.as_str();
         let first =
@@ -298,10 +299,8 @@ impl Pipeline {
                         }
                         (dims[h], dims[w]) = (None, None);
                     }
-                    Transform::HorizontalFlip { p } | Transform::VerticalFlip { p } => {
-                        if !(0.0..=1.0).contains(p) {
-                            return fail("p must be within [0, 1]");
-                        }
+                    Transform::HorizontalFlip { p } | Transform::VerticalFlip { p } if !(0.0..=1.0).contains(p) => {
+                        return fail("p must be within [0, 1]");
                     }
                     _ => {}
                 }
@@ -339,7 +338,7 @@ impl Pipeline {
                             return fail(&format!("{what} must be finite"));
                         }
                     }
-                    if std.iter().any(|&s| s == 0.0) {
+                    if std.contains(&0.0) {
                         return fail("std must be non-zero");
                     }
                     let s = if elem == Elem::U8 { 1.0 / 255.0 } else { 1.0 };
@@ -599,13 +598,21 @@ impl Pipeline {
                 return Err(LoaderError::WorkerPanicked(format!("{}: resampled without a value output", what())));
             }
             (Output::Values { elem, a, b }, cur) => {
-                let (elem, a, b) = (*elem, a.as_slice(), b.as_slice());
-                let pick = |v: &[f32], c: usize| v[if v.len() == 1 { 0 } else { c }];
-                with_pixels!(cur, src, self.elem, s.a, |px| {
-                    view.emit(&self.perm, chan, |o, at, c| {
+                // One coefficient per channel index the walk reports (0 without channels).
+                let channels = chan.map_or(1, |c| view.axes[c].out).max(1);
+                let spread =
+                    |v: &[f32]| -> Vec<f32> { (0..channels).map(|c| v[if v.len() == 1 { 0 } else { c }]).collect() };
+                let (a, b) = (spread(a), spread(b));
+                let (perm, elem) = (self.perm.as_slice(), *elem);
+                with_pixels!(cur, src, self.elem, s.a, |px| match elem {
+                    Elem::F32 => values::<_, OutF32>(&view, perm, chan, &px, &a, &b, dst),
+                    Elem::F16 => values::<_, OutF16>(&view, perm, chan, &px, &a, &b, dst),
+                    Elem::Bf16 => values::<_, OutBf16>(&view, perm, chan, &px, &a, &b, dst),
+                    Elem::U8 => values::<_, OutU8>(&view, perm, chan, &px, &a, &b, dst),
+                    other => view.emit(perm, chan, |o, at, c| {
                         let v = at.map_or(0.0, |at| px.sample(at));
-                        put(dst, o, elem, v * pick(a, c) + pick(b, c));
-                    });
+                        put(dst, o, other, v * a[c] + b[c]);
+                    }),
                 });
             }
         }
@@ -627,6 +634,7 @@ impl Pipeline {
     }
 
     /// Resamples the view's image axes to `size`, into `s.a`; the view becomes that.
+    #[allow(clippy::many_single_char_names)] // h, w, c: the image axes
     fn resize(
         &self,
         view: &mut View,
@@ -642,8 +650,7 @@ impl Pipeline {
             self.check_reach(view, *cur, src, s, what)?;
             let n: usize = view.dims().iter().product();
             let identity: Vec<usize> = (0..view.axes.len()).collect();
-            s.b.clear();
-            s.b.resize(n, 0.0);
+            fit(&mut s.b, n); // every element is written below
             let out = &mut s.b;
             with_pixels!(*cur, src, self.elem, s.a, |px| {
                 view.emit(&identity, None, |o, at, _| out[o] = at.map_or(0.0, |at| px.sample(at)));
@@ -665,9 +672,10 @@ impl Pipeline {
                 what()
             )));
         };
-        s.b.clear();
-        s.b.resize(total, 0.0);
-        if ih > 0 && iw > 0 && per > 0 {
+        fit(&mut s.b, total);
+        if ih == 0 || iw == 0 {
+            s.b.fill(0.0); // an empty image resizes to black
+        } else if per > 0 {
             let (ha, wa) = (view.axes[h], view.axes[w]);
             let ca = c.map(|c| view.axes[c]);
             let mut idx = vec![0usize; outer.len()];
@@ -700,9 +708,74 @@ impl Pipeline {
         let mut dims = view.dims();
         (dims[h], dims[w]) = (oh, ow);
         std::mem::swap(&mut s.a, &mut s.b);
+        // The resampler writes each output row as channel planes: `[…, H, C, W]` in memory.
         *view = View::dense(&dims);
+        if let Some(c) = c {
+            view.axes[w].step = 1;
+            view.axes[c].step = isize::try_from(ow).unwrap_or(isize::MAX);
+        }
         *cur = Cur::Scratch;
         Ok(())
+    }
+}
+
+/// The last pass for a compile-time output type: `v · a[c] + b[c]` per element (padding
+/// reads as 0), a line at a time in blocks of 64.
+#[allow(clippy::too_many_arguments, clippy::many_single_char_names)] // a, b: the affine map
+fn values<P: Pixels, O: Out>(
+    view: &View,
+    perm: &[usize],
+    chan: Option<usize>,
+    px: &P,
+    a: &[f32],
+    b: &[f32],
+    dst: &mut [u8],
+) {
+    let mut buf = [0.0f32; 64];
+    view.lines(perm, chan, |l| {
+        let (d0, n, src, step) = l.data.unwrap_or((l.len, 0, 0, 0));
+        let mut j = 0;
+        let mut at = src;
+        while j < l.len {
+            let m = if j < d0 {
+                (d0 - j).min(64)
+            } else if j < d0 + n {
+                (d0 + n - j).min(64)
+            } else {
+                (l.len - j).min(64)
+            };
+            let vals = &mut buf[..m];
+            if j >= d0 && j < d0 + n {
+                px.gather(at, step, vals);
+                at += step * m as isize;
+            } else {
+                vals.fill(0.0);
+            }
+            match l.chan {
+                Some(c) => {
+                    let (ac, bc) = (a[c], b[c]);
+                    for v in vals.iter_mut() {
+                        *v = *v * ac + bc;
+                    }
+                }
+                None => {
+                    for (v, (ac, bc)) in vals.iter_mut().zip(a[j..].iter().zip(&b[j..])) {
+                        *v = *v * ac + bc;
+                    }
+                }
+            }
+            O::write_slice(dst, l.out + j, vals);
+            j += m;
+        }
+    });
+}
+
+/// Makes `v` exactly `n` long, keeping its allocation; new elements are 0.
+fn fit(v: &mut Vec<f32>, n: usize) {
+    if v.len() < n {
+        v.resize(n, 0.0);
+    } else {
+        v.truncate(n);
     }
 }
 

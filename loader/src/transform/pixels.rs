@@ -7,6 +7,14 @@ use crate::assemble::Elem;
 /// their source's length before any read).
 pub(crate) trait Pixels {
     fn sample(&self, i: isize) -> f32;
+
+    /// `out[k] = sample(at + k · step)`.
+    #[inline]
+    fn gather(&self, at: isize, step: isize, out: &mut [f32]) {
+        for (k, o) in out.iter_mut().enumerate() {
+            *o = self.sample(at + k as isize * step);
+        }
+    }
 }
 
 impl Pixels for &[f32] {
@@ -14,6 +22,26 @@ impl Pixels for &[f32] {
     #[allow(clippy::cast_sign_loss)] // checked views never reach below 0
     fn sample(&self, i: isize) -> f32 {
         self[i as usize]
+    }
+
+    #[inline]
+    #[allow(clippy::cast_sign_loss)]
+    fn gather(&self, at: isize, step: isize, out: &mut [f32]) {
+        let n = out.len();
+        match step {
+            1 => out.copy_from_slice(&self[at as usize..at as usize + n]),
+            -1 if n > 0 => {
+                let lo = (at + 1 - n as isize) as usize;
+                for (o, &v) in out.iter_mut().zip(self[lo..=at as usize].iter().rev()) {
+                    *o = v;
+                }
+            }
+            _ => {
+                for (k, o) in out.iter_mut().enumerate() {
+                    *o = self.sample(at + k as isize * step);
+                }
+            }
+        }
     }
 }
 
@@ -76,5 +104,76 @@ pub(crate) fn put(out: &mut [u8], i: usize, elem: Elem, v: f32) {
         Elem::Bf16 => d.copy_from_slice(&half::bf16::from_f32(v).to_le_bytes()),
         Elem::F32 => d.copy_from_slice(&v.to_le_bytes()),
         Elem::F64 => d.copy_from_slice(&f64::from(v).to_le_bytes()),
+    }
+}
+
+/// An output element type known at compile time (the common outputs' fast path).
+pub(crate) trait Out {
+    fn write(out: &mut [u8], i: usize, v: f32);
+
+    /// Writes `v` as elements `i..i + v.len()`.
+    #[inline]
+    fn write_slice(out: &mut [u8], i: usize, v: &[f32]) {
+        for (k, &x) in v.iter().enumerate() {
+            Self::write(out, i + k, x);
+        }
+    }
+}
+
+/// `f32` outputs.
+pub(crate) struct OutF32;
+/// `f16` outputs.
+pub(crate) struct OutF16;
+/// `bf16` outputs.
+pub(crate) struct OutBf16;
+/// `u8` outputs (round half to even, saturate).
+pub(crate) struct OutU8;
+
+impl Out for OutF32 {
+    #[inline]
+    fn write(out: &mut [u8], i: usize, v: f32) {
+        out[i * 4..i * 4 + 4].copy_from_slice(&v.to_le_bytes());
+    }
+}
+
+impl Out for OutF16 {
+    #[inline]
+    fn write(out: &mut [u8], i: usize, v: f32) {
+        out[i * 2..i * 2 + 2].copy_from_slice(&half::f16::from_f32(v).to_le_bytes());
+    }
+
+    /// Converts in blocks (the F16C instructions when the CPU has them: the same IEEE
+    /// rounding, to nearest even, as the scalar conversion).
+    #[inline]
+    fn write_slice(out: &mut [u8], i: usize, v: &[f32]) {
+        use half::slice::HalfFloatSliceExt;
+        let mut h = [half::f16::ZERO; 64];
+        for (block, vals) in out[i * 2..(i + v.len()) * 2].chunks_mut(128).zip(v.chunks(64)) {
+            let h = &mut h[..vals.len()];
+            h.convert_from_f32_slice(vals);
+            for (d, x) in block.chunks_exact_mut(2).zip(h.iter()) {
+                d.copy_from_slice(&x.to_le_bytes());
+            }
+        }
+    }
+}
+
+impl Out for OutBf16 {
+    #[inline]
+    fn write(out: &mut [u8], i: usize, v: f32) {
+        out[i * 2..i * 2 + 2].copy_from_slice(&half::bf16::from_f32(v).to_le_bytes());
+    }
+}
+
+impl Out for OutU8 {
+    #[inline]
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)] // in 0..=255 after the clamp
+    fn write(out: &mut [u8], i: usize, v: f32) {
+        // Clamped (NaN becomes 0), then rounded half to even by adding and subtracting 2^23:
+        // the float addition rounds to an integer, ties to even, exactly as
+        // `round_ties_even`, without a call into the maths library.
+        const MAGIC: f32 = 8_388_608.0;
+        let c = if v > 0.0 { v.min(255.0) } else { 0.0 };
+        out[i] = ((c + MAGIC) - MAGIC) as u8;
     }
 }

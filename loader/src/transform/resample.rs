@@ -105,14 +105,26 @@ pub(crate) struct Grid {
 pub(crate) struct Resampler {
     tx: Taps,
     ty: Taps,
-    /// The horizontal pass's output, `[height, out_w, channels]`.
+    /// The horizontal pass's output, `[height, channels, out_w]`.
     tmp: Vec<f32>,
+    /// One source row of one channel as `f32`.
+    row: Vec<f32>,
+    /// [`ROWS`] source rows of one channel, column-major.
+    block: Vec<f32>,
 }
+
+/// Source rows the horizontal pass resamples together.
+const ROWS: usize = 8;
 
 impl Resampler {
     /// Bytes held.
     pub(crate) fn capacity_bytes(&self) -> usize {
-        (self.tmp.capacity() + self.tx.weights.capacity() + self.ty.weights.capacity()) * 4
+        (self.tmp.capacity()
+            + self.row.capacity()
+            + self.block.capacity()
+            + self.tx.weights.capacity()
+            + self.ty.weights.capacity())
+            * 4
             + (self.tx.start.capacity()
                 + self.tx.count.capacity()
                 + self.ty.start.capacity()
@@ -120,43 +132,73 @@ impl Resampler {
                 * std::mem::size_of::<usize>()
     }
 
-    /// Resamples `g` of `src` to `out_h × out_w`, into `out` (`[out_h, out_w, channels]`,
-    /// row-major, overwritten).
+    /// Resamples `g` of `src` to `out_h × out_w`, into `out`: `out_h` rows, each `channels`
+    /// planes of `out_w` values (`[out_h, channels, out_w]`, row-major; overwritten).
     pub(crate) fn run<S: Pixels>(&mut self, src: &S, g: Grid, out_h: usize, out_w: usize, out: &mut [f32]) {
         let c = g.channels;
         self.tx.compute(g.width, out_w);
         self.ty.compute(g.height, out_h);
         let line = out_w * c;
-        self.tmp.clear();
-        self.tmp.resize(g.height * line, 0.0);
-        // Horizontal pass: every source row, each output pixel from its taps.
-        for y in 0..g.height {
-            let row = g.base + y as isize * g.sy;
-            let dst = &mut self.tmp[y * line..(y + 1) * line];
-            for x in 0..out_w {
-                let (x0, w) = self.tx.of(x);
-                for ch in 0..c {
-                    let mut acc = 0.0f32;
-                    let mut at = row + x0 as isize * g.sx + ch as isize * g.sc;
-                    for &wk in w {
-                        acc += wk * src.sample(at);
-                        at += g.sx;
+        // Every element of both buffers is written before it is read: no zeroing.
+        grow(&mut self.tmp, g.height * line);
+        grow(&mut self.row, g.width);
+        // Horizontal pass, eight source rows at a time: the rows' values are gathered as
+        // `f32` into `block`, column-major (`block[x · 8 + r]`), so each output column sums its
+        // taps (in tap order) for eight rows at once in one vector.
+        let span = g.width;
+        grow(&mut self.block, span * ROWS);
+        for y0 in (0..g.height).step_by(ROWS) {
+            let rows = ROWS.min(g.height - y0);
+            for ch in 0..c {
+                for r in 0..rows {
+                    let at = g.base + (y0 + r) as isize * g.sy + ch as isize * g.sc;
+                    src.gather(at, g.sx, &mut self.row[..span]);
+                    for (x, &v) in self.row[..span].iter().enumerate() {
+                        self.block[x * ROWS + r] = v;
                     }
-                    dst[x * c + ch] = acc;
+                }
+                for x in 0..out_w {
+                    let (x0, w) = self.tx.of(x);
+                    let mut acc = [0.0f32; ROWS];
+                    for (k, &wk) in w.iter().enumerate() {
+                        let col = &self.block[(x0 + k) * ROWS..(x0 + k + 1) * ROWS];
+                        for (a, &v) in acc.iter_mut().zip(col) {
+                            *a += wk * v;
+                        }
+                    }
+                    for (r, &a) in acc.iter().enumerate().take(rows) {
+                        self.tmp[(y0 + r) * line + ch * out_w + x] = a;
+                    }
                 }
             }
         }
         // Vertical pass: each output row a weighted sum of whole rows.
         for (y, dst) in out.chunks_exact_mut(line.max(1)).take(out_h).enumerate() {
-            dst.fill(0.0);
             let (y0, w) = self.ty.of(y);
             for (k, &wk) in w.iter().enumerate() {
                 let s = &self.tmp[(y0 + k) * line..(y0 + k + 1) * line];
-                for (d, &v) in dst.iter_mut().zip(s) {
-                    *d += wk * v;
+                if k == 0 {
+                    // 0 + w·v = w·v: the first tap starts the sum.
+                    for (d, &v) in dst.iter_mut().zip(s) {
+                        *d = wk * v;
+                    }
+                } else {
+                    for (d, &v) in dst.iter_mut().zip(s) {
+                        *d += wk * v;
+                    }
                 }
             }
+            if w.is_empty() {
+                dst.fill(0.0);
+            }
         }
+    }
+}
+
+/// Makes `v` at least `n` long without touching what it holds.
+fn grow(v: &mut Vec<f32>, n: usize) {
+    if v.len() < n {
+        v.resize(n, 0.0);
     }
 }
 

@@ -1,10 +1,10 @@
 //! The randomness of a transform: a pure function of (seed, epoch, row id, op index).
 //!
 //! Each op of each row draws from its own stream, keyed by those four numbers through
-//! SplitMix64's finaliser, so what a row gets depends on nothing else: not on the worker
+//! `SplitMix64`'s finaliser, so what a row gets depends on nothing else: not on the worker
 //! thread, the rank, the batch it lands in, or whether the epoch was resumed.
 
-/// SplitMix64's output function (a bijection on `u64` with full avalanche).
+/// `SplitMix64`'s output function (a bijection on `u64` with full avalanche).
 const fn mix(mut z: u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
@@ -29,7 +29,7 @@ impl OpRng {
         Self { state: k }
     }
 
-    /// The next 64 random bits (SplitMix64).
+    /// The next 64 random bits (`SplitMix64`).
     pub(crate) fn next_u64(&mut self) -> u64 {
         self.state = self.state.wrapping_add(GOLDEN);
         mix(self.state)

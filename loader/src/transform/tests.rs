@@ -1,5 +1,6 @@
 use tessera::{Column, DType, Dim, ImageLayout, Kind};
 
+use super::pixels::Out as _;
 use super::*;
 
 fn col(dtype: DType, shape: &[Dim]) -> Column {
@@ -236,4 +237,58 @@ fn a_row_that_does_not_match_its_shape_is_corrupt() {
     let mut out = vec![0; p.row_bytes];
     let e = p.apply(key(0), &[0; 11], &[2, 2, 3], &mut out, &mut Scratch::default()).unwrap_err();
     assert!(matches!(e, LoaderError::Corrupt { .. }), "{e:?}");
+}
+
+/// CPU time per image of the bench's pipeline on one thread (a measurement, not a test):
+/// `cargo test --release -p tessera-loader --lib transform::tests::cpu_per_image -- --ignored --nocapture`.
+#[test]
+#[ignore = "a measurement; run it on purpose, in release"]
+fn cpu_per_image() {
+    let c = col(DType::U8, &[Dim::Ragged, Dim::Ragged, Dim::Fixed(3)]);
+    let elem = crate::assemble::ColumnLayout::new(&c, false).unwrap().kind;
+    let cases: [(&str, Vec<Transform>); 3] = [
+        (
+            "rrc224+flip+norm f16 chw",
+            vec![
+                Transform::random_resized_crop(224, 224),
+                Transform::HorizontalFlip { p: 0.5 },
+                Transform::imagenet_normalize(Elem::F16),
+            ],
+        ),
+        ("rrc224 only (u8 out)", vec![Transform::random_resized_crop(224, 224)]),
+        (
+            "centercrop224 + norm f16",
+            vec![Transform::CenterCrop { height: 224, width: 224 }, Transform::imagenet_normalize(Elem::F16)],
+        ),
+    ];
+    let src: Vec<u8> = (0..256 * 341 * 3).map(|i| (i * 7 % 251) as u8).collect();
+    let only = std::env::var("TRANSFORM_CASE").ok();
+    for (name, ops) in cases {
+        if only.as_deref().is_some_and(|o| !name.starts_with(o)) {
+            continue;
+        }
+        let p = Pipeline::new(&c, elem, &ops).unwrap();
+        let mut out = vec![0u8; p.row_bytes];
+        let mut s = Scratch::default();
+        let n = std::env::var("TRANSFORM_N").ok().and_then(|v| v.parse().ok()).unwrap_or(300);
+        let t0 = crate::depth::thread_cpu_time().unwrap_or_default();
+        for r in 0..n {
+            p.apply(key(r), &src, &[256, 341, 3], &mut out, &mut s).unwrap();
+        }
+        let dt = crate::depth::thread_cpu_time().unwrap_or_default().saturating_sub(t0);
+        println!(
+            "{name}: {:.3} ms CPU per 256x341 image, {:.0} images per CPU-second",
+            dt.as_secs_f64() * 1e3 / n as f64,
+            n as f64 / dt.as_secs_f64()
+        );
+    }
+}
+
+#[test]
+fn u8_outputs_round_half_to_even_and_saturate() {
+    let mut out = [0u8; 10];
+    for (i, v) in [0.5f32, 1.5, 2.5, 254.5, 255.7, -3.0, f32::NAN, 3.49, 7.500_000_5, 1e9].into_iter().enumerate() {
+        pixels::OutU8::write(&mut out, i, v);
+    }
+    assert_eq!(out, [0, 2, 2, 254, 255, 0, 0, 3, 8, 255]);
 }

@@ -116,24 +116,40 @@ impl View {
     /// data and `f(out, None, index)` for padding, where `index` is the output position's
     /// view index along axis `chan` (0 when `None`). `out` counts output elements from 0.
     pub(crate) fn emit(&self, perm: &[usize], chan: Option<usize>, mut f: impl FnMut(usize, Option<isize>, usize)) {
+        self.lines(perm, chan, |l| {
+            let (d0, n, mut src, step) = l.data.unwrap_or((l.len, 0, 0, 0));
+            for j in 0..l.len {
+                let c = l.chan.unwrap_or(j);
+                if j >= d0 && j < d0 + n {
+                    f(l.out + j, Some(src), c);
+                    src += step;
+                } else {
+                    f(l.out + j, None, c);
+                }
+            }
+        });
+    }
+
+    /// Walks the output line by line (a line: the innermost output axis at fixed outer
+    /// indexes), in the order of [`View::emit`].
+    pub(crate) fn lines(&self, perm: &[usize], chan: Option<usize>, mut f: impl FnMut(Line)) {
         let r = perm.len();
         if r == 0 {
-            f(0, Some(self.base()), 0);
+            f(Line { out: 0, len: 1, data: Some((0, 1, self.base(), 0)), chan: Some(0) });
             return;
         }
         let axes: Vec<Axis> = perm.iter().map(|&p| self.axes[p]).collect();
         let chan_pos = chan.and_then(|c| perm.iter().position(|&p| p == c));
         let inner = axes[r - 1];
         let mut idx = vec![0usize; r - 1];
-        let mut out = 0usize;
         let outer_count: usize = axes[..r - 1].iter().map(|a| a.out).product();
         if inner.out == 0 {
             return;
         }
-        for _ in 0..outer_count {
+        for line in 0..outer_count {
             // The line's source offset, or padding when an outer index is outside the data.
             let mut src = inner.start;
-            let mut inside = true;
+            let mut inside = inner.n > 0;
             for (i, a) in idx.iter().zip(&axes) {
                 if *i < a.off || *i >= a.off + a.n {
                     inside = false;
@@ -142,27 +158,16 @@ impl View {
                 src += a.start + (*i - a.off) as isize * a.step;
             }
             let line_chan = match chan_pos {
-                Some(p) if p < r - 1 => idx[p],
-                _ => 0,
+                Some(p) if p < r - 1 => Some(idx[p]),
+                Some(_) => None,
+                None => Some(0),
             };
-            let chan_inner = chan_pos == Some(r - 1);
-            if inside {
-                for j in 0..inner.out {
-                    let c = if chan_inner { j } else { line_chan };
-                    if j >= inner.off && j < inner.off + inner.n {
-                        f(out, Some(src), c);
-                        src += inner.step;
-                    } else {
-                        f(out, None, c);
-                    }
-                    out += 1;
-                }
-            } else {
-                for j in 0..inner.out {
-                    f(out, None, if chan_inner { j } else { line_chan });
-                    out += 1;
-                }
-            }
+            f(Line {
+                out: line * inner.out,
+                len: inner.out,
+                data: inside.then_some((inner.off, inner.n, src, inner.step)),
+                chan: line_chan,
+            });
             for k in (0..r - 1).rev() {
                 idx[k] += 1;
                 if idx[k] < axes[k].out {
@@ -172,6 +177,21 @@ impl View {
             }
         }
     }
+}
+
+/// One output line of a [`View`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Line {
+    /// Output index of the line's first element.
+    pub(crate) out: usize,
+    /// Elements in the line.
+    pub(crate) len: usize,
+    /// `(first, count, src, step)`: elements `first..first + count` of the line read the
+    /// source at `src`, `src + step`, …; the others pad (`None`: the whole line pads).
+    pub(crate) data: Option<(usize, usize, isize, isize)>,
+    /// The line's channel index, or `None` when the channel is the line's own axis (element
+    /// `j` is channel `j`).
+    pub(crate) chan: Option<usize>,
 }
 
 #[cfg(test)]
