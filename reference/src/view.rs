@@ -254,6 +254,55 @@ impl ViewRows {
     }
 }
 
+/// Collects an answer's row ids one at a time into [`ViewRows`], in O(runs) memory while they
+/// ascend: a query over 10^9 rows whose answer is a few ranges never holds 10^9 ids. Rows
+/// that stop ascending switch it to a list, bounded by the list limit (2^24).
+#[derive(Debug, Default)]
+pub struct ViewRowsBuilder {
+    runs: Vec<Run>,
+    list: Option<Vec<u64>>,
+}
+
+impl ViewRowsBuilder {
+    /// Appends the next row id of the answer.
+    ///
+    /// # Errors
+    /// `limit` when the rows do not ascend and are more than 2^24.
+    pub fn push(&mut self, row: u64) -> Result<()> {
+        let what = || "view rows that do not ascend".to_string();
+        if let Some(list) = &mut self.list {
+            Error::check_limit(what, hard::MAX_VIEW_ROWS, list.len() as u64 + 1)?;
+            list.push(row);
+            return Ok(());
+        }
+        match self.runs.last_mut() {
+            Some(l) if u128::from(row) == u128::from(l.start) + u128::from(l.len) => l.len += 1,
+            Some(l) if u128::from(row) < u128::from(l.start) + u128::from(l.len) => {
+                let n: u64 = self.runs.iter().map(|r| r.len).sum();
+                Error::check_limit(what, hard::MAX_VIEW_ROWS, n + 1)?;
+                let mut list: Vec<u64> = self.runs.iter().flat_map(|r| r.start..r.start + r.len).collect();
+                list.push(row);
+                self.runs = Vec::new();
+                self.list = Some(list);
+            }
+            _ => self.runs.push(Run { start: row, len: 1 }),
+        }
+        Ok(())
+    }
+
+    /// The rows, in the encoding a writer stores them in (VIEW-12).
+    ///
+    /// # Errors
+    /// `usage` for a row id of 2^64 − 1 in an ascending answer (no version has that row);
+    /// `limit` as [`ViewRows::canonical`].
+    pub fn finish(self) -> Result<ViewRows> {
+        match self.list {
+            Some(list) => ViewRows::List(list).canonical(),
+            None => ViewRows::Runs(RowRuns::new(self.runs).map_err(Error::usage)?).canonical(),
+        }
+    }
+}
+
 impl View {
     /// The SHA-256 of row ids as [`View::rows_sha256`] defines it for a list.
     #[must_use]
