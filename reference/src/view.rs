@@ -761,4 +761,85 @@ mod tests {
         let flat: Vec<u8> = many.iter().flat_map(|r| r.to_le_bytes()).collect();
         assert_eq!(View::digest_rows(&many), <[u8; 32]>::from(Sha256::digest(&flat)));
     }
+
+    fn runs(pairs: &[(u64, u64)]) -> std::result::Result<RowRuns, String> {
+        RowRuns::new(pairs.iter().map(|&(start, len)| Run { start, len }).collect())
+    }
+
+    #[test]
+    fn runs_must_be_non_empty_ascending_and_apart() {
+        assert!(runs(&[]).unwrap().is_empty());
+        assert!(runs(&[(0, 3), (4, 2)]).is_ok());
+        assert!(runs(&[(0, 3), (4, 0)]).unwrap_err().contains("empty"));
+        for bad in [&[(0, 3), (2, 3)][..], &[(4, 2), (0, 3)], &[(0, 3), (3, 2)], &[(5, 1), (5, 1)]] {
+            assert!(runs(bad).unwrap_err().contains("must start after"), "{bad:?}");
+        }
+        assert!(runs(&[(u64::MAX - 1, 2)]).unwrap_err().contains("past row"));
+        assert!(runs(&[(u64::MAX - 1, 1)]).is_ok());
+    }
+
+    #[test]
+    fn runs_index_and_iterate_like_the_rows_they_hold() {
+        let r = runs(&[(3, 2), (7, 1), (10, 4)]).unwrap();
+        let rows: Vec<u64> = r.iter().collect();
+        assert_eq!(rows, vec![3, 4, 7, 10, 11, 12, 13]);
+        assert_eq!((r.len(), r.end()), (7, 14));
+        for (k, &row) in rows.iter().enumerate() {
+            assert_eq!(r.get(k as u64), Some(row), "row {k}");
+        }
+        assert_eq!(r.get(7), None);
+        assert_eq!(RowRuns::from_ascending(&rows), Some(r));
+        assert_eq!(RowRuns::from_ascending(&[1, 1]), None);
+        assert_eq!(RowRuns::from_ascending(&[2, 1]), None);
+        // 10^9 rows in 10^4 runs: indexed without a row list.
+        let big = RowRuns::new((0..10_000u64).map(|i| Run { start: i * 200_000, len: 100_000 }).collect()).unwrap();
+        assert_eq!(big.len(), 1_000_000_000);
+        assert_eq!(big.get(999_999_999), Some(9_999 * 200_000 + 99_999));
+        assert_eq!(big.get(100_000), Some(200_000));
+    }
+
+    #[test]
+    fn the_builder_keeps_runs_while_rows_ascend() {
+        let build = |rows: &[u64]| {
+            let mut b = ViewRowsBuilder::default();
+            rows.iter().try_for_each(|&r| b.push(r)).unwrap();
+            b.finish().unwrap()
+        };
+        assert_eq!(build(&[0, 1, 2, 4, 5]), ViewRows::Runs(runs(&[(0, 3), (4, 2)]).unwrap()));
+        assert_eq!(build(&[0, 2, 4]), ViewRows::List(vec![0, 2, 4]), "runs would not be smaller");
+        assert_eq!(build(&[0, 1, 2, 1]), ViewRows::List(vec![0, 1, 2, 1]), "duplicates are left to the writer");
+        assert_eq!(build(&[5, 6, 7, 0]), ViewRows::List(vec![5, 6, 7, 0]));
+        assert_eq!(build(&[]), ViewRows::List(vec![]));
+    }
+
+    #[test]
+    fn the_runs_digest_is_sha256_of_little_endian_starts_and_lengths() {
+        let expected: [u8; 32] = Sha256::digest([[4u8, 0, 0, 0, 0, 0, 0, 0], [2, 0, 0, 0, 0, 0, 0, 0]].concat()).into();
+        assert_eq!(View::digest_runs(&[Run { start: 4, len: 2 }]), expected);
+        assert_ne!(View::digest_runs(&[Run { start: 4, len: 2 }]), View::digest_rows(&[4, 5]));
+    }
+
+    #[test]
+    fn both_encodings_round_trip_through_their_major_version() {
+        let v = View {
+            name: "v".into(),
+            target: VersionRef { branch: "main".into(), version: 2 },
+            manifest_sha256: [1; 32],
+            timestamp_ms: 3,
+            query: "q".into(),
+            rows_sha256: [2; 32],
+            rows: ViewRows::Runs(runs(&[(0, 3)]).unwrap()),
+        };
+        let object = v.to_object().unwrap();
+        assert_eq!(object[8], 2);
+        let raw = RawView::decode(&object, 1 << 20, "k").unwrap();
+        assert_eq!(raw, RawView::from(v.clone()));
+        let list = View { rows: ViewRows::List(vec![2, 0]), ..v };
+        let object = list.to_object().unwrap();
+        assert_eq!(object[8], 1);
+        assert_eq!(RawView::decode(&object, 1 << 20, "k").unwrap().rows, RawRows::List(vec![2, 0]));
+        let mut future = object.clone();
+        future[8] = 3;
+        assert_eq!(RawView::decode(&future, 1 << 20, "k").unwrap_err().class(), crate::ErrorClass::Unsupported);
+    }
 }
