@@ -216,13 +216,13 @@ impl ViewRows {
     pub fn canonical(self) -> Result<Self> {
         let (list, runs) = match self {
             Self::Runs(r) => (None, r),
-            Self::List(v) => match RowRuns::from_ascending(&v) {
-                Some(r) => (Some(v), r),
-                None => {
+            Self::List(v) => {
+                let Some(r) = RowRuns::from_ascending(&v) else {
                     Error::check_limit(|| "view rows that do not ascend".into(), hard::MAX_VIEW_ROWS, v.len() as u64)?;
                     return Ok(Self::List(v));
-                }
-            },
+                };
+                (Some(v), r)
+            }
         };
         let n = runs.len();
         if 2 * (runs.runs.len() as u64) < n || n > hard::MAX_VIEW_ROWS {
@@ -251,6 +251,15 @@ impl ViewRows {
             )),
             Self::Runs(_) => Ok(()),
         }
+    }
+}
+
+impl<'a> IntoIterator for &'a ViewRows {
+    type Item = u64;
+    type IntoIter = Box<dyn Iterator<Item = u64> + 'a>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.iter()
     }
 }
 
@@ -501,7 +510,7 @@ impl RawView {
     /// The stored object: envelope of the rows' major version, body and CRC; no body limit.
     ///
     /// # Errors
-    /// As [`RawView::encode`].
+    /// Only if encoding fails, which it does not for these types.
     pub fn to_object(self) -> Result<Vec<u8>> {
         let (major, body) = self.encode()?;
         Ok(envelope::frame_major(ObjectKind::View, major, &body))

@@ -209,73 +209,94 @@ pub(in crate::generate) fn reject(em: &mut Emitter) -> Result<()> {
     runs(em)
 }
 
+/// One fault in the runs of a runs view: the case, and the runs and `row_count` it stores.
+struct RunsFault {
+    id: &'static str,
+    reqs: &'static [&'static str],
+    description: &'static str,
+    hint: &'static str,
+    runs: &'static [(u64, u64)],
+    row_count: Option<u64>,
+}
+
 /// Faults in a runs view (VIEW-11, VAL-18 steps 3, 7, 8 and 12), each alone: `rows_sha256`
 /// recomputed over the edited runs unless the checksum is the fault.
 fn runs(em: &mut Emitter) -> Result<()> {
-    let key = view_key(NAME);
-    let cases: [(&str, &[&str], &str, &str, &[(u64, u64)], Option<u64>); 7] = [
-        (
-            "n-view-0011-runs-zero-length",
-            &["VIEW-11", "VAL-18"],
-            "view sel's runs are (0, 3), (4, 0), (5, 1): a run of no rows",
-            "is empty",
-            &[(0, 3), (4, 0), (5, 1)],
-            None,
-        ),
-        (
-            "n-view-0012-runs-overlapping",
-            &["VIEW-11", "VIEW-06", "VAL-18"],
-            "view sel's runs are (0, 3), (2, 3): row 2 is in both",
-            "must start after",
-            &[(0, 3), (2, 3)],
-            None,
-        ),
-        (
-            "n-view-0013-runs-unsorted",
-            &["VIEW-11", "VAL-18"],
-            "view sel's runs are (4, 2), (0, 3): the second starts before the first",
-            "must start after",
-            &[(4, 2), (0, 3)],
-            None,
-        ),
-        (
-            "n-view-0014-runs-adjacent",
-            &["VIEW-11", "VAL-18"],
-            "view sel's runs are (0, 3), (3, 2): the same rows as one run (0, 5), so not maximal",
-            "must start after",
-            &[(0, 3), (3, 2)],
-            None,
-        ),
-        (
-            "n-view-0015-run-past-row-count",
-            &["VIEW-06", "VIEW-11", "VAL-18"],
-            "view sel's runs are (0, 3), (4, 3): row 6 of main@2, which has 6 rows",
-            "not below",
-            &[(0, 3), (4, 3)],
-            None,
-        ),
-        (
-            "n-view-0016-runs-row-count-mismatch",
-            &["VIEW-11", "VAL-18"],
-            "view sel's runs (0, 3), (4, 2) hold 5 rows; its row_count says 6",
-            "row_count says 6",
-            &[(0, 3), (4, 2)],
-            Some(6),
-        ),
-        (
-            "n-view-0017-run-past-u64",
-            &["VIEW-11", "VIEW-06", "VAL-18"],
-            "view sel's second run starts at 2^64 - 2 and holds 5 rows, past the largest row id",
-            "ends past row",
-            &[(0, 3), (u64::MAX - 1, 5)],
-            Some(8),
-        ),
+    runs_structure(em)?;
+    runs_record(em)
+}
+
+/// Faults in the runs themselves (VAL-18 step 12).
+fn runs_structure(em: &mut Emitter) -> Result<()> {
+    let cases = [
+        RunsFault {
+            id: "n-view-0011-runs-zero-length",
+            reqs: &["VIEW-11", "VAL-18"],
+            description: "view sel's runs are (0, 3), (4, 0), (5, 1): a run of no rows",
+            hint: "is empty",
+            runs: &[(0, 3), (4, 0), (5, 1)],
+            row_count: None,
+        },
+        RunsFault {
+            id: "n-view-0012-runs-overlapping",
+            reqs: &["VIEW-11", "VIEW-06", "VAL-18"],
+            description: "view sel's runs are (0, 3), (2, 3): row 2 is in both",
+            hint: "must start after",
+            runs: &[(0, 3), (2, 3)],
+            row_count: None,
+        },
+        RunsFault {
+            id: "n-view-0013-runs-unsorted",
+            reqs: &["VIEW-11", "VAL-18"],
+            description: "view sel's runs are (4, 2), (0, 3): the second starts before the first",
+            hint: "must start after",
+            runs: &[(4, 2), (0, 3)],
+            row_count: None,
+        },
+        RunsFault {
+            id: "n-view-0014-runs-adjacent",
+            reqs: &["VIEW-11", "VAL-18"],
+            description: "view sel's runs are (0, 3), (3, 2): the same rows as one run (0, 5), so not maximal",
+            hint: "must start after",
+            runs: &[(0, 3), (3, 2)],
+            row_count: None,
+        },
+        RunsFault {
+            id: "n-view-0015-run-past-row-count",
+            reqs: &["VIEW-06", "VIEW-11", "VAL-18"],
+            description: "view sel's runs are (0, 3), (4, 3): row 6 of main@2, which has 6 rows",
+            hint: "not below",
+            runs: &[(0, 3), (4, 3)],
+            row_count: None,
+        },
+        RunsFault {
+            id: "n-view-0016-runs-row-count-mismatch",
+            reqs: &["VIEW-11", "VAL-18"],
+            description: "view sel's runs (0, 3), (4, 2) hold 5 rows; its row_count says 6",
+            hint: "row_count says 6",
+            runs: &[(0, 3), (4, 2)],
+            row_count: Some(6),
+        },
+        RunsFault {
+            id: "n-view-0017-run-past-u64",
+            reqs: &["VIEW-11", "VIEW-06", "VAL-18"],
+            description: "view sel's second run starts at 2^64 - 2 and holds 5 rows, past the largest row id",
+            hint: "ends past row",
+            runs: &[(0, 3), (u64::MAX - 1, 5)],
+            row_count: Some(8),
+        },
     ];
-    for (id, reqs, description, hint, runs, row_count) in cases {
-        em.reject(Spec::new(id, reqs, description).with_args(args()), "invalid", hint, |input| {
-            edit_runs(input, runs, row_count)
+    for c in cases {
+        em.reject(Spec::new(c.id, c.reqs, c.description).with_args(args()), "invalid", c.hint, |input| {
+            edit_runs(input, c.runs, c.row_count)
         })?;
     }
+    Ok(())
+}
+
+/// Faults in the rest of a runs view record: its checksum, row count, size and major.
+fn runs_record(em: &mut Emitter) -> Result<()> {
+    let key = view_key(NAME);
     em.reject(
         Spec::new(
             "n-view-0018-runs-rows-sha256-mismatch",
@@ -287,7 +308,7 @@ fn runs(em: &mut Emitter) -> Result<()> {
         "rows_sha256 differs",
         |input| {
             edit_raw(input, runs_base, |v| {
-                v.rows_sha256 = View::digest_runs(&[Run { start: 0, len: 3 }, Run { start: 4, len: 1 }])
+                v.rows_sha256 = View::digest_runs(&[Run { start: 0, len: 3 }, Run { start: 4, len: 1 }]);
             })
         },
     )?;
