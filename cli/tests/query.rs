@@ -77,7 +77,7 @@ fn save_view_keeps_the_answer_rows_in_order() {
     let store = tessera::Store::open(&ds).unwrap();
     let (_, view) = Dataset::open_view(&store, "near3", tessera::Limits::default()).unwrap();
     // Distances 0, 1, 1: the tie between rows 2 and 4 goes to the lower row id.
-    assert_eq!(view.rows, vec![3, 2, 4]);
+    assert_eq!(view.rows.to_vec(), vec![3, 2, 4]);
 }
 
 #[test]

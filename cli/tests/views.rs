@@ -73,3 +73,19 @@ fn a_damaged_view_is_a_data_fault() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("view \"evens\" is unreadable"));
     ok(&["view", "rm", s(&ds), "evens"]);
 }
+
+/// A runs view (SPEC.md VIEW-11) shows its runs in JSON, never its rows expanded, and its
+/// first row ids in text.
+#[test]
+fn show_prints_a_runs_view_as_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let ds = dataset_with_view(dir.path());
+    let v3 = Dataset::open(s(&ds)).unwrap();
+    v3.save_view("ranges", &[0, 1, 2, 3, 7, 8, 9], "SELECT * WHERE id < 4 OR id > 6").unwrap();
+    let show = json(&["view", "show", s(&ds), "ranges"]);
+    assert_eq!(show["runs"], serde_json::json!([[0, 4], [7, 3]]));
+    assert!(show.get("row_ids").is_none(), "{show}");
+    assert_eq!(show["rows"], 7);
+    let text = ok(&["view", "show", "-d", s(&ds), "ranges", "--rows", "5"]);
+    assert!(text.contains("row ids   0 1 2 3 7 … (2 more)"), "{text}");
+}

@@ -10,7 +10,7 @@ use std::time::Duration;
 use lru::LruCache;
 use tessera::datafile::{Block, ChunkIndex, DataFile};
 use tessera::manifest::DataFileRef;
-use tessera::{Dataset, FragmentInfo, View};
+use tessera::{Dataset, FragmentInfo, View, ViewRows};
 
 use crate::assemble::ColumnLayout;
 use crate::error::{LoaderError, Result, from_format};
@@ -145,7 +145,7 @@ pub(crate) struct Catalog {
     first_rows: Vec<u64>,
     pub(crate) dataset_id: u64,
     /// When the loader reads a view: the view, whose position `p` is dataset row
-    /// `view.rows[p]`. Plans then order positions, not dataset rows.
+    /// `view.rows.get(p)`. Plans then order positions, not dataset rows.
     pub(crate) view: Option<Arc<View>>,
     meta: Mutex<MetaCache>,
 }
@@ -251,17 +251,38 @@ impl Catalog {
     /// fragment, so block shuffle keeps rows of a fragment together as far as the view's
     /// order allows; the order's identity becomes the view's ([`view_id`]).
     pub(crate) fn with_view(mut self, view: Arc<View>) -> Result<Self> {
+        let outside = |row: u64| LoaderError::config(format!("view {:?}: row {row} is outside the version", view.name));
         let mut runs: Vec<u64> = Vec::new();
         let mut last = usize::MAX;
-        for &row in &view.rows {
-            let f = self.first_rows.partition_point(|&first| first <= row).checked_sub(1).ok_or_else(|| {
-                LoaderError::config(format!("view {:?}: row {row} is outside the version", view.name))
-            })?;
+        let mut add = |f: usize, n: u64| {
             match runs.last_mut() {
-                Some(n) if f == last => *n += 1,
-                _ => runs.push(1),
+                Some(k) if f == last => *k += n,
+                _ => runs.push(n),
             }
             last = f;
+        };
+        match &view.rows {
+            ViewRows::List(rows) => {
+                for &row in rows {
+                    add(self.fragment_of(row).ok_or_else(|| outside(row))?, 1);
+                }
+            }
+            // A run splits at fragment ends: O(runs + fragments), whatever the row count.
+            ViewRows::Runs(r) => {
+                for run in r.runs() {
+                    let (mut row, end) = (run.start, run.start + run.len);
+                    while row < end {
+                        let f = self.fragment_of(row).ok_or_else(|| outside(row))?;
+                        let frag_end = self.first_rows[f] + self.fragments[f].live_rows();
+                        let n = end.min(frag_end) - row;
+                        if n == 0 {
+                            return Err(outside(row));
+                        }
+                        add(f, n);
+                        row += n;
+                    }
+                }
+            }
         }
         self.fragment_rows = runs;
         self.dataset_id = view_id(&view);
@@ -269,17 +290,23 @@ impl Catalog {
         Ok(self)
     }
 
-    /// The dataset row at plan position `pos` (the position itself without a view).
+    /// The fragment holding global live row `row`: the last one starting at or before it.
+    fn fragment_of(&self, row: u64) -> Option<usize> {
+        self.first_rows.partition_point(|&first| first <= row).checked_sub(1)
+    }
+
+    /// The dataset row at plan position `pos` (the position itself without a view): O(1) for
+    /// a list view, O(log runs) for a runs view.
     pub(crate) fn row_id(&self, pos: u64) -> u64 {
         match &self.view {
-            Some(v) => usize::try_from(pos).ok().and_then(|p| v.rows.get(p)).copied().unwrap_or(u64::MAX),
+            Some(v) => v.rows.get(pos).unwrap_or(u64::MAX),
             None => pos,
         }
     }
 
     /// Rows one epoch reads (before padding): the version's, or the view's.
     pub(crate) fn rows(&self) -> u64 {
-        self.view.as_ref().map_or(self.dataset.row_count(), |v| v.rows.len() as u64)
+        self.view.as_ref().map_or(self.dataset.row_count(), |v| v.rows.len())
     }
 
     /// Estimated output bytes per row of projected column `c`: exact for fixed shapes; for

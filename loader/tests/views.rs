@@ -174,3 +174,60 @@ fn views_are_checked_when_the_loader_opens() {
     std::fs::write(&path, bytes).unwrap();
     assert_eq!(class(config(root, ShuffleMode::Global)), Some(tessera::ErrorClass::Malformed));
 }
+
+/// A runs view (SPEC.md VIEW-11): 3 runs, 31 ascending rows, the middle run crossing three
+/// fragment ends, and a run that ends a fragment.
+fn runs_view_rows() -> Vec<u64> {
+    (2..5).chain(10..35).chain(57..60).collect()
+}
+
+#[test]
+fn the_loader_trains_on_a_runs_view_like_on_a_list_view() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().to_str().unwrap();
+    let ds = dataset(root);
+    let rows = runs_view_rows();
+    let saved = ds.save_view("runs", &rows, "SELECT * FROM ds WHERE ...").unwrap();
+    assert!(matches!(saved.rows, tessera::ViewRows::Runs(ref r) if r.runs().len() == 3), "{:?}", saved.rows);
+    // The same rows as a list view under another name: the loader must read the same rows.
+    let runs_cfg = |shuffle| config(root, shuffle).with_view("runs");
+
+    let none = Loader::open(runs_cfg(ShuffleMode::None)).unwrap();
+    assert_eq!(none.row_count(), 31);
+    let batches = epoch(&none, 0);
+    assert_eq!(batches.len(), 8, "31 rows in batches of 4, the last padded");
+    let read: Vec<i64> = batches.iter().flat_map(|(ids, _)| ids.clone()).collect();
+    assert_eq!(read[..31], ids_of(&rows)[..], "sequential reads the view's order");
+    for (ids, reported) in &batches {
+        assert_eq!(*ids, ids_of(reported), "batch.rows are the version's row ids");
+    }
+    for shuffle in [ShuffleMode::Global, ShuffleMode::Block { window_fragments: 2 }] {
+        let loader = Loader::open(runs_cfg(shuffle)).unwrap();
+        let read: Vec<i64> = epoch(&loader, 1).into_iter().flat_map(|(ids, _)| ids).collect();
+        let first: BTreeSet<i64> = read[..31].iter().copied().collect();
+        assert_eq!(first, ids_of(&rows).into_iter().collect(), "{shuffle:?}: every view row once");
+        assert_ne!(read[..31], ids_of(&rows)[..], "{shuffle:?}: shuffled");
+    }
+
+    // Resume binds to the runs view: exact continuation, and refused over a list view.
+    let full = epoch(&Loader::open(runs_cfg(ShuffleMode::Global)).unwrap(), 2);
+    let first = Loader::open(runs_cfg(ShuffleMode::Global)).unwrap();
+    let mut it = first.epoch(2).unwrap();
+    for _ in 0..3 {
+        it.next().unwrap().unwrap();
+    }
+    let state = it.state();
+    drop(it);
+    let rest: Vec<_> = Loader::open(runs_cfg(ShuffleMode::Global))
+        .unwrap()
+        .resume(&state)
+        .unwrap()
+        .map(|b| collect(&b.unwrap()))
+        .collect();
+    assert_eq!(rest, full[3..], "the remaining batches, exactly");
+    ds.save_view("sel", &view_rows(), "q").unwrap();
+    assert!(matches!(
+        Loader::open(config(root, ShuffleMode::Global)).unwrap().resume(&state),
+        Err(LoaderError::Resume(_))
+    ));
+}

@@ -82,5 +82,6 @@ pub(crate) fn open_view<'py>(
 ) -> PyResult<(PyDataset, Bound<'py, PyArray1<u64>>)> {
     let (inner, view) =
         py.detach(|| Store::open(&location).and_then(|s| Dataset::open_view(&s, name, Limits::default()))).py_err()?;
-    Ok((PyDataset { inner, location }, PyArray1::from_vec(py, view.rows)))
+    // The array is the rows themselves: a runs view (VIEW-11) is expanded here, 8 bytes a row.
+    Ok((PyDataset { inner, location }, PyArray1::from_vec(py, view.rows.to_vec())))
 }

@@ -190,7 +190,7 @@ impl PyLoader {
     fn plan_rows(&self, epoch: u64) -> PyResult<Vec<Vec<u64>>> {
         let plan = self.inner.plan(epoch).py_err()?;
         // Over a view the plan orders positions in the view; report the version's rows.
-        let row = |p: u64| self.inner.view().and_then(|v| v.rows.get(usize::try_from(p).ok()?).copied()).unwrap_or(p);
+        let row = |p: u64| self.inner.view().and_then(|v| v.rows.get(p)).unwrap_or(p);
         Ok(plan.batches().map(|b| b.into_iter().map(&row).collect()).collect())
     }
 

@@ -45,7 +45,7 @@ use datafusion::execution::context::SessionContext;
 use datafusion::execution::{FunctionRegistry, SessionStateBuilder};
 use datafusion::prelude::SessionConfig;
 use futures::StreamExt;
-use tessera::Dataset;
+use tessera::{Dataset, ViewRows, ViewRowsBuilder};
 
 /// The engine this crate builds on, for callers that read the answer's Arrow batches.
 pub use datafusion;
@@ -169,21 +169,47 @@ impl QueryEngine {
     /// As [`QueryEngine::sql`]; `usage` when the answer has no `_rowid` column (an aggregate,
     /// or a union without it).
     pub fn row_ids(&self, sql: &str) -> QueryResult<Vec<u64>> {
+        let mut ids = Vec::new();
+        self.each_row_id(sql, |id| {
+            ids.push(id);
+            Ok(())
+        })?;
+        Ok(ids)
+    }
+
+    /// The row ids of `sql`'s answer, in its order, as a view stores them (SPEC.md VIEW-12):
+    /// an ascending answer is collected as runs, so its memory grows with its runs, not its
+    /// rows.
+    ///
+    /// # Errors
+    /// As [`QueryEngine::row_ids`]; `limit` for more than 2^24 rows that do not ascend.
+    pub fn view_rows(&self, sql: &str) -> QueryResult<ViewRows> {
+        let mut b = ViewRowsBuilder::default();
+        self.each_row_id(sql, |id| b.push(id))?;
+        Ok(b.finish()?)
+    }
+
+    /// Calls `f` on each row id of `sql`'s answer, in order, stopping at its first error.
+    fn each_row_id(&self, sql: &str, mut f: impl FnMut(u64) -> tessera::Result<()>) -> QueryResult<()> {
         let statement = sql::parse(sql)?;
         let statement = sql::with_rowid_selected(&statement).unwrap_or(statement);
-        let mut ids = Vec::new();
         let mut missing = false;
+        let mut failed = None;
         self.run(statement, |b| {
             match b.schema().index_of(ROWID).ok().and_then(|i| b.column(i).as_primitive_opt::<UInt64Type>().cloned()) {
-                Some(col) => ids.extend(col.iter().flatten()),
+                Some(col) => {
+                    if let Err(e) = col.iter().flatten().try_for_each(&mut f) {
+                        failed = Some(e);
+                    }
+                }
                 None => missing = true,
             }
-            !missing
+            !missing && failed.is_none()
         })?;
         if missing {
             return Err(QueryError::Usage(format!("the answer has no {ROWID} column of row ids to save")));
         }
-        Ok(ids)
+        failed.map_or(Ok(()), |e| Err(e.into()))
     }
 
     fn run(

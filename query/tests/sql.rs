@@ -197,6 +197,14 @@ fn row_ids_for_views_follow_the_answer_order() {
     let ids = q.row_ids("SELECT ts FROM ds WHERE caption LIKE 'snow%' ORDER BY ts DESC LIMIT 3").unwrap();
     assert_eq!(ids, vec![294, 287, 280]);
     assert!(matches!(q.row_ids("SELECT count(*) FROM ds"), Err(QueryError::Usage(_))));
+    // As a view stores them (SPEC.md VIEW-12): an ordered answer stays a list; a range of rows
+    // in row order becomes one run, whatever its length.
+    let list = q.view_rows("SELECT ts FROM ds WHERE caption LIKE 'snow%' ORDER BY ts DESC LIMIT 3").unwrap();
+    assert_eq!(list, tessera::ViewRows::List(vec![294, 287, 280]));
+    let range = q.view_rows("SELECT _rowid FROM ds WHERE _rowid >= 10 AND _rowid < 250 ORDER BY _rowid").unwrap();
+    let tessera::ViewRows::Runs(runs) = &range else { panic!("expected runs, got {range:?}") };
+    assert_eq!(runs.runs(), &[tessera::Run { start: 10, len: 240 }]);
+    assert!(matches!(q.view_rows("SELECT count(*) FROM ds"), Err(QueryError::Usage(_))));
 }
 
 #[test]

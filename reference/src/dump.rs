@@ -43,7 +43,7 @@ pub fn dump(ds: &Dataset) -> Result<Value> {
 pub fn dump_view(ds: &Dataset, view: &crate::view::View) -> Result<Value> {
     let schema = &ds.schema().columns;
     let mut data: Vec<ColumnData> = schema.iter().map(ColumnData::for_column).collect();
-    for &row in &view.rows {
+    for row in &view.rows {
         let one = ds.read_row(row, None)?;
         for (c, out) in schema.iter().zip(&mut data) {
             let got = one.get(&c.name).ok_or_else(|| crate::Error::usage("column missing from batch"))?;

@@ -145,9 +145,15 @@ pub fn seal_within<T: Serialize>(kind: ObjectKind, value: &T, max_body: u64, wha
 /// Frames an encoded body: header, body, CRC.
 #[must_use]
 pub fn frame(kind: ObjectKind, body: &[u8]) -> Vec<u8> {
+    frame_major(kind, MAJOR, body)
+}
+
+/// Frames an encoded body under major version `major`: only a view has another (VIEW-11).
+#[must_use]
+pub fn frame_major(kind: ObjectKind, major: u16, body: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(HEADER_LEN + body.len() + TRAILER_LEN);
     out.extend_from_slice(&kind.magic());
-    out.extend_from_slice(&MAJOR.to_le_bytes());
+    out.extend_from_slice(&major.to_le_bytes());
     out.extend_from_slice(&MINOR.to_le_bytes());
     out.extend_from_slice(&0u32.to_le_bytes());
     out.extend_from_slice(&(body.len() as u64).to_le_bytes());
@@ -187,25 +193,47 @@ pub fn open_checked<T: DeserializeOwned>(
     precheck: impl FnOnce(&[u8]) -> Result<()>,
 ) -> Result<T> {
     let what = format!("{what} ({})", kind.name());
+    let (_, body) = check(kind, bytes, max_body, &what, &[MAJOR])?;
+    precheck(body)?;
+    decode_body(body, &what)
+}
+
+/// Runs the envelope checks of VAL-04 in order, accepting any major version in `majors`
+/// (a view has two, VIEW-11), and returns the major version and the body, undecoded.
+///
+/// # Errors
+/// As [`open`].
+pub fn open_raw<'a>(
+    kind: ObjectKind,
+    bytes: &'a [u8],
+    max_body: u64,
+    what: &str,
+    majors: &[u16],
+) -> Result<(u16, &'a [u8])> {
+    check(kind, bytes, max_body, &format!("{what} ({})", kind.name()), majors)
+}
+
+/// The checks of VAL-04; `what` already names the kind.
+fn check<'a>(kind: ObjectKind, bytes: &'a [u8], max_body: u64, what: &str, majors: &[u16]) -> Result<(u16, &'a [u8])> {
     if bytes.len() < HEADER_LEN + TRAILER_LEN {
-        return Err(Error::malformed(&what, format!("{} bytes is shorter than the envelope [ENV-05]", bytes.len())));
+        return Err(Error::malformed(what, format!("{} bytes is shorter than the envelope [ENV-05]", bytes.len())));
     }
     if bytes[..8] != kind.magic() {
-        return Err(Error::malformed(&what, "bad magic [ENV-02]"));
+        return Err(Error::malformed(what, "bad magic [ENV-02]"));
     }
     let major = u16::from_le_bytes([bytes[8], bytes[9]]);
-    if major != MAJOR {
-        return Err(Error::unsupported(&what, format!("format major version {major} [FLG-01]")));
+    if !majors.contains(&major) {
+        return Err(Error::unsupported(what, format!("format major version {major} [FLG-01]")));
     }
     if bytes[12..16] != [0; 4] {
-        return Err(Error::malformed(&what, "reserved field is not zero [ENV-03]"));
+        return Err(Error::malformed(what, "reserved field is not zero [ENV-03]"));
     }
     let body_len = u64::from_le_bytes(le8(&bytes[16..24]));
     Error::check_limit(|| format!("{what}: body length"), max_body, body_len)?;
     let expected = (HEADER_LEN + TRAILER_LEN) as u64 + body_len;
     if expected != bytes.len() as u64 {
         return Err(Error::malformed(
-            &what,
+            what,
             format!("object is {} bytes, envelope says {expected} [ENV-05]", bytes.len()),
         ));
     }
@@ -213,10 +241,9 @@ pub fn open_checked<T: DeserializeOwned>(
     let stored = u32::from_le_bytes([bytes[body_end], bytes[body_end + 1], bytes[body_end + 2], bytes[body_end + 3]]);
     let computed = crc32fast::hash(&bytes[..body_end]);
     if stored != computed {
-        return Err(Error::Checksum { what, stored, computed });
+        return Err(Error::Checksum { what: what.to_string(), stored, computed });
     }
-    precheck(&bytes[HEADER_LEN..body_end])?;
-    decode_body(&bytes[HEADER_LEN..body_end], &what)
+    Ok((major, &bytes[HEADER_LEN..body_end]))
 }
 
 /// The CRC an enveloped object stores in its last four bytes: what references to the object

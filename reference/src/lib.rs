@@ -109,4 +109,4 @@ pub use fragments::{CommitMode, FragmentRecord};
 pub use limits::Limits;
 pub use schema::{BBoxFormat, Codec, Column, Compression, Dim, ImageLayout, Kind, Metric, Schema};
 pub use store::Store;
-pub use view::View;
+pub use view::{RowRuns, Run, View, ViewRows, ViewRowsBuilder};

@@ -39,8 +39,12 @@ pub mod hard {
     pub const MAX_PATH_SEGMENTS: u64 = 8;
     /// Number of kinds' class names `[LIM-13]`.
     pub const MAX_CLASS_NAMES: u64 = 1 << 20;
-    /// Row ids in one view `[VIEW-03]` (8 bytes each: 128 MiB, within the view body limit).
+    /// Row ids in one view stored as a list `[VIEW-03]` (8 bytes each: 128 MiB, within the
+    /// view body limit).
     pub const MAX_VIEW_ROWS: u64 = 1 << 24;
+    /// Rows in one view stored as runs `[VIEW-03]`: far past any dataset trained on today,
+    /// and small enough that row counts and positions never near `u64` overflow.
+    pub const MAX_VIEW_RUN_ROWS: u64 = 1 << 40;
 }
 
 /// Limits a reader enforces: each defaults to the hard maximum of its kind and may only be

@@ -68,9 +68,10 @@ pub(crate) fn run(ctx: Ctx, args: &Args) -> CliResult<Exit> {
     let ds = open_version(&open_store(&location)?, &at)?;
     let engine = QueryEngine::new(ds).map_err(cli_error)?;
     if let Some(name) = &args.save_view {
-        let rows = engine.row_ids(&sql).map_err(cli_error)?;
+        let rows = engine.view_rows(&sql).map_err(cli_error)?;
         let ds = engine.table().dataset();
-        let view = ds.save_view(name, &rows, &sql)?;
+        let view = ds.save_view_rows_with(name, rows, &sql, &tessera::WriteOptions::default())?;
+        let rows = &view.rows;
         let at = format!("{}@{}", view.target.branch, view.target.version);
         if ctx.json {
             emit_json(&json!({"view": view.name, "rows": rows.len(), "branch": ds.branch(), "version": ds.version()}));

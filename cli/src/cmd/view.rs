@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use serde_json::json;
-use tessera::{At, Dataset, View};
+use tessera::{At, Dataset, View, ViewRows};
 
 use super::{Ctx, DatasetArg, emit, emit_json, fmt_time, open_store, open_version, required};
 use crate::error::{CliResult, Exit};
@@ -108,7 +108,13 @@ fn show(ctx: Ctx, args: &ShowArgs) -> CliResult<Exit> {
     if ctx.json {
         let mut out = summary_json(&v);
         if let Some(o) = out.as_object_mut() {
-            o.insert("row_ids".into(), json!(v.rows));
+            // A runs view lists its runs, not its rows: it may hold 2^40 of them (VIEW-11).
+            match &v.rows {
+                ViewRows::List(rows) => o.insert("row_ids".into(), json!(rows)),
+                ViewRows::Runs(r) => {
+                    o.insert("runs".into(), json!(r.runs().iter().map(|r| [r.start, r.len]).collect::<Vec<_>>()))
+                }
+            };
         }
         emit_json(&out);
         return Ok(Exit::Ok);
@@ -119,8 +125,8 @@ fn show(ctx: Ctx, args: &ShowArgs) -> CliResult<Exit> {
     let _ = writeln!(s, "created   {}", fmt_time(v.timestamp_ms));
     let _ = writeln!(s, "query     {}", v.query);
     let _ = writeln!(s, "rows      {} (sha256 {})", v.rows.len(), hex(v.rows_sha256));
-    let shown: Vec<String> = v.rows.iter().take(args.rows).map(u64::to_string).collect();
-    let more = v.rows.len().saturating_sub(shown.len());
+    let shown: Vec<String> = v.rows.iter().take(args.rows).map(|r| r.to_string()).collect();
+    let more = v.rows.len().saturating_sub(shown.len() as u64);
     let _ = write!(s, "row ids   {}", shown.join(" "));
     if more > 0 {
         let _ = write!(s, " … ({more} more)");

@@ -32,20 +32,21 @@ def envelope_crc(obj: bytes) -> int:
 
 
 def check_envelope(obj: bytes, magic: bytes, body_limit: int, what: str,
-                   body_hook=None) -> memoryview:
+                   body_hook=None, majors=(1,)) -> memoryview:
     """Runs the envelope checks of VAL-04 in order and returns the body.
 
     `body_hook(obj, body_len)` runs after the CRC and before the body is decoded (VAL-05
-    inserts the reader_flags check there)."""
+    inserts the reader_flags check there). `majors` are the accepted major versions: 1, and
+    for a view 1 or 2 (VIEW-11)."""
     size = len(obj)
     if size < ENVELOPE_OVERHEAD:  # 1. ENV-05
         raise malformed(f"{what}: object is {size} bytes, shorter than the 28-byte envelope")
     if obj[:8] != magic:  # 2. ENV-02
         raise malformed(f"{what}: bad magic {obj[:8].hex(' ')}, expected {magic.hex(' ')}")
     major, minor, reserved, body_len = struct.unpack_from("<HHIQ", obj, 8)
-    if major != 1:  # 3. FLG-01
+    if major not in majors:  # 3. FLG-01
         raise TesseraError("unsupported", f"{what}: format major version {major} (this "
-                           f"reader implements major 1)")
+                           f"reader implements {' and '.join(map(str, majors))})")
     if reserved != 0:  # 4. ENV-03
         raise malformed(f"{what}: reserved field is {reserved:#x}, not 0")
     if body_len > body_limit:  # 5. ENV-04, LIM-05

@@ -21,7 +21,8 @@ from .validate import valid_ref_name
 
 MAGIC_VIEW = b"\x89TSV\r\n\x1a\n"
 BODY_LIMIT_VIEW = BODY_LIMIT_SEGMENT  # VIEW-03
-MAX_VIEW_ROWS = 1 << 24  # VIEW-03
+MAX_VIEW_ROWS = 1 << 24  # VIEW-03, a list view (major 1)
+MAX_VIEW_RUN_ROWS = 1 << 40  # VIEW-03, a runs view (major 2)
 MAX_QUERY_BYTES = 65536  # VIEW-03
 
 
@@ -33,16 +34,55 @@ class View:
     timestamp_ms: int
     query: str
     rows_sha256: bytes
-    rows: list
+    rows: list = None  # major 1: the row ids in answer order
+    row_count: int = 0  # major 2: the declared number of rows
+    runs: list = None  # major 2: (start, len) pairs
+
+    def count(self) -> int:
+        return len(self.rows) if self.runs is None else self.row_count
+
+    def row_ids(self):
+        """The rows in the view's order (a runs view expands here only, to be dumped)."""
+        if self.runs is None:
+            return iter(self.rows)
+        return (r for start, n in self.runs for r in range(start, start + n))
 
 
-def decode_view(body) -> View:
+def decode_view(body, major: int) -> View:
+    """VAL-18 step 4: major 1 is `View`, major 2 `RunsView` (VIEW-11)."""
     d = Decoder(body, "view body")
-    v = View(d.string("View.name"), M._version_ref(d), d.fixed_bytes(32, "View.manifest_sha256"),
-             d.u64("View.timestamp_ms"), d.string("View.query"), d.fixed_bytes(32, "View.rows_sha256"),
-             d.vec_u64("View.rows"))
+    head = (d.string("View.name"), M._version_ref(d), d.fixed_bytes(32, "View.manifest_sha256"),
+            d.u64("View.timestamp_ms"), d.string("View.query"))
+    if major == 1:
+        v = View(*head, d.fixed_bytes(32, "View.rows_sha256"), rows=d.vec_u64("View.rows"))
+    else:
+        row_count = d.u64("RunsView.row_count")
+        digest = d.fixed_bytes(32, "RunsView.rows_sha256")
+        n = d.count("RunsView.runs")
+        p = d._take(16 * n, "RunsView.runs")
+        flat = struct.unpack_from(f"<{2 * n}Q", d.buf, p)
+        v = View(*head, digest, row_count=row_count, runs=list(zip(flat[0::2], flat[1::2])))
     d.finish()
     return v
+
+
+def check_runs(name: str, runs, row_count: int, version_rows: int):
+    """VAL-18 step 12 for runs, in order, in O(runs): no empty run; each run starts more than
+    one past the previous one's end (ascending, neither overlapping nor adjacent); the lengths
+    sum to row_count; the last run ends at or below the version's row count (VIEW-11, VIEW-06)."""
+    for i, (_, n) in enumerate(runs):
+        if n == 0:
+            raise invalid(f"view {name!r}: run {i} is empty")
+    for i in range(1, len(runs)):
+        if runs[i][0] <= runs[i - 1][0] + runs[i - 1][1]:
+            raise invalid(f"view {name!r}: run {i} starts at {runs[i][0]}, not after row "
+                          f"{runs[i - 1][0] + runs[i - 1][1]}")
+    total = sum(n for _, n in runs)
+    if total != row_count:
+        raise invalid(f"view {name!r}: the runs hold {total} rows, row_count says {row_count}")
+    if runs and runs[-1][0] + runs[-1][1] > version_rows:
+        raise invalid(f"view {name!r}: the last run ends at row {runs[-1][0] + runs[-1][1] - 1}, "
+                      f"not below row_count {version_rows}")
 
 
 def open_view(store, name: str):
@@ -52,17 +92,22 @@ def open_view(store, name: str):
     obj = store.get(key, 28 + BODY_LIMIT_VIEW)  # 2.
     if obj is None:
         raise TesseraError("not_found", f"view {name!r} does not exist")
-    body = check_envelope(obj, MAGIC_VIEW, BODY_LIMIT_VIEW, f"view {key}")  # 3.
-    v = decode_view(body)  # 4.
+    body = check_envelope(obj, MAGIC_VIEW, BODY_LIMIT_VIEW, f"view {key}", majors=(1, 2))  # 3.
+    v = decode_view(body, struct.unpack_from("<H", obj, 8)[0])  # 4.
     if v.name != name:  # 5.
         raise invalid(f"the view record at {key} names view {v.name!r}")
     if not valid_ref_name(v.target.branch) or v.target.version < 1:  # 6.
         raise invalid(f"view {name!r}: target {v.target.branch!r}@{v.target.version} is not a valid branch and version")
     if len(v.query.encode("utf-8")) > MAX_QUERY_BYTES:  # 7.
         raise limit(f"view {name!r}: query of {len(v.query.encode('utf-8'))} bytes")
-    if len(v.rows) > MAX_VIEW_ROWS:
+    if v.runs is None and len(v.rows) > MAX_VIEW_ROWS:
         raise limit(f"view {name!r}: {len(v.rows)} rows")
-    digest = hashlib.sha256(struct.pack(f"<{len(v.rows)}Q", *v.rows)).digest()
+    if v.runs is not None and v.row_count > MAX_VIEW_RUN_ROWS:
+        raise limit(f"view {name!r}: row_count {v.row_count}")
+    if v.runs is None:
+        digest = hashlib.sha256(struct.pack(f"<{len(v.rows)}Q", *v.rows)).digest()
+    else:  # VIEW-04: over the runs, start then len, as stored
+        digest = hashlib.sha256(struct.pack(f"<{2 * len(v.runs)}Q", *(x for r in v.runs for x in r))).digest()
     if digest != bytes(v.rows_sha256):  # 8.
         raise invalid(f"view {name!r}: rows_sha256 does not match its rows")
     mkey = manifest_key(v.target.branch, v.target.version)
@@ -72,7 +117,10 @@ def open_view(store, name: str):
     m = load_manifest(mobj, v.target.branch, v.target.version)  # 10.
     if hashlib.sha256(mobj).digest() != bytes(v.manifest_sha256):  # 11.
         raise invalid(f"view {name!r}: {mkey} is not the manifest the view was saved from")
-    for r in v.rows:  # 12.
+    if v.runs is not None:  # 12.
+        check_runs(name, v.runs, v.row_count, m.row_count)
+        return Version(m, open_fragments(store, m)), v
+    for r in v.rows:
         if r >= m.row_count:
             raise invalid(f"view {name!r}: row {r} is not below row_count {m.row_count}")
     if len(set(v.rows)) != len(v.rows):
@@ -92,7 +140,7 @@ def dump_view(store, version: Version, view: View) -> dict:
         at += live_rows(f)
     wanted = {}  # fragment index -> set of live indices
     where = []
-    for g in view.rows:
+    for g in view.row_ids():
         k = max(i for i, first in enumerate(firsts) if first <= g and live_rows(version.fragments[i]) > g - first)
         wanted.setdefault(k, set()).add(g - firsts[k])
         where.append((k, g - firsts[k]))
@@ -124,7 +172,7 @@ def dump_view(store, version: Version, view: View) -> dict:
         "dump": "tessera-dump/1",
         "branch": m.branch,
         "version": m.version,
-        "row_count": len(view.rows),
+        "row_count": view.count(),
         "schema": {"columns": [column_json(c) for c in m.schema.columns], "metadata": _meta(m.schema.metadata)},
         "columns": {c.name: accs[c.id].json() for c in m.schema.columns},
     }

@@ -1,18 +1,19 @@
 //! View cases (SPEC.md §"Views"): the valid ones, read with `args = { view = … }` to the dump
 //! of the view's rows of its pinned version, and the must-reject ones, each a valid view with
-//! one fault (re-sealed, so the envelope CRC is right unless the CRC is the fault).
+//! one fault (re-sealed, so the envelope CRC is right unless the CRC is the fault). Views of
+//! both encodings (VIEW-11): a list (major 1) and runs (major 2).
 
 use std::path::Path;
 
-use tessera::envelope::{self, ObjectKind};
-use tessera::view::{View, view_key};
+use tessera::envelope::ObjectKind;
+use tessera::view::{RawRows, RawView, Run, View, view_key};
 use tessera::{Column, ColumnData, DType, Dataset, Schema};
 
 use crate::case::Args;
 use crate::generate::Result;
 use crate::generate::data::{batch, create};
 use crate::generate::emit::{Emitter, Spec};
-use crate::generate::mutate::{Ds, FileLoc, RefUpdate};
+use crate::generate::mutate::{Ds, FileLoc, RefUpdate, fix_envelope_crc};
 use crate::generate::options::Clock;
 
 /// The view every case reads.
@@ -45,21 +46,43 @@ fn base(input: &Path) -> Result<()> {
     viewed(input, &[4, 2, 0], "six rows")
 }
 
-/// Changes the view record and re-seals it.
-fn edit_view(input: &Path, f: impl FnOnce(&mut View)) -> Result<()> {
-    base(input)?;
+/// The base of the must-reject cases of runs: view `sel` = rows 0, 1, 2, 4, 5 of main@2,
+/// stored as runs (0, 3), (4, 2) (VIEW-12: 2 runs for 5 ascending rows).
+fn runs_base(input: &Path) -> Result<()> {
+    viewed(input, &[0, 1, 2, 4, 5], "six rows")
+}
+
+/// Builds the dataset with `make`, changes its view record and re-seals it.
+fn edit_raw(input: &Path, make: fn(&Path) -> Result<()>, f: impl FnOnce(&mut RawView)) -> Result<()> {
+    make(input)?;
     let ds = Ds::new(input);
     let key = view_key(NAME);
-    let mut view: View = envelope::open(ObjectKind::View, &ds.read(&key)?, u64::MAX, &key)?;
+    let mut view = RawView::decode(&ds.read(&key)?, u64::MAX, &key)?;
     f(&mut view);
-    ds.write(&key, &envelope::seal(ObjectKind::View, &view)?)
+    ds.write(&key, &view.to_object()?)
+}
+
+/// Changes the list view record of [`base`] and re-seals it.
+fn edit_view(input: &Path, f: impl FnOnce(&mut RawView)) -> Result<()> {
+    edit_raw(input, base, f)
 }
 
 /// As [`edit_view`], recomputing `rows_sha256` so that the rows are the only fault.
 fn edit_rows(input: &Path, rows: &[u64]) -> Result<()> {
     edit_view(input, |v| {
-        v.rows = rows.to_vec();
+        v.rows = RawRows::List(rows.to_vec());
         v.rows_sha256 = View::digest_rows(rows);
+    })
+}
+
+/// Replaces the runs of [`runs_base`]'s view by `runs` (pairs of start and length) and its
+/// `row_count` by `row_count` (the runs' total when `None`), recomputing `rows_sha256`.
+fn edit_runs(input: &Path, runs: &[(u64, u64)], row_count: Option<u64>) -> Result<()> {
+    let runs: Vec<Run> = runs.iter().map(|&(start, len)| Run { start, len }).collect();
+    let total = runs.iter().fold(0u64, |a, r| a.wrapping_add(r.len));
+    edit_raw(input, runs_base, |v| {
+        v.rows_sha256 = View::digest_runs(&runs);
+        v.rows = RawRows::Runs { row_count: row_count.unwrap_or(total), runs };
     })
 }
 
@@ -147,13 +170,198 @@ pub(in crate::generate) fn valid(em: &mut Emitter) -> Result<()> {
             .with_args(args()),
         |input| viewed(input, &[], "six rows"),
     )?;
+    em.valid(
+        Spec::new(
+            "v-view-0006-runs",
+            &["VIEW-11", "VIEW-12", "VAL-18", "DUMP-11"],
+            "view sel lists rows 0, 1, 2, 4, 5 of main@2 (ids 10, 11, 12, 14, 15), stored as the runs (0, 3), (4, 2) \
+             under envelope major 2",
+        )
+        .with_args(args()),
+        runs_base,
+    )?;
+    em.valid(
+        Spec::new(
+            "v-view-0007-runs-every-row",
+            &["VIEW-11", "VIEW-12"],
+            "view sel lists every row of main@2 in order: one run (0, 6)",
+        )
+        .with_args(args()),
+        |input| viewed(input, &[0, 1, 2, 3, 4, 5], "six rows"),
+    )?;
+    em.valid_unverified(
+        Spec::new(
+            "v-view-0008-runs-fault-in-another-fragment",
+            &["VIEW-11", "VAL-19", "VAL-18"],
+            "view sel lists rows 0, 1, 2 of main@3, one run covering fragment 0; a page of fragment 1 is corrupt \
+             (stale block CRC). A runs view reads like a list view: only what holds its rows is checked",
+        )
+        .with_args(args()),
+        |input| faulty_page(input, &[0, 1, 2], 1, 1),
+    )?;
     Ok(())
 }
 
 pub(in crate::generate) fn reject(em: &mut Emitter) -> Result<()> {
     objects(em)?;
     records(em)?;
-    in_view_rows(em)
+    in_view_rows(em)?;
+    runs(em)
+}
+
+/// One fault in the runs of a runs view: the case, and the runs and `row_count` it stores.
+struct RunsFault {
+    id: &'static str,
+    reqs: &'static [&'static str],
+    description: &'static str,
+    hint: &'static str,
+    runs: &'static [(u64, u64)],
+    row_count: Option<u64>,
+}
+
+/// Faults in a runs view (VIEW-11, VAL-18 steps 3, 7, 8 and 12), each alone: `rows_sha256`
+/// recomputed over the edited runs unless the checksum is the fault.
+fn runs(em: &mut Emitter) -> Result<()> {
+    runs_structure(em)?;
+    runs_record(em)
+}
+
+/// Faults in the runs themselves (VAL-18 step 12).
+fn runs_structure(em: &mut Emitter) -> Result<()> {
+    let cases = [
+        RunsFault {
+            id: "n-view-0011-runs-zero-length",
+            reqs: &["VIEW-11", "VAL-18"],
+            description: "view sel's runs are (0, 3), (4, 0), (5, 1): a run of no rows",
+            hint: "is empty",
+            runs: &[(0, 3), (4, 0), (5, 1)],
+            row_count: None,
+        },
+        RunsFault {
+            id: "n-view-0012-runs-overlapping",
+            reqs: &["VIEW-11", "VIEW-06", "VAL-18"],
+            description: "view sel's runs are (0, 3), (2, 3): row 2 is in both",
+            hint: "must start after",
+            runs: &[(0, 3), (2, 3)],
+            row_count: None,
+        },
+        RunsFault {
+            id: "n-view-0013-runs-unsorted",
+            reqs: &["VIEW-11", "VAL-18"],
+            description: "view sel's runs are (4, 2), (0, 3): the second starts before the first",
+            hint: "must start after",
+            runs: &[(4, 2), (0, 3)],
+            row_count: None,
+        },
+        RunsFault {
+            id: "n-view-0014-runs-adjacent",
+            reqs: &["VIEW-11", "VAL-18"],
+            description: "view sel's runs are (0, 3), (3, 2): the same rows as one run (0, 5), so not maximal",
+            hint: "must start after",
+            runs: &[(0, 3), (3, 2)],
+            row_count: None,
+        },
+        RunsFault {
+            id: "n-view-0015-run-past-row-count",
+            reqs: &["VIEW-06", "VIEW-11", "VAL-18"],
+            description: "view sel's runs are (0, 3), (4, 3): row 6 of main@2, which has 6 rows",
+            hint: "not below",
+            runs: &[(0, 3), (4, 3)],
+            row_count: None,
+        },
+        RunsFault {
+            id: "n-view-0016-runs-row-count-mismatch",
+            reqs: &["VIEW-11", "VAL-18"],
+            description: "view sel's runs (0, 3), (4, 2) hold 5 rows; its row_count says 6",
+            hint: "row_count says 6",
+            runs: &[(0, 3), (4, 2)],
+            row_count: Some(6),
+        },
+        RunsFault {
+            id: "n-view-0017-run-past-u64",
+            reqs: &["VIEW-11", "VIEW-06", "VAL-18"],
+            description: "view sel's second run starts at 2^64 - 2 and holds 5 rows, past the largest row id",
+            hint: "ends past row",
+            runs: &[(0, 3), (u64::MAX - 1, 5)],
+            row_count: Some(8),
+        },
+    ];
+    for c in cases {
+        em.reject(Spec::new(c.id, c.reqs, c.description).with_args(args()), "invalid", c.hint, |input| {
+            edit_runs(input, c.runs, c.row_count)
+        })?;
+    }
+    Ok(())
+}
+
+/// Faults in the rest of a runs view record: its checksum, row count, size and major.
+fn runs_record(em: &mut Emitter) -> Result<()> {
+    let key = view_key(NAME);
+    em.reject(
+        Spec::new(
+            "n-view-0018-runs-rows-sha256-mismatch",
+            &["VIEW-04", "VIEW-11", "VAL-18"],
+            "view sel's runs are (0, 3), (4, 2) but its rows_sha256 is that of the runs (0, 3), (4, 1)",
+        )
+        .with_args(args()),
+        "invalid",
+        "rows_sha256 differs",
+        |input| {
+            edit_raw(input, runs_base, |v| {
+                v.rows_sha256 = View::digest_runs(&[Run { start: 0, len: 3 }, Run { start: 4, len: 1 }]);
+            })
+        },
+    )?;
+    em.reject(
+        Spec::new(
+            "n-view-0019-runs-row-count-over-limit",
+            &["VIEW-03", "LIM-15", "VAL-18"],
+            "view sel's row_count is 2^40 + 1, over the runs view's row limit (checked before its runs)",
+        )
+        .with_args(args()),
+        "limit",
+        "row_count",
+        |input| {
+            edit_raw(input, runs_base, |v| {
+                if let RawRows::Runs { row_count, .. } = &mut v.rows {
+                    *row_count = (1 << 40) + 1;
+                }
+            })
+        },
+    )?;
+    em.reject(
+        Spec::new(
+            "n-view-0020-runs-body-over-limit",
+            &["ENV-04", "VIEW-03", "LIM-05", "VAL-18"],
+            "view sel, a runs view (major 2), declares a body_len of 2^28 + 1 bytes, over the view body limit \
+             (CRC re-sealed)",
+        )
+        .with_args(args()),
+        "limit",
+        "body length",
+        |input| {
+            runs_base(input)?;
+            Ds::new(input)
+                .edit_envelope_header(&key, |h| h[16..24].copy_from_slice(&((1u64 << 28) + 1).to_le_bytes()))
+                .map(drop)
+        },
+    )?;
+    em.reject(
+        Spec::new(
+            "u-view-0001-major-3",
+            &["FLG-01", "VIEW-11", "VAL-18"],
+            "view sel says envelope major version 3, an encoding of rows no reader of this document knows \
+             (CRC re-sealed)",
+        )
+        .with_args(args()),
+        "unsupported",
+        "format major version 3",
+        |input| {
+            runs_base(input)?;
+            Ds::new(input).edit_envelope_header(&key, |h| h[8] = 3).map(drop)
+        },
+    )?;
+    Ok(())
 }
 
 /// Faults in the view object as a whole: its bytes, its magic, its dataset.
@@ -185,8 +393,10 @@ fn objects(em: &mut Emitter) -> Result<()> {
         |input| {
             base(input)?;
             let ds = Ds::new(input);
-            let view: View = envelope::open(ObjectKind::View, &ds.read(&key)?, u64::MAX, &key)?;
-            ds.write(&key, &envelope::seal(ObjectKind::Tag, &view)?)
+            let mut bytes = ds.read(&key)?;
+            bytes[..8].copy_from_slice(&ObjectKind::Tag.magic());
+            fix_envelope_crc(&mut bytes);
+            ds.write(&key, &bytes)
         },
     )?;
     em.reject(
@@ -282,7 +492,7 @@ fn records(em: &mut Emitter) -> Result<()> {
         .with_args(args()),
         "invalid",
         "rows_sha256 differs",
-        |input| edit_view(input, |v| v.rows = vec![4, 0, 2]),
+        |input| edit_view(input, |v| v.rows = RawRows::List(vec![4, 0, 2])),
     )?;
     em.reject(
         Spec::new(
