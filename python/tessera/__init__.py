@@ -566,6 +566,31 @@ class Dataset:
         )
         return self._loader("jax", None, kwargs)
 
+    def tensorflow(
+        self,
+        batch_size: int = 32,
+        columns: Optional[Sequence[str]] = None,
+        shuffle: Optional[str] = "global",
+        seed: int = 0,
+        drop_last: bool = False,
+        workers: int = 2,
+        memory_budget: Optional[int] = None,
+        rank: Optional[int] = None,
+        world_size: Optional[int] = None,
+        view: Optional[str] = None,
+        **options: Any,
+    ) -> Loader:
+        """As :meth:`numpy`, yielding dicts of ``tf.Tensor`` (needs ``tensorflow``): the
+        value tensors share the loader's buffers through DLPack on the CPU (no copy), small
+        side tensors are copied; ``bf16`` columns are ``tf.bfloat16``, ``utf8``/``bytes``
+        columns lists as in :meth:`numpy`. Sharding, resume and ``transforms`` as for the
+        other loaders. Iterate it directly, or wrap it:
+        ``tf.data.Dataset.from_generator(lambda: iter(loader), output_signature=...)``."""
+        kwargs = _loader_kwargs(
+            batch_size, columns, shuffle, seed, drop_last, workers, memory_budget, rank, world_size, view, options
+        )
+        return self._loader("tensorflow", None, kwargs)
+
 
 def _loader_kwargs(
     batch_size: int,

@@ -46,8 +46,8 @@ class Loader:
     def __init__(
         self, native: Any, output: str = "torch", device: Optional[str] = None, batch_transform: Any = None
     ):
-        if output not in ("torch", "numpy", "jax"):
-            raise UsageError(f"output must be 'torch', 'numpy' or 'jax', not {output!r}")
+        if output not in ("torch", "numpy", "jax", "tensorflow"):
+            raise UsageError(f"output must be 'torch', 'numpy', 'jax' or 'tensorflow', not {output!r}")
         self._native = native
         self._batch_transform = batch_transform
         self._output = output
@@ -57,7 +57,12 @@ class Loader:
         self._current: Optional[LoaderIterator] = None
         self._torch = None
         self._jax = None
+        self._tf = None
         self._cuda = False
+        if output == "tensorflow":
+            import tensorflow as tf  # imported here: the package works without TensorFlow
+
+            self._tf = tf
         if output == "jax":
             import jax  # imported here: the package works without jax
 
@@ -164,6 +169,8 @@ class Loader:
     def _convert(self, pieces) -> Dict[str, Any]:
         if self._jax is not None:
             return self._convert_jax(pieces)
+        if self._tf is not None:
+            return self._convert_tf(pieces)
         torch = self._torch
         out: Dict[str, Any] = {}
 
@@ -221,6 +228,33 @@ class Loader:
             for suffix, side in ((".lengths", lengths), (".offsets", offsets), (".shapes", shapes), (".valid", valid)):
                 if side is not None:
                     out[name + suffix] = dl(side)
+        return out
+
+
+    def _convert_tf(self, pieces) -> Dict[str, Any]:
+        """Batches as ``tf.Tensor``s: through DLPack without a copy where TensorFlow takes the
+        memory as it is (64-byte aligned, as the loader's value buffers are; the tensor then
+        keeps the buffer alive and unchanged), copied otherwise (TensorFlow aborts the
+        process on an unaligned DLPack import rather than raising)."""
+        tf = self._tf
+        out: Dict[str, Any] = {}
+
+        def conv(a):
+            if a is None:
+                return None
+            if a.size and a.flags.c_contiguous and a.ctypes.data % 64 == 0:
+                return tf.experimental.dlpack.from_dlpack(a.__dlpack__())
+            return tf.convert_to_tensor(a)
+
+        for name, values, lengths, offsets, shapes, valid, elem in pieces:
+            if elem in ("utf8", "bytes"):
+                out[name] = values
+                continue
+            t = conv(values)
+            out[name] = tf.bitcast(t, tf.bfloat16) if elem == "bf16" else t
+            for suffix, side in ((".lengths", lengths), (".offsets", offsets), (".shapes", shapes), (".valid", valid)):
+                if side is not None:
+                    out[name + suffix] = conv(side)
         return out
 
 
