@@ -764,7 +764,13 @@ fn values<P: Pixels, O: Out>(
                     }
                 }
             }
-            O::write_slice(dst, l.out + j, vals);
+            if l.out_step == 1 {
+                O::write_slice(dst, l.out + j, vals);
+            } else {
+                for (k, &v) in vals.iter().enumerate() {
+                    O::write(dst, l.out + (j + k) * l.out_step, v);
+                }
+            }
             j += m;
         }
     });

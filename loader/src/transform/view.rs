@@ -111,66 +111,78 @@ impl View {
         Some((lo, hi))
     }
 
-    /// Walks the output in row-major order of the axes permuted by `perm` (output axis `i`
-    /// is view axis `perm[i]`), calling `f(out, Some(src), index)` for positions holding
-    /// data and `f(out, None, index)` for padding, where `index` is the output position's
-    /// view index along axis `chan` (0 when `None`). `out` counts output elements from 0.
+    /// Calls `f(out, Some(src), index)` for every output position holding data and
+    /// `f(out, None, index)` for padding, where the output is row-major in the axes permuted
+    /// by `perm` (output axis `i` is view axis `perm[i]`), `out` counts output elements from
+    /// 0, and `index` is the position's view index along axis `chan` (0 when `None`).
     pub(crate) fn emit(&self, perm: &[usize], chan: Option<usize>, mut f: impl FnMut(usize, Option<isize>, usize)) {
         self.lines(perm, chan, |l| {
             let (d0, n, mut src, step) = l.data.unwrap_or((l.len, 0, 0, 0));
             for j in 0..l.len {
                 let c = l.chan.unwrap_or(j);
+                let out = l.out + j * l.out_step;
                 if j >= d0 && j < d0 + n {
-                    f(l.out + j, Some(src), c);
+                    f(out, Some(src), c);
                     src += step;
                 } else {
-                    f(l.out + j, None, c);
+                    f(out, None, c);
                 }
             }
         });
     }
 
-    /// Walks the output line by line (a line: the innermost output axis at fixed outer
-    /// indexes), in the order of [`View::emit`].
+    /// Walks the output line by line: a line runs along one output axis at fixed other
+    /// indexes — the innermost, or the one before it when the innermost is short (a pixel's
+    /// channels: lines of 3 would cost more to walk than to fill).
     pub(crate) fn lines(&self, perm: &[usize], chan: Option<usize>, mut f: impl FnMut(Line)) {
         let r = perm.len();
         if r == 0 {
-            f(Line { out: 0, len: 1, data: Some((0, 1, self.base(), 0)), chan: Some(0) });
+            f(Line { out: 0, len: 1, out_step: 1, data: Some((0, 1, self.base(), 0)), chan: Some(0) });
             return;
         }
         let axes: Vec<Axis> = perm.iter().map(|&p| self.axes[p]).collect();
-        let chan_pos = chan.and_then(|c| perm.iter().position(|&p| p == c));
-        let inner = axes[r - 1];
-        let mut idx = vec![0usize; r - 1];
-        let outer_count: usize = axes[..r - 1].iter().map(|a| a.out).product();
-        if inner.out == 0 {
+        if axes.iter().any(|a| a.out == 0) {
             return;
         }
-        for line in 0..outer_count {
-            // The line's source offset, or padding when an outer index is outside the data.
+        // Row-major strides of the output.
+        let mut ostride = vec![1usize; r];
+        for i in (0..r - 1).rev() {
+            ostride[i] = ostride[i + 1] * axes[i + 1].out;
+        }
+        let along = if r >= 2 && axes[r - 1].out <= 4 && axes[r - 2].out > axes[r - 1].out { r - 2 } else { r - 1 };
+        let inner = axes[along];
+        let chan_pos = chan.and_then(|c| perm.iter().position(|&p| p == c));
+        let others: Vec<usize> = (0..r).filter(|&i| i != along).collect();
+        let mut idx = vec![0usize; others.len()];
+        let count: usize = others.iter().map(|&i| axes[i].out).product();
+        for _ in 0..count {
             let mut src = inner.start;
+            let mut out = 0usize;
             let mut inside = inner.n > 0;
-            for (i, a) in idx.iter().zip(&axes) {
-                if *i < a.off || *i >= a.off + a.n {
+            for (&i, &k) in others.iter().zip(&idx) {
+                let a = axes[i];
+                out += k * ostride[i];
+                if k < a.off || k >= a.off + a.n {
                     inside = false;
-                    break;
+                } else {
+                    src += a.start + (k - a.off) as isize * a.step;
                 }
-                src += a.start + (*i - a.off) as isize * a.step;
             }
             let line_chan = match chan_pos {
-                Some(p) if p < r - 1 => Some(idx[p]),
-                Some(_) => None,
+                Some(p) if p == along => None,
+                Some(p) => others.iter().position(|&i| i == p).map(|q| idx[q]),
                 None => Some(0),
             };
             f(Line {
-                out: line * inner.out,
+                out,
                 len: inner.out,
+                out_step: ostride[along],
                 data: inside.then_some((inner.off, inner.n, src, inner.step)),
                 chan: line_chan,
             });
-            for k in (0..r - 1).rev() {
+            for k in (0..idx.len()).rev() {
                 idx[k] += 1;
-                if idx[k] < axes[k].out {
+                if idx[k] < axes[others[k]].out {
                     break;
                 }
                 idx[k] = 0;
@@ -186,6 +198,8 @@ pub(crate) struct Line {
     pub(crate) out: usize,
     /// Elements in the line.
     pub(crate) len: usize,
+    /// Output elements between neighbours on the line.
+    pub(crate) out_step: usize,
     /// `(first, count, src, step)`: elements `first..first + count` of the line read the
     /// source at `src`, `src + step`, …; the others pad (`None`: the whole line pads).
     pub(crate) data: Option<(usize, usize, isize, isize)>,
@@ -235,8 +249,8 @@ mod tests {
         let mut v = View::dense(&[2, 3]); // [[0, 1, 2], [3, 4, 5]]
         v.flip(1);
         assert_eq!(read(&v), [2, 1, 0, 5, 4, 3].map(Some));
-        let mut t = Vec::new();
-        v.emit(&[1, 0], Some(1), |_, s, c| t.push((s.unwrap(), c)));
+        let mut t = vec![(0, 0); 6];
+        v.emit(&[1, 0], Some(1), |o, s, c| t[o] = (s.unwrap(), c));
         assert_eq!(t, [(2, 0), (5, 0), (1, 1), (4, 1), (0, 2), (3, 2)]);
         assert_eq!(v.reach(), Some((0, 5)));
     }
