@@ -80,7 +80,7 @@ pub(crate) struct Args {
     /// comma-separated.
     #[arg(long, value_name = "OLD=NEW", value_delimiter = ',')]
     rename: Vec<String>,
-    /// The kind of a column (by its new name), COL=KIND with KIND image, text, json,
+    /// The kind of a column (by its new name), COL=KIND with KIND image[:hwc|chw|hw], text, json,
     /// embedding[:cosine|dot|l2], tokens[:VOCAB], bbox[:xyxy|xywh|cxcywh], mask, audio:RATE,
     /// video[:FPS] or generic. Repeatable or comma-separated.
     #[arg(long, value_name = "COL=KIND", value_delimiter = ',')]
@@ -287,20 +287,6 @@ fn parse_image_size(s: &str) -> CliResult<(u32, u32)> {
     Ok((h, w))
 }
 
-/// Parses `none`, `lz4`, `zstd`, `zstd:LEVEL`, `encoded`.
-fn parse_codec(s: &str) -> Result<Compression, String> {
-    match s.trim() {
-        "none" => Ok(Compression::None),
-        "encoded" => Ok(Compression::Encoded),
-        "lz4" => Ok(Compression::Lz4),
-        "zstd" => Ok(Compression::Zstd { level: 3 }),
-        other => match other.strip_prefix("zstd:").map(str::parse::<i32>) {
-            Some(Ok(level)) if (1..=22).contains(&level) => Ok(Compression::Zstd { level }),
-            _ => Err(format!("bad codec {other:?} (none, lz4, zstd, zstd:1..22 or encoded)")),
-        },
-    }
-}
-
 /// Parses the `--compress` entries into (column or `*`, compression).
 fn parse_compress(entries: &[String]) -> CliResult<Vec<(String, Compression)>> {
     entries
@@ -310,7 +296,8 @@ fn parse_compress(entries: &[String]) -> CliResult<Vec<(String, Compression)>> {
             let (col, codec) = e
                 .split_once('=')
                 .ok_or_else(|| CliError::usage(format!("bad --compress {e:?} (use COL=CODEC, e.g. image=lz4)")))?;
-            Ok((col.trim().to_string(), parse_codec(codec).map_err(CliError::usage)?))
+            let codec = codec.trim().parse().map_err(|e: tessera::ParseWordError| CliError::usage(e.to_string()))?;
+            Ok((col.trim().to_string(), codec))
         })
         .collect()
 }
@@ -1608,8 +1595,8 @@ mod tests {
         assert_eq!(parse_image_size("224x160").unwrap(), (224, 160));
         assert!(parse_image_size("0").is_err());
         assert!(parse_image_size("big").is_err());
-        assert_eq!(parse_codec("zstd:7"), Ok(Compression::Zstd { level: 7 }));
-        assert!(parse_codec("zstd:99").is_err());
+        assert!(parse_compress(&["image=zstd:99".into()]).is_err());
+        assert_eq!(parse_compress(&["t = zstd:7".into()]).unwrap(), vec![("t".into(), Compression::Zstd { level: 7 })]);
         let c = parse_compress(&["image=lz4".into(), "*=none".into()]).unwrap();
         assert_eq!(c, vec![("image".into(), Compression::Lz4), ("*".into(), Compression::None)]);
         assert!(parse_compress(&["image".into()]).is_err());

@@ -166,7 +166,7 @@ pub(crate) fn infer_column(name: &str, value: &Value, opts: &InferOptions) -> Re
 /// image codec (`--keep-encoded`) stores the JPEG/PNG files at a fraction of the size.
 pub(crate) fn default_compression(c: &Column) -> Compression {
     match c.kind {
-        Kind::Text | Kind::Json => Compression::Zstd { level: 3 },
+        Kind::Text | Kind::Json => Compression::Zstd { level: tessera::DEFAULT_ZSTD_LEVEL },
         _ => Compression::None,
     }
 }
