@@ -1520,6 +1520,13 @@ fn encode(c: &Column, v: Value, class_ids: Option<&HashMap<String, i64>>) -> Res
             }
             if dtype == c.dtype || (c.dtype == DType::Bf16 && dtype == DType::U16) {
                 Ok(Some((shape, bytes)))
+            } else if c.dtype == DType::Bf16 && dtype == DType::F32 {
+                // bf16 exported to Arrow as f32 (exact) narrows back bit for bit.
+                let mut out = Vec::with_capacity(bytes.len() / 2);
+                for x in bytes.chunks_exact(4).map(<f32 as tessera::Element>::from_le) {
+                    tessera::cast::push_bf16_of_f32(x, &mut out).map_err(|e| e.to_string())?;
+                }
+                Ok(Some((shape, out)))
             } else if shape.is_empty() && c.shape.is_empty() && dtype.is_integer() && c.dtype.is_integer() {
                 let x = int_of(dtype, &bytes).ok_or("bad integer")?;
                 scalar(number_bytes(c, x)?)
