@@ -178,14 +178,14 @@ fn bf16_exports_as_float32_and_comes_back_exact() {
     let out = dir.path().join("out");
     ok(&["export", s(&first), "-o", s(&out), "--format", "parquet"]);
     let file = std::fs::File::open(out.join("data.parquet")).unwrap();
-    let mut reader =
-        parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file).unwrap().build().unwrap();
+    let builder = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file).unwrap();
+    let features = builder.schema().metadata()["huggingface"].clone();
+    let mut reader = builder.build().unwrap();
     let rb = reader.next().unwrap().unwrap();
     assert_eq!(rb.column(0).data_type(), &DataType::Float32, "bf16 is Float32 in the file");
     let widened = rb.column(0).as_any().downcast_ref::<Float32Array>().unwrap();
     assert_eq!(widened.value(0).to_bits(), u32::from(bits[0]) << 16);
     assert!(widened.is_null(1));
-    let features = rb.schema().metadata()["huggingface"].clone();
     assert!(features.contains(r#""dtype":"float32""#), "{features}");
 
     let second = dir.path().join("second");
