@@ -266,25 +266,6 @@ fn bad_tables_fail_with_the_row_and_leave_nothing() {
     assert_eq!(fails(&["ingest", s(&dir.path().join("ds4")), s(&other)]).0, 2);
 }
 
-/// A mono 16-bit PCM WAV file.
-fn wav(rate: u32, samples: &[i16]) -> Vec<u8> {
-    let data: Vec<u8> = samples.iter().flat_map(|s| s.to_le_bytes()).collect();
-    let mut out = b"RIFF".to_vec();
-    out.extend_from_slice(&(36 + data.len() as u32).to_le_bytes());
-    out.extend_from_slice(b"WAVEfmt ");
-    out.extend_from_slice(&16u32.to_le_bytes());
-    out.extend_from_slice(&1u16.to_le_bytes()); // PCM
-    out.extend_from_slice(&1u16.to_le_bytes()); // mono
-    out.extend_from_slice(&rate.to_le_bytes());
-    out.extend_from_slice(&(rate * 2).to_le_bytes());
-    out.extend_from_slice(&2u16.to_le_bytes());
-    out.extend_from_slice(&16u16.to_le_bytes());
-    out.extend_from_slice(b"data");
-    out.extend_from_slice(&(data.len() as u32).to_le_bytes());
-    out.extend_from_slice(&data);
-    out
-}
-
 #[test]
 fn hugging_face_audio_structs_decode_to_the_samples() {
     let dir = tempfile::tempdir().unwrap();

@@ -24,7 +24,7 @@ use super::{Ctx, DatasetArg, emit, emit_json, fmt_bytes, parse_size};
 use crate::error::{CliError, CliResult, Exit};
 use crate::input::audio::{AUDIO_EXTENSIONS, AudioOptions};
 use crate::input::columns::{self, ColumnEdits, RaggedSpec};
-use crate::input::imagefolder::{self, FolderColumns, ImageOptions};
+use crate::input::imagefolder::{self, FolderColumns, ImageOptions, Media};
 use crate::input::parquet::{self, ARROW_EXTENSIONS, PARQUET_EXTENSIONS};
 use crate::input::video::{Sampling, VIDEO_EXTENSIONS, VideoOptions};
 use crate::input::wds::{self, RawSample, WdsOptions};
@@ -104,7 +104,7 @@ pub(crate) struct Args {
     /// Name of the image column (image folders).
     #[arg(long, default_value = "image", value_name = "NAME")]
     image_column: String,
-    /// Name of the label column (image folders).
+    /// Name of the label column (class folders of images, audio or video).
     #[arg(long, default_value = "label", value_name = "NAME")]
     label_column: String,
     #[command(flatten)]
@@ -201,7 +201,8 @@ renames and types columns.
 
 Audio and video files (or folders of them) give `audio` (f32 or i16, kind audio with the
 sample rate; [?, C], or [?] with --mono) or `video` (u8, kind video with the frame rate;
-[?, H, W, 3] with --size, else [?, ?, ?, 3]) and `path` (text). One column has one sample or
+[?, H, W, 3] with --size, else [?, ?, ?, 3]) and `path` (text); class folders of them
+(ROOT/yes/*.wav, ROOT/no/*.wav) add `label` as image folders do. One column has one sample or
 frame rate: --sample-rate and --fps make every clip fit. WebDataset members wav, flac, mp3,
 ogg and m4a decode as audio (column `audio`), mp4, mkv and webm as video (column `video`).
 
@@ -315,7 +316,8 @@ enum Source {
 
 /// One unit of work for the decoders.
 enum Work {
-    Image(PathBuf, usize),
+    /// A file of a class folder and its class index.
+    Class(PathBuf, usize),
     Wds(RawSample),
     Lines(Vec<(String, String)>),
     Table(parquet::TableChunk),
@@ -328,6 +330,8 @@ enum Work {
 /// What the decoder threads share.
 struct Decoder {
     classes: Arc<[String]>,
+    /// What a class folder's files are.
+    media: Media,
     folder_columns: FolderColumns,
     wds: WdsOptions,
     jsonl: Option<jsonl::Plan>,
@@ -336,8 +340,15 @@ struct Decoder {
 impl Decoder {
     fn decode(&self, work: Work) -> Vec<Decoded> {
         match work {
-            Work::Image(path, class) => {
-                vec![imagefolder::decode_file(&path, class, &self.classes, &self.wds.image, &self.folder_columns)]
+            Work::Class(path, class) => {
+                let label = Some((self.folder_columns.label.as_str(), class, &self.classes));
+                vec![match self.media {
+                    Media::Image => {
+                        imagefolder::decode_file(&path, class, &self.classes, &self.wds.image, &self.folder_columns)
+                    }
+                    Media::Audio => media::audio_sample(&path, &self.wds.audio, label),
+                    Media::Video => media::video_sample(&path, &self.wds.video, label),
+                }]
             }
             Work::Wds(raw) => vec![wds::decode_sample(raw, &self.wds)],
             Work::Lines(lines) => match &self.jsonl {
@@ -345,8 +356,8 @@ impl Decoder {
                 None => Vec::new(),
             },
             Work::Table(chunk) => parquet::decode_chunk(&chunk, &self.wds),
-            Work::Audio(path) => vec![media::audio_sample(&path, &self.wds.audio)],
-            Work::Video(path) => vec![media::video_sample(&path, &self.wds.video)],
+            Work::Audio(path) => vec![media::audio_sample(&path, &self.wds.audio, None)],
+            Work::Video(path) => vec![media::video_sample(&path, &self.wds.video, None)],
             Work::Ready(samples) => samples.into_iter().map(Ok).collect(),
             Work::Bad(b) => vec![Err(b)],
         }
@@ -531,16 +542,14 @@ pub(crate) fn run(ctx: Ctx, mut args: Args) -> CliResult<Exit> {
     }
 
     let total = progress_total(&source);
-    let ignored = match &source {
-        Source::Folder(f) => f.ignored.len(),
-        _ => 0,
-    };
-    let classes: Arc<[String]> = match &source {
-        Source::Folder(f) => f.classes.clone(),
-        _ => Arc::from(Vec::new()),
+    // A class folder's classes, what its files are, how many others it has, and its format.
+    let (classes, media, ignored, format_name): (Arc<[String]>, _, _, _) = match &source {
+        Source::Folder(f) => (f.classes.clone(), f.media, (f.ignored.len(), f.media.noun()), f.media.format_name()),
+        _ => (Arc::from(Vec::new()), Media::Image, (0, "images"), format_name(format)),
     };
     let decoder = Decoder {
         classes,
+        media,
         folder_columns,
         wds: args.media.decode_options(image, args.keep_original),
         jsonl: match &source {
@@ -583,15 +592,14 @@ pub(crate) fn run(ctx: Ctx, mut args: Args) -> CliResult<Exit> {
     if let Err(e) = result {
         return Err(sink.abort_notes(e));
     }
-    let message =
-        args.message.take().unwrap_or_else(|| format!("ingest {} from {}", format_name(format), args.inputs.join(" ")));
-    sink.finish(&message, format_name(format), ignored)
+    let message = args.message.take().unwrap_or_else(|| format!("ingest {format_name} from {}", args.inputs.join(" ")));
+    sink.finish(&message, format_name, ignored)
 }
 
 /// What the progress bar counts for a source.
 fn progress_total(source: &Source) -> Total {
     match source {
-        Source::Folder(f) => Total::Count(f.files.len() as u64, "images"),
+        Source::Folder(f) => Total::Count(f.files.len() as u64, f.media.noun()),
         Source::Wds(shards) => {
             Total::Bytes(shards.iter().filter_map(|s| std::fs::metadata(s).ok()).map(|m| m.len()).sum())
         }
@@ -625,6 +633,11 @@ fn open_source(
                 return Err(CliError::not_found(format!("image folder {} does not exist", root.display())));
             }
             let folder = imagefolder::scan(root)?;
+            if folder.media != Media::Image {
+                // Columns come from the first clip, as for a folder of clips; the label's
+                // names are the folder's.
+                return Ok((Source::Folder(folder), None, None));
+            }
             let c = u64::from(image.channels);
             let shape = match image.size {
                 Some((h, w)) => [Dim::Fixed(u64::from(h)), Dim::Fixed(u64::from(w)), Dim::Fixed(c)],
@@ -798,7 +811,7 @@ fn produce(source: Source, send: &mut dyn FnMut(Work) -> bool) {
     match source {
         Source::Folder(f) => {
             for (path, class) in f.files {
-                if !send(Work::Image(path, class)) {
+                if !send(Work::Class(path, class)) {
                     return;
                 }
             }
@@ -1218,7 +1231,7 @@ impl Sink {
         Ok(())
     }
 
-    fn finish(mut self, message: &str, format: &str, ignored: usize) -> CliResult<Exit> {
+    fn finish(mut self, message: &str, format: &str, (ignored, noun): (usize, &str)) -> CliResult<Exit> {
         let started = if self.target.is_none() && !self.pending.is_empty() { self.start_pending() } else { Ok(()) };
         if let Err(e) = started.and_then(|()| self.flush()) {
             return Err(self.abort_notes(e));
@@ -1276,7 +1289,7 @@ impl Sink {
             }
             let _ = writeln!(s, ", {:.1} MB/s input", self.input_bytes as f64 / seconds / 1e6);
             if ignored > 0 {
-                let _ = writeln!(s, "  ignored {ignored} files that are not images");
+                let _ = writeln!(s, "  ignored {ignored} files that are not {noun}");
             }
             if !self.skipped.is_empty() {
                 let _ = writeln!(s, "  skipped {} bad inputs:", self.skipped.len());
