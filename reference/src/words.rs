@@ -13,9 +13,11 @@
 //! | [`Kind`] | `generic`, `image(hwc)`, `audio(16000 Hz)`, `video(29.970 fps)`, `tokens`, `tokens(vocab 32000)`, `embedding`, `embedding(cosine)`, `bbox(xywh)`, `bbox(xyxy, normalized)`, `class_label(2: cat, dog)`, `text`, `json`, `mask` | `NAME:ARG` for `NAME(ARG)`; the unit words optional; `image`, `bbox` and `video` alone (hwc, xyxy, 0 fps) |
 //!
 //! A class name that is empty, has outer spaces, or holds `,`, `(`, `)`, `"` or a control
-//! character prints as a JSON string, so every valid kind parses back to itself.
+//! character prints as a JSON string, so every valid kind parses back to itself. A precision
+//! caps the class names listed, for display: `format!("{kind:.2}")` gives
+//! `class_label(3: cat, dog, …)`.
 
-use std::fmt::{self, Write as _};
+use std::fmt;
 use std::str::FromStr;
 
 use crate::dtype::DType;
@@ -242,11 +244,12 @@ impl fmt::Display for Kind {
             }
             Self::ClassLabel { names } => {
                 write!(f, "({}:", names.len())?;
-                for (i, n) in names.iter().enumerate() {
+                let shown = f.precision().unwrap_or(usize::MAX);
+                for (i, n) in names.iter().take(shown).enumerate() {
                     f.write_str(if i == 0 { " " } else { ", " })?;
                     write_class_name(f, n)?;
                 }
-                f.write_char(')')
+                f.write_str(if names.len() > shown { ", …)" } else { ")" })
             }
         }
     }
@@ -440,6 +443,9 @@ mod tests {
             ]
         );
         assert_eq!(Compression::Zstd { level: 3 }.to_string(), "zstd:3");
+        let three = Kind::ClassLabel { names: vec!["cat".into(), "dog".into(), "owl".into()] };
+        assert_eq!(format!("{three:.2}"), "class_label(3: cat, dog, …)");
+        assert_eq!(format!("{three:.3}"), "class_label(3: cat, dog, owl)");
     }
 
     #[test]

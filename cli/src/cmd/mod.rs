@@ -264,14 +264,7 @@ pub(crate) fn fmt_shape(shape: &[Dim]) -> String {
 /// A kind as the reference prints it (`image(hwc)`, `audio(16000 Hz)`), class labels
 /// shortened to their first five names: `class_label(10: cat, dog, …)`.
 pub(crate) fn fmt_kind(kind: &Kind) -> String {
-    match kind {
-        Kind::ClassLabel { names } if names.len() > 5 => {
-            let five = Kind::ClassLabel { names: names[..5].to_vec() }.to_string();
-            let listed = five.strip_prefix("class_label(5:").and_then(|s| s.strip_suffix(')')).unwrap_or_default();
-            format!("class_label({}:{listed}, …)", names.len())
-        }
-        other => other.to_string(),
-    }
+    format!("{kind:.5}")
 }
 
 /// A Unix-ms timestamp as `2024-05-01 12:34:56Z` (UTC).
