@@ -178,7 +178,7 @@ mod tests {
         let le: Vec<u8> = bits.iter().flat_map(|b| b.to_le_bytes()).collect();
         let a = elements(DType::Bf16, &le).unwrap();
         let f = a.as_primitive::<adt::Float32Type>();
-        assert_eq!(f.value(0), 1.5);
+        assert_eq!(f.value(0).to_string(), "1.5", "a number other tools read as such");
         assert_eq!(
             f.values().iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
             bits.map(|b| u32::from(b) << 16),
