@@ -1,6 +1,6 @@
 //! `tessera ingest` of audio and video files: decoded samples and frames equal an independent
 //! decode by the `ffmpeg` and `sox` command-line tools (which also make the test media), frame
-//! sampling and resizing, and corrupt, truncated and hostile media.
+//! sampling and resizing, class folders of clips, and corrupt, truncated and hostile media.
 //!
 //! The tools come from `scripts/setup.d/20-media.sh`. Without them these tests fail in CI
 //! (`CI` set) and are skipped with a message elsewhere.
@@ -129,6 +129,48 @@ fn audio_decodes_to_the_samples_of_sox_and_ffmpeg() {
         let worst = have.iter().zip(&want).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
         assert!(worst < 1e-3, "{file:?}: largest difference {worst}");
     }
+}
+
+/// Issue 27: the Speech Commands layout (`yes/*.wav`, `no/*.wav`) gives audio and a class
+/// label, as image folders do; it stopped with `no samples in the inputs` (exit 3) before.
+/// Needs no tools: the WAV files are written here.
+#[test]
+fn class_folders_of_clips_give_audio_and_a_label() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("speech_commands");
+    let clips: [(&str, &str, Vec<i16>); 3] =
+        [("yes", "a.wav", vec![1, -2, 3]), ("no", "b.wav", vec![7; 5]), ("yes", "nested/c.wav", vec![-32768, 32767])];
+    for (class, name, samples) in &clips {
+        let path = root.join(class).join(name);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, wav(16_000, samples)).unwrap();
+    }
+    std::fs::write(root.join("yes").join("notes.txt"), "not a clip").unwrap();
+    std::fs::write(root.join("testing_list.txt"), "yes/a.wav").unwrap();
+    let ds = dir.path().join("ds");
+    let summary = json(&["ingest", s(&ds), s(&root), "--mono", "--audio-dtype", "i16"]);
+    assert_eq!((summary["rows"].as_u64(), summary["ignored_files"].as_u64()), (Some(3), Some(1)), "{summary}");
+    assert_eq!(summary["format"], "audiofolder");
+
+    let d = Dataset::open(s(&ds)).unwrap();
+    let names: Vec<&str> = d.schema().columns.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names, ["audio", "label", "path"]);
+    let audio = d.schema().column("audio").unwrap();
+    assert_eq!((audio.dtype, &audio.kind), (DType::I16, &Kind::Audio { sample_rate: 16_000 }));
+    assert_eq!(d.schema().column("label").unwrap().kind, Kind::ClassLabel { names: vec!["no".into(), "yes".into()] });
+    // Class then path order: no/b, yes/a, yes/nested/c.
+    let rows = d.read_rows(0..3, Some(&["audio", "label"])).unwrap();
+    assert_eq!(rows.get("label").unwrap().to_vec::<i64>().unwrap(), [0, 1, 1]);
+    let got: Vec<Vec<i16>> = (0..3).map(|i| i16s(rows.get("audio").unwrap().row(i))).collect();
+    assert_eq!(got, [clips[1].2.clone(), clips[0].2.clone(), clips[2].2.clone()]);
+
+    // Appending a folder maps its classes to the dataset's names.
+    let more = dir.path().join("more");
+    std::fs::create_dir_all(more.join("yes")).unwrap();
+    std::fs::write(more.join("yes").join("d.wav"), wav(16_000, &[5, 5])).unwrap();
+    ok(&["ingest", s(&ds), s(&more), "--mono", "--audio-dtype", "i16", "-q"]);
+    let d = Dataset::open(s(&ds)).unwrap();
+    assert_eq!(d.read_rows(3..4, Some(&["label"])).unwrap().get("label").unwrap().to_vec::<i64>().unwrap(), [1]);
 }
 
 #[test]

@@ -148,6 +148,54 @@ fn parquet_round_trip_gives_the_same_dump() {
     assert_eq!(digest(&first).1, digest(&third).1, "the same values");
 }
 
+/// Issue 27: one Arrow bridge, bf16 as Float32. Export widens every bf16 bit pattern
+/// (signalling NaN, -0, subnormals, ±∞, the largest finite) exactly, other tools read the
+/// numbers, and ingest with the sidecar narrows them back bit for bit.
+#[test]
+fn bf16_exports_as_float32_and_comes_back_exact() {
+    use tessera::{Batch, Column, ColumnData, Schema, WriteOptions};
+
+    let dir = tempfile::tempdir().unwrap();
+    let first = dir.path().join("first");
+    let bits: [u16; 8] = [0x7f81, 0xffc1, 0x8000, 0x0001, 0x7f80, 0xff80, 0x7f7f, 0x3fc0];
+    let schema = Schema::new([
+        Column::new("s", DType::Bf16, &[]).nullable(),
+        Column::new("v", DType::Bf16, &[Dim::Fixed(4)]),
+        Column::new("r", DType::Bf16, &[Dim::Ragged]),
+    ])
+    .unwrap();
+    let ds = Dataset::create(s(&first), schema, &WriteOptions::default()).unwrap();
+    let le = |b: &[u16]| b.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
+    let values = bits.map(half::bf16::from_bits);
+    let mut scalars = ColumnData::empty(DType::Bf16, &[], true);
+    scalars.push_row(&[], &le(&bits[..1])).unwrap();
+    scalars.push_null().unwrap();
+    let vectors = ColumnData::from_fixed(&[4], &values).unwrap();
+    let ragged = ColumnData::from_sequences(&[&values[..5], &values[7..]]);
+    let batch = Batch::new().with("s", scalars).unwrap().with("v", vectors).unwrap().with("r", ragged).unwrap();
+    ds.append(&batch, "bf16 edge values", WriteOptions::default()).unwrap();
+
+    let out = dir.path().join("out");
+    ok(&["export", s(&first), "-o", s(&out), "--format", "parquet"]);
+    let file = std::fs::File::open(out.join("data.parquet")).unwrap();
+    let builder = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file).unwrap();
+    let features = builder.schema().metadata()["huggingface"].clone();
+    let mut reader = builder.build().unwrap();
+    let rb = reader.next().unwrap().unwrap();
+    assert_eq!(rb.column(0).data_type(), &DataType::Float32, "bf16 is Float32 in the file");
+    let widened = rb.column(0).as_any().downcast_ref::<Float32Array>().unwrap();
+    assert_eq!(widened.value(0).to_bits(), u32::from(bits[0]) << 16);
+    assert!(widened.is_null(1));
+    assert!(features.contains(r#""dtype":"float32""#), "{features}");
+
+    let second = dir.path().join("second");
+    ok(&["ingest", s(&second), s(&out), "-q"]);
+    assert_eq!(digest(&first), digest(&second), "ingest -> export -> ingest keeps every bit");
+    let back = Dataset::open(s(&second)).unwrap();
+    assert_eq!(back.schema().column("v").unwrap().dtype, DType::Bf16);
+    assert_eq!(back.read_rows(0..1, Some(&["v"])).unwrap().get("v").unwrap().values(), le(&bits[..4]));
+}
+
 #[test]
 fn arrow_ipc_files_and_streams_ingest() {
     let dir = tempfile::tempdir().unwrap();
@@ -216,25 +264,6 @@ fn bad_tables_fail_with_the_row_and_leave_nothing() {
     let schema = Schema::new(vec![Field::new("x", DataType::Float32, false)]);
     write_parquet(&other.join("b.parquet"), &RecordBatch::try_new(Arc::new(schema), vec![Arc::new(f32s)]).unwrap());
     assert_eq!(fails(&["ingest", s(&dir.path().join("ds4")), s(&other)]).0, 2);
-}
-
-/// A mono 16-bit PCM WAV file.
-fn wav(rate: u32, samples: &[i16]) -> Vec<u8> {
-    let data: Vec<u8> = samples.iter().flat_map(|s| s.to_le_bytes()).collect();
-    let mut out = b"RIFF".to_vec();
-    out.extend_from_slice(&(36 + data.len() as u32).to_le_bytes());
-    out.extend_from_slice(b"WAVEfmt ");
-    out.extend_from_slice(&16u32.to_le_bytes());
-    out.extend_from_slice(&1u16.to_le_bytes()); // PCM
-    out.extend_from_slice(&1u16.to_le_bytes()); // mono
-    out.extend_from_slice(&rate.to_le_bytes());
-    out.extend_from_slice(&(rate * 2).to_le_bytes());
-    out.extend_from_slice(&2u16.to_le_bytes());
-    out.extend_from_slice(&16u16.to_le_bytes());
-    out.extend_from_slice(b"data");
-    out.extend_from_slice(&(data.len() as u32).to_le_bytes());
-    out.extend_from_slice(&data);
-    out
 }
 
 #[test]

@@ -27,9 +27,7 @@ use std::path::Path;
 
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
-use tessera::{
-    BBoxFormat, ColumnData, Compression, DType, Dataset, Dim, ImageLayout, Kind, Metric, Schema, WriteOptions,
-};
+use tessera::{ColumnData, Compression, DType, Dataset, Dim, Kind, Schema, WriteOptions};
 
 /// The value of the `logical` member.
 pub const LOGICAL_FORMAT: &str = "tessera-logical/1";
@@ -132,13 +130,14 @@ fn metadata_json(m: &[(String, String)]) -> Value {
     Value::Object(m.iter().map(|(k, v)| (k.clone(), Value::String(v.clone()))).collect())
 }
 
+/// A word member (layout, metric, format), spelled as the reference prints it.
+fn word<T: std::str::FromStr<Err = tessera::ParseWordError>>(v: &Value, what: &str, name: &str) -> ParseResult<T> {
+    string(&v[name], &format!("{what}.{name}"))?.parse().map_err(|e| format!("{what}.{name}: {e}"))
+}
+
 fn parse_kind(v: &Value, what: &str) -> ParseResult<Kind> {
     let t = v.get("type").ok_or_else(|| format!("{what}: missing member \"type\""))?;
     let t = string(t, &format!("{what}.type"))?;
-    let pick = |name: &str, options: &[&str]| -> ParseResult<usize> {
-        let s = string(&v[name], &format!("{what}.{name}"))?;
-        options.iter().position(|o| *o == s).ok_or_else(|| format!("{what}.{name}: unknown value {s:?}"))
-    };
     Ok(match t {
         "generic" | "text" | "mask" | "json" => {
             obj(v, what, &["type"], &[])?;
@@ -151,8 +150,7 @@ fn parse_kind(v: &Value, what: &str) -> ParseResult<Kind> {
         }
         "image" => {
             obj(v, what, &["type", "layout"], &[])?;
-            let layout = [ImageLayout::Hwc, ImageLayout::Chw, ImageLayout::Hw][pick("layout", &["hwc", "chw", "hw"])?];
-            Kind::Image { layout }
+            Kind::Image { layout: word(v, what, "layout")? }
         }
         "video" => {
             obj(v, what, &["type", "fps_milli"], &[])?;
@@ -172,9 +170,7 @@ fn parse_kind(v: &Value, what: &str) -> ParseResult<Kind> {
         }
         "embedding" => {
             obj(v, what, &["type", "metric"], &[])?;
-            let metric = [Metric::Unspecified, Metric::Cosine, Metric::Dot, Metric::L2]
-                [pick("metric", &["unspecified", "cosine", "dot", "l2"])?];
-            Kind::Embedding { metric }
+            Kind::Embedding { metric: word(v, what, "metric")? }
         }
         "class_label" => {
             obj(v, what, &["type", "names"], &[])?;
@@ -187,8 +183,7 @@ fn parse_kind(v: &Value, what: &str) -> ParseResult<Kind> {
         }
         "bbox" => {
             obj(v, what, &["type", "format", "normalized"], &[])?;
-            let format =
-                [BBoxFormat::Xyxy, BBoxFormat::Xywh, BBoxFormat::Cxcywh][pick("format", &["xyxy", "xywh", "cxcywh"])?];
+            let format = word(v, what, "format")?;
             let normalized =
                 v["normalized"].as_bool().ok_or_else(|| format!("{what}.normalized: expected a boolean"))?;
             Kind::BBox { format, normalized }
@@ -205,68 +200,38 @@ pub fn kind_json(k: &Kind) -> Value {
         Kind::Text => json!({"type": "text"}),
         Kind::Mask => json!({"type": "mask"}),
         Kind::Json => json!({"type": "json"}),
-        Kind::Image { layout } => {
-            let l = match layout {
-                ImageLayout::Hwc => "hwc",
-                ImageLayout::Chw => "chw",
-                ImageLayout::Hw => "hw",
-            };
-            json!({"type": "image", "layout": l})
-        }
+        Kind::Image { layout } => json!({"type": "image", "layout": layout.name()}),
         Kind::Video { fps_milli } => json!({"type": "video", "fps_milli": fps_milli}),
         Kind::Audio { sample_rate } => json!({"type": "audio", "sample_rate": sample_rate}),
         Kind::Tokens { vocab_size } => json!({"type": "tokens", "vocab_size": vocab_size}),
-        Kind::Embedding { metric } => {
-            let m = match metric {
-                Metric::Unspecified => "unspecified",
-                Metric::Cosine => "cosine",
-                Metric::Dot => "dot",
-                Metric::L2 => "l2",
-            };
-            json!({"type": "embedding", "metric": m})
-        }
+        Kind::Embedding { metric } => json!({"type": "embedding", "metric": metric.name()}),
         Kind::ClassLabel { names } => json!({"type": "class_label", "names": names}),
         Kind::BBox { format, normalized } => {
-            let f = match format {
-                BBoxFormat::Xyxy => "xyxy",
-                BBoxFormat::Xywh => "xywh",
-                BBoxFormat::Cxcywh => "cxcywh",
-            };
-            json!({"type": "bbox", "format": f, "normalized": normalized})
+            json!({"type": "bbox", "format": format.name(), "normalized": normalized})
         }
     }
 }
 
 fn parse_compression(v: &Value, what: &str) -> ParseResult<Compression> {
     let codec = string(v.get("codec").unwrap_or(&Value::Null), &format!("{what}.codec"))?;
-    Ok(match codec {
-        "none" => {
-            obj(v, what, &["codec"], &[])?;
-            Compression::None
-        }
-        "lz4" => {
-            obj(v, what, &["codec"], &[])?;
-            Compression::Lz4
-        }
-        "zstd" => {
+    match Compression::from_name(codec) {
+        Some(Compression::Zstd { .. }) => {
             obj(v, what, &["codec", "level"], &[])?;
             let level = v["level"].as_i64().ok_or_else(|| format!("{what}.level: expected an integer"))?;
-            Compression::Zstd { level: i32::try_from(level).map_err(|_| format!("{what}.level: out of range"))? }
+            Ok(Compression::Zstd { level: i32::try_from(level).map_err(|_| format!("{what}.level: out of range"))? })
         }
-        "encoded" => {
+        Some(c) => {
             obj(v, what, &["codec"], &[])?;
-            Compression::Encoded
+            Ok(c)
         }
-        other => return Err(format!("{what}: unknown codec {other:?}")),
-    })
+        None => Err(format!("{what}: unknown codec {codec:?}")),
+    }
 }
 
 fn compression_json(c: Compression) -> Value {
-    match c {
-        Compression::None => json!({"codec": "none"}),
-        Compression::Lz4 => json!({"codec": "lz4"}),
-        Compression::Zstd { level } => json!({"codec": "zstd", "level": level}),
-        Compression::Encoded => json!({"codec": "encoded"}),
+    match c.level() {
+        Some(level) => json!({"codec": c.name(), "level": level}),
+        None => json!({"codec": c.name()}),
     }
 }
 

@@ -12,8 +12,8 @@ use numpy::{PyArray1, PyArrayMethods, PyReadonlyArray1};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString};
 use tessera::{
-    At, BBoxFormat, Batch, Column, ColumnData, Compression, DType, Dataset, Dim, ImageLayout, Kind, Limits, Metric,
-    Schema, Store, WriteOptions,
+    At, BBoxFormat, Batch, Column, ColumnData, DType, Dataset, Dim, ImageLayout, Kind, Limits, Metric, Schema, Store,
+    WriteOptions,
 };
 
 use crate::errors::{IntoPy, usage};
@@ -50,43 +50,18 @@ pub(crate) fn numpy_dtype(d: DType) -> &'static str {
     }
 }
 
-fn layout_name(l: ImageLayout) -> &'static str {
-    match l {
-        ImageLayout::Hwc => "hwc",
-        ImageLayout::Chw => "chw",
-        ImageLayout::Hw => "hw",
-    }
-}
-
-fn metric_name(m: Metric) -> &'static str {
-    match m {
-        Metric::Unspecified => "unspecified",
-        Metric::Cosine => "cosine",
-        Metric::Dot => "dot",
-        Metric::L2 => "l2",
-    }
-}
-
-fn bbox_name(f: BBoxFormat) -> &'static str {
-    match f {
-        BBoxFormat::Xyxy => "xyxy",
-        BBoxFormat::Xywh => "xywh",
-        BBoxFormat::Cxcywh => "cxcywh",
-    }
-}
-
 /// The kind's parameters as a dict (empty for kinds without any).
 fn kind_params<'py>(py: Python<'py>, kind: &Kind) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
     match kind {
-        Kind::Image { layout } => d.set_item("layout", layout_name(*layout))?,
+        Kind::Image { layout } => d.set_item("layout", layout.name())?,
         Kind::Video { fps_milli } => d.set_item("fps_milli", fps_milli)?,
         Kind::Audio { sample_rate } => d.set_item("sample_rate", sample_rate)?,
         Kind::Tokens { vocab_size } => d.set_item("vocab_size", vocab_size)?,
-        Kind::Embedding { metric } => d.set_item("metric", metric_name(*metric))?,
+        Kind::Embedding { metric } => d.set_item("metric", metric.name())?,
         Kind::ClassLabel { names } => d.set_item("names", names.clone())?,
         Kind::BBox { format, normalized } => {
-            d.set_item("format", bbox_name(*format))?;
+            d.set_item("format", format.name())?;
             d.set_item("normalized", normalized)?;
         }
         _ => {}
@@ -112,13 +87,7 @@ fn column_dict<'py>(py: Python<'py>, c: &Column) -> PyResult<Bound<'py, PyDict>>
     d.set_item("kind", c.kind.name())?;
     d.set_item("kind_params", kind_params(py, &c.kind)?)?;
     d.set_item("nullable", c.nullable)?;
-    let compression = match c.compression {
-        Compression::None => "none".to_string(),
-        Compression::Lz4 => "lz4".to_string(),
-        Compression::Zstd { level } => format!("zstd:{level}"),
-        Compression::Encoded => "encoded".to_string(),
-    };
-    d.set_item("compression", compression)?;
+    d.set_item("compression", c.compression.to_string())?;
     let meta: BTreeMap<&str, &str> = c.metadata.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
     d.set_item("metadata", meta)?;
     Ok(d)
@@ -135,58 +104,39 @@ fn get<'py, T: FromPyObjectOwned<'py>>(spec: &Bound<'py, PyDict>, key: &str) -> 
     }
 }
 
+/// A word of a column spec (`layout`, `metric`, `format`), as the reference spells it.
+fn word<T: std::str::FromStr<Err = tessera::ParseWordError>>(
+    p: &Bound<'_, PyDict>,
+    key: &str,
+    default: T,
+) -> PyResult<T> {
+    match get::<String>(p, key)? {
+        Some(s) => s.parse().map_err(|e: tessera::ParseWordError| usage(e.to_string())),
+        None => Ok(default),
+    }
+}
+
 fn parse_kind(name: &str, p: &Bound<'_, PyDict>) -> PyResult<Kind> {
-    let s = |key: &str, default: &str| -> PyResult<String> { Ok(get::<String>(p, key)?.unwrap_or(default.into())) };
     Ok(match name {
         "generic" => Kind::Generic,
         "text" => Kind::Text,
         "mask" => Kind::Mask,
         "json" => Kind::Json,
-        "image" => Kind::Image {
-            layout: match s("layout", "hwc")?.as_str() {
-                "hwc" => ImageLayout::Hwc,
-                "chw" => ImageLayout::Chw,
-                "hw" => ImageLayout::Hw,
-                other => return Err(usage(format!("unknown image layout {other:?} (hwc, chw, hw)"))),
-            },
-        },
+        "image" => Kind::Image { layout: word(p, "layout", ImageLayout::Hwc)? },
         "video" => Kind::Video { fps_milli: get(p, "fps_milli")?.unwrap_or(0) },
         "audio" => Kind::Audio {
             sample_rate: get(p, "sample_rate")?.ok_or_else(|| usage("an audio column needs sample_rate"))?,
         },
         "tokens" => Kind::Tokens { vocab_size: get(p, "vocab_size")? },
-        "embedding" => Kind::Embedding {
-            metric: match s("metric", "unspecified")?.as_str() {
-                "unspecified" => Metric::Unspecified,
-                "cosine" => Metric::Cosine,
-                "dot" => Metric::Dot,
-                "l2" => Metric::L2,
-                other => return Err(usage(format!("unknown metric {other:?}"))),
-            },
-        },
+        "embedding" => Kind::Embedding { metric: word(p, "metric", Metric::Unspecified)? },
         "class_label" => Kind::ClassLabel { names: get(p, "names")?.unwrap_or_default() },
         "bbox" => Kind::BBox {
-            format: match s("format", "xyxy")?.as_str() {
-                "xyxy" => BBoxFormat::Xyxy,
-                "xywh" => BBoxFormat::Xywh,
-                "cxcywh" => BBoxFormat::Cxcywh,
-                other => return Err(usage(format!("unknown bbox format {other:?}"))),
-            },
+            format: word(p, "format", BBoxFormat::Xyxy)?,
             normalized: get(p, "normalized")?.unwrap_or(false),
         },
-        other => return Err(usage(format!("unknown column kind {other:?}"))),
-    })
-}
-
-fn parse_compression(s: &str) -> PyResult<Compression> {
-    Ok(match s {
-        "none" => Compression::None,
-        "lz4" => Compression::Lz4,
-        "zstd" => Compression::Zstd { level: 3 },
-        other => match other.strip_prefix("zstd:").map(str::parse::<i32>) {
-            Some(Ok(level)) => Compression::Zstd { level },
-            _ => return Err(usage(format!("unknown compression {other:?} (none, lz4, zstd, zstd:LEVEL)"))),
-        },
+        other => {
+            return Err(usage(format!("unknown column kind {other:?} (expected one of {})", Kind::NAMES.join(", "))));
+        }
     })
 }
 
@@ -208,7 +158,7 @@ fn parse_column(spec: &Bound<'_, PyDict>) -> PyResult<Column> {
         col = col.with_kind(parse_kind(&kind, &params)?);
     }
     if let Some(c) = get::<String>(spec, "compression")? {
-        col = col.with_compression(parse_compression(&c)?);
+        col = col.with_compression(c.parse().map_err(|e: tessera::ParseWordError| usage(e.to_string()))?);
     }
     if get::<bool>(spec, "nullable")?.unwrap_or(false) {
         col = col.nullable();

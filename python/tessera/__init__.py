@@ -108,8 +108,9 @@ def create(url: str, schema: Sequence[Mapping[str, Any]]) -> "Dataset":
     optional ``shape`` (per-row dims, ``None`` for a ragged dim; ``[]`` for scalars),
     ``kind`` (``generic``, ``image``, ``video``, ``audio``, ``text``, ``tokens``,
     ``embedding``, ``class_label``, ``bbox``, ``mask``, ``json``) with ``kind_params``,
-    ``nullable``, ``compression`` (``none``, ``lz4``, ``zstd``, ``zstd:LEVEL``) and
-    ``metadata`` (a dict of str). ``Dataset.schema`` returns the same keys.
+    ``nullable``, ``compression`` (``none``, ``lz4``, ``zstd``, ``zstd:LEVEL`` with LEVEL
+    1 to 22, or ``encoded`` for u8 images) and ``metadata`` (a dict of str).
+    ``Dataset.schema`` returns the same keys.
 
     Raises :class:`ConflictError` when a dataset exists there.
     """

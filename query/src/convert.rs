@@ -2,12 +2,11 @@
 //!
 //! | tessera column | Arrow field |
 //! |---|---|
-//! | rank 0 bool, integers, f32, f64 | `Boolean`, the same-width integer, `Float32`, `Float64` |
-//! | rank 0 f16, bf16 | `Float32` (exact widening; DataFusion's f16 support is partial, Arrow has no bf16) |
+//! | rank 0 numbers and bool | the [`arrow_bridge`] type (bf16: `Float32`, widened exactly), except f16: `Float32` (exact; DataFusion's f16 support is partial) |
 //! | rank 0 utf8, bytes | `Utf8View`, `BinaryView` |
 //! | all dims fixed | `FixedSizeList` of the element type, flattened in C order |
 //! | a ragged dim | `LargeList` of the element type, flattened |
-//! | tensor element f16 / bf16 | `Float16` / `Float32` (bf16 widened exactly) |
+//! | tensor element | the [`arrow_bridge`] type (f16: `Float16`, bf16: `Float32`) |
 //! | class label of rank 0 / 1 | the ids as above, plus `<name>_name`: the class names (`Utf8View` / list of them) |
 //! | — | `_rowid`: `UInt64`, the row's position in the version |
 //!
@@ -17,14 +16,14 @@
 use std::sync::Arc;
 
 use datafusion::arrow::array::{
-    Array, ArrayRef, BinaryViewArray, BooleanArray, FixedSizeListArray, Float16Array, Float32Array, Float64Array,
-    Int8Array, Int16Array, Int32Array, Int64Array, LargeListArray, StringViewArray, UInt8Array, UInt16Array,
-    UInt32Array, UInt64Array,
+    Array, ArrayRef, BinaryViewArray, FixedSizeListArray, Float32Array, Int64Array, LargeListArray, StringViewArray,
+    UInt64Array,
 };
 use datafusion::arrow::buffer::{NullBuffer, OffsetBuffer};
 use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Schema, SchemaRef};
 use tessera::{Column, ColumnData, DType, Dim, Kind};
 
+use crate::arrow_bridge;
 use crate::error::{QueryError, QueryResult};
 
 /// The name of the row-position column every table has.
@@ -83,23 +82,15 @@ pub(crate) fn layout(schema: &tessera::Schema) -> QueryResult<Layout> {
     Ok(Layout { schema: Arc::new(Schema::new(fields)), sources })
 }
 
-/// The Arrow type of one element of a tensor column, or of a rank-0 column.
+/// The Arrow type of one element of a tensor column, or of a rank-0 column: the
+/// [`arrow_bridge`] type, in the engine's forms.
 fn element_type(dtype: DType, scalar: bool) -> DataType {
     match dtype {
-        DType::Bool => DataType::Boolean,
-        DType::U8 => DataType::UInt8,
-        DType::U16 => DataType::UInt16,
-        DType::U32 => DataType::UInt32,
-        DType::U64 => DataType::UInt64,
-        DType::I8 => DataType::Int8,
-        DType::I16 => DataType::Int16,
-        DType::I32 => DataType::Int32,
-        DType::I64 => DataType::Int64,
-        DType::F16 if !scalar => DataType::Float16,
-        DType::F16 | DType::Bf16 | DType::F32 => DataType::Float32,
-        DType::F64 => DataType::Float64,
+        // DataFusion's Float16 support is partial: rank-0 f16 is widened (exactly) for SQL.
+        DType::F16 if scalar => DataType::Float32,
         DType::Utf8 => DataType::Utf8View,
         DType::Bytes => DataType::BinaryView,
+        d => arrow_bridge::arrow_type(d),
     }
 }
 
@@ -138,22 +129,9 @@ fn field(c: &Column) -> Field {
 /// All elements of `data` as one flat, non-null Arrow array of the field's element type.
 fn flat_values(dtype: DType, scalar: bool, data: &ColumnData) -> QueryResult<ArrayRef> {
     Ok(match dtype {
-        DType::Bool => Arc::new(BooleanArray::from(data.to_vec::<bool>()?)),
-        DType::U8 => Arc::new(UInt8Array::from(data.values().to_vec())),
-        DType::U16 => Arc::new(UInt16Array::from(data.to_vec::<u16>()?)),
-        DType::U32 => Arc::new(UInt32Array::from(data.to_vec::<u32>()?)),
-        DType::U64 => Arc::new(UInt64Array::from(data.to_vec::<u64>()?)),
-        DType::I8 => Arc::new(Int8Array::from(data.to_vec::<i8>()?)),
-        DType::I16 => Arc::new(Int16Array::from(data.to_vec::<i16>()?)),
-        DType::I32 => Arc::new(Int32Array::from(data.to_vec::<i32>()?)),
-        DType::I64 => Arc::new(Int64Array::from(data.to_vec::<i64>()?)),
-        DType::F16 if !scalar => Arc::new(Float16Array::from(data.to_vec::<half::f16>()?)),
-        DType::F16 => Arc::new(Float32Array::from_iter_values(data.to_vec::<half::f16>()?.into_iter().map(f32::from))),
-        DType::Bf16 => {
-            Arc::new(Float32Array::from_iter_values(data.to_vec::<half::bf16>()?.into_iter().map(f32::from)))
+        DType::F16 if scalar => {
+            Arc::new(Float32Array::from_iter_values(data.to_vec::<half::f16>()?.into_iter().map(f32::from)))
         }
-        DType::F32 => Arc::new(Float32Array::from(data.to_vec::<f32>()?)),
-        DType::F64 => Arc::new(Float64Array::from(data.to_vec::<f64>()?)),
         DType::Utf8 => {
             let rows = (0..data.len()).map(|i| data.is_valid(i).then(|| data.str_row(i)).flatten());
             Arc::new(rows.collect::<StringViewArray>())
@@ -162,6 +140,7 @@ fn flat_values(dtype: DType, scalar: bool, data: &ColumnData) -> QueryResult<Arr
             let rows = (0..data.len()).map(|i| data.is_valid(i).then(|| data.row(i)));
             Arc::new(rows.collect::<BinaryViewArray>())
         }
+        d => arrow_bridge::elements(d, data.values()).map_err(|e| QueryError::Usage(format!("column values: {e}")))?,
     })
 }
 

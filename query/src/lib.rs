@@ -11,6 +11,7 @@
 //!
 //! | piece | module |
 //! |---|---|
+//! | dtypes as Arrow types and arrays, both ways (query, Parquet export and import) | [`arrow_bridge`] |
 //! | tessera columns as Arrow fields and arrays, `_rowid`, class names | [`convert`] |
 //! | the table: filter pushdown, fragment pruning by manifest statistics | [`table`], `prune` |
 //! | the scan: reader threads, late materialization, deletion vectors, checksums | `scan` |
@@ -27,6 +28,7 @@
 //!
 //! The engine is blocking: call it from outside any async runtime (it owns one).
 
+pub mod arrow_bridge;
 pub mod convert;
 pub mod distance;
 mod error;

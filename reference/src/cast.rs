@@ -113,6 +113,22 @@ where
     Ok(())
 }
 
+/// Appends the bf16 of an `f32` to `out`: its upper half when its lower half is zero, so
+/// every bf16 widened to `f32` by its bits (how Arrow and Parquet hold bf16 columns) comes
+/// back bit for bit, signalling NaNs included; any other value as [`push_number`] rounds it.
+///
+/// # Errors
+/// [`CastError`] (with `index` 0) for a finite value that would round to ±∞.
+pub fn push_bf16_of_f32(x: f32, out: &mut Vec<u8>) -> Result<(), CastError> {
+    let bits = x.to_bits();
+    if bits.trailing_zeros() >= 16 {
+        out.extend_from_slice(&((bits >> 16) as u16).to_le_bytes());
+        Ok(())
+    } else {
+        push_number(DType::Bf16, Number::F64(f64::from(x)), out)
+    }
+}
+
 fn encode(dtype: DType, x: Number, out: &mut Vec<u8>) -> Result<(), CastReason> {
     // An integer type: the value as an integer, within the type's range.
     macro_rules! int {
@@ -321,6 +337,24 @@ mod tests {
         assert_eq!(one(DType::Bf16, Number::I64(big)), Ok(up.to_le_bytes().to_vec()));
         // Beyond f32's range: still infinite in bf16, an overflow.
         assert_eq!(one(DType::Bf16, Number::F64(1e300)), Err(CastReason::Overflow));
+    }
+
+    #[test]
+    fn bf16_widened_to_f32_comes_back_bit_for_bit() {
+        // Every bf16 widened by its bits, signalling NaNs included (`half`'s conversions
+        // both ways quieten them).
+        let mut out = Vec::new();
+        for bits in 0..=u16::MAX {
+            push_bf16_of_f32(f32::from_bits(u32::from(bits) << 16), &mut out).unwrap();
+        }
+        let back: Vec<u16> = out.chunks_exact(2).map(|c| u16::from_le_bytes([c[0], c[1]])).collect();
+        assert!(back.iter().copied().eq(0..=u16::MAX));
+        // Other f32 values round as any number does, and may not overflow.
+        let mut out = Vec::new();
+        push_bf16_of_f32(1.0 + 2f32.powi(-8) + 2f32.powi(-20), &mut out).unwrap();
+        assert_eq!(out, half::bf16::from_f32(1.0 + 2f32.powi(-7)).to_le_bytes());
+        let e = push_bf16_of_f32(f32::MAX, &mut out).unwrap_err();
+        assert_eq!(e.reason, CastReason::Overflow);
     }
 
     #[test]

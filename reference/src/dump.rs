@@ -8,7 +8,7 @@ use crate::column::ColumnData;
 use crate::dataset::Dataset;
 use crate::dtype::DType;
 use crate::error::Result;
-use crate::schema::{BBoxFormat, Column, Compression, Dim, ImageLayout, Kind, Metric};
+use crate::schema::{Column, Dim, Kind};
 
 /// Columns with at most this many elements list their values; larger ones only a digest `[DUMP-07]`.
 pub const MAX_LISTED_ELEMENTS: u64 = 4096;
@@ -81,11 +81,10 @@ pub fn column_json(c: &Column) -> Value {
             Dim::Ragged => Value::Null,
         })
         .collect();
-    let compression = match c.compression {
-        Compression::None => json!({"codec": "none"}),
-        Compression::Lz4 => json!({"codec": "lz4"}),
-        Compression::Zstd { level } => json!({"codec": "zstd", "level": level}),
-        Compression::Encoded => json!({"codec": "encoded"}),
+    let codec = c.compression.name();
+    let compression = match c.compression.level() {
+        Some(level) => json!({"codec": codec, "level": level}),
+        None => json!({"codec": codec}),
     };
     json!({
         "id": c.id, "name": c.name, "dtype": c.dtype.name(), "shape": shape,
@@ -99,14 +98,7 @@ fn kind_json(k: &Kind) -> Value {
     let o = v.as_object_mut().expect("object literal");
     match k {
         Kind::Image { layout } => {
-            o.insert(
-                "layout".into(),
-                json!(match layout {
-                    ImageLayout::Hwc => "hwc",
-                    ImageLayout::Chw => "chw",
-                    ImageLayout::Hw => "hw",
-                }),
-            );
+            o.insert("layout".into(), json!(layout.name()));
         }
         Kind::Video { fps_milli } => {
             o.insert("fps_milli".into(), json!(fps_milli));
@@ -118,24 +110,13 @@ fn kind_json(k: &Kind) -> Value {
             o.insert("vocab_size".into(), json!(vocab_size));
         }
         Kind::Embedding { metric } => {
-            let m = match metric {
-                Metric::Unspecified => "unspecified",
-                Metric::Cosine => "cosine",
-                Metric::Dot => "dot",
-                Metric::L2 => "l2",
-            };
-            o.insert("metric".into(), json!(m));
+            o.insert("metric".into(), json!(metric.name()));
         }
         Kind::ClassLabel { names } => {
             o.insert("names".into(), json!(names));
         }
         Kind::BBox { format, normalized } => {
-            let f = match format {
-                BBoxFormat::Xyxy => "xyxy",
-                BBoxFormat::Xywh => "xywh",
-                BBoxFormat::Cxcywh => "cxcywh",
-            };
-            o.insert("format".into(), json!(f));
+            o.insert("format".into(), json!(format.name()));
             o.insert("normalized".into(), json!(normalized));
         }
         Kind::Generic | Kind::Text | Kind::Mask | Kind::Json => {}

@@ -8,6 +8,7 @@
 //! | concept | module | on disk |
 //! |---|---|---|
 //! | dtypes, shapes, kinds | [`dtype`], [`schema`] | in the manifest |
+//! | the schema's words printed and parsed (`zstd:3`, `image(hwc)`) | [`words`] | |
 //! | chunk codec (none, lz4, zstd) | [`codec`] | per page |
 //! | data file (row group, columnar) | [`datafile`] | `data/<hash>.tsd` |
 //! | manifest, index segment, tag | [`manifest`], [`envelope`] | `branches/<b>/<v>.tsm`, `index/<hash>.tsi`, `tags/<t>.tst` |
@@ -96,6 +97,7 @@ pub(crate) mod stats;
 pub mod store;
 pub mod verify;
 pub mod view;
+pub mod words;
 mod writer;
 
 pub use batch::Batch;
@@ -110,3 +112,4 @@ pub use limits::Limits;
 pub use schema::{BBoxFormat, Codec, Column, Compression, Dim, ImageLayout, Kind, Metric, Schema};
 pub use store::Store;
 pub use view::{RowRuns, Run, View, ViewRows, ViewRowsBuilder};
+pub use words::{DEFAULT_ZSTD_LEVEL, ParseWordError};

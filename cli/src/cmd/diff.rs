@@ -9,9 +9,7 @@ use std::fmt::Write as _;
 use serde_json::json;
 use tessera::{At, Column, Dataset, FragmentInfo, Store};
 
-use super::{
-    Ctx, DatasetArg, emit, emit_json, fmt_compression, fmt_kind, fmt_shape, open_store, open_version, required,
-};
+use super::{Ctx, DatasetArg, emit, emit_json, fmt_kind, fmt_shape, open_store, open_version, required};
 use crate::error::{CliError, CliResult, Exit};
 
 /// Arguments of `tessera diff`.
@@ -53,7 +51,7 @@ fn describe(c: &Column) -> String {
         fmt_kind(&c.kind),
         c.dtype,
         fmt_shape(&c.shape),
-        fmt_compression(c.compression),
+        c.compression,
         if c.nullable { " nullable" } else { "" }
     )
 }

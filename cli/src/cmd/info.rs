@@ -9,9 +9,7 @@ use std::fmt::Write as _;
 
 use serde_json::json;
 
-use super::{
-    AtArgs, Ctx, DatasetArg, emit, emit_json, fmt_bytes, fmt_compression, fmt_kind, fmt_shape, fmt_time, open,
-};
+use super::{AtArgs, Ctx, DatasetArg, emit, emit_json, fmt_bytes, fmt_kind, fmt_shape, fmt_time, open};
 use crate::error::{CliResult, Exit};
 
 /// Arguments of `tessera info`.
@@ -159,7 +157,7 @@ pub(crate) fn run(ctx: Ctx, args: &Args) -> CliResult<Exit> {
             c.dtype.name().to_string(),
             fmt_shape(&c.shape),
             if c.nullable { "yes".into() } else { "no".into() },
-            fmt_compression(c.compression),
+            c.compression.to_string(),
             sz.map_or("-".into(), |s| fmt_bytes(s.stored)),
             sz.map_or("-".into(), |s| fmt_bytes(s.raw)),
             sz.map_or("-".into(), |s| format!("{:.2}", ratio(s))),

@@ -24,7 +24,7 @@ use super::{Ctx, DatasetArg, emit, emit_json, fmt_bytes, parse_size};
 use crate::error::{CliError, CliResult, Exit};
 use crate::input::audio::{AUDIO_EXTENSIONS, AudioOptions};
 use crate::input::columns::{self, ColumnEdits, RaggedSpec};
-use crate::input::imagefolder::{self, FolderColumns, ImageOptions};
+use crate::input::imagefolder::{self, FolderColumns, ImageOptions, Media};
 use crate::input::parquet::{self, ARROW_EXTENSIONS, PARQUET_EXTENSIONS};
 use crate::input::video::{Sampling, VIDEO_EXTENSIONS, VideoOptions};
 use crate::input::wds::{self, RawSample, WdsOptions};
@@ -80,7 +80,7 @@ pub(crate) struct Args {
     /// comma-separated.
     #[arg(long, value_name = "OLD=NEW", value_delimiter = ',')]
     rename: Vec<String>,
-    /// The kind of a column (by its new name), COL=KIND with KIND image, text, json,
+    /// The kind of a column (by its new name), COL=KIND with KIND image[:hwc|chw|hw], text, json,
     /// embedding[:cosine|dot|l2], tokens[:VOCAB], bbox[:xyxy|xywh|cxcywh], mask, audio:RATE,
     /// video[:FPS] or generic. Repeatable or comma-separated.
     #[arg(long, value_name = "COL=KIND", value_delimiter = ',')]
@@ -104,7 +104,7 @@ pub(crate) struct Args {
     /// Name of the image column (image folders).
     #[arg(long, default_value = "image", value_name = "NAME")]
     image_column: String,
-    /// Name of the label column (image folders).
+    /// Name of the label column (class folders of images, audio or video).
     #[arg(long, default_value = "label", value_name = "NAME")]
     label_column: String,
     #[command(flatten)]
@@ -201,7 +201,8 @@ renames and types columns.
 
 Audio and video files (or folders of them) give `audio` (f32 or i16, kind audio with the
 sample rate; [?, C], or [?] with --mono) or `video` (u8, kind video with the frame rate;
-[?, H, W, 3] with --size, else [?, ?, ?, 3]) and `path` (text). One column has one sample or
+[?, H, W, 3] with --size, else [?, ?, ?, 3]) and `path` (text); class folders of them
+(ROOT/yes/*.wav, ROOT/no/*.wav) add `label` as image folders do. One column has one sample or
 frame rate: --sample-rate and --fps make every clip fit. WebDataset members wav, flac, mp3,
 ogg and m4a decode as audio (column `audio`), mp4, mkv and webm as video (column `video`).
 
@@ -287,20 +288,6 @@ fn parse_image_size(s: &str) -> CliResult<(u32, u32)> {
     Ok((h, w))
 }
 
-/// Parses `none`, `lz4`, `zstd`, `zstd:LEVEL`, `encoded`.
-fn parse_codec(s: &str) -> Result<Compression, String> {
-    match s.trim() {
-        "none" => Ok(Compression::None),
-        "encoded" => Ok(Compression::Encoded),
-        "lz4" => Ok(Compression::Lz4),
-        "zstd" => Ok(Compression::Zstd { level: 3 }),
-        other => match other.strip_prefix("zstd:").map(str::parse::<i32>) {
-            Some(Ok(level)) if (1..=22).contains(&level) => Ok(Compression::Zstd { level }),
-            _ => Err(format!("bad codec {other:?} (none, lz4, zstd, zstd:1..22 or encoded)")),
-        },
-    }
-}
-
 /// Parses the `--compress` entries into (column or `*`, compression).
 fn parse_compress(entries: &[String]) -> CliResult<Vec<(String, Compression)>> {
     entries
@@ -310,7 +297,8 @@ fn parse_compress(entries: &[String]) -> CliResult<Vec<(String, Compression)>> {
             let (col, codec) = e
                 .split_once('=')
                 .ok_or_else(|| CliError::usage(format!("bad --compress {e:?} (use COL=CODEC, e.g. image=lz4)")))?;
-            Ok((col.trim().to_string(), parse_codec(codec).map_err(CliError::usage)?))
+            let codec = codec.trim().parse().map_err(|e: tessera::ParseWordError| CliError::usage(e.to_string()))?;
+            Ok((col.trim().to_string(), codec))
         })
         .collect()
 }
@@ -328,7 +316,8 @@ enum Source {
 
 /// One unit of work for the decoders.
 enum Work {
-    Image(PathBuf, usize),
+    /// A file of a class folder and its class index.
+    Class(PathBuf, usize),
     Wds(RawSample),
     Lines(Vec<(String, String)>),
     Table(parquet::TableChunk),
@@ -341,6 +330,8 @@ enum Work {
 /// What the decoder threads share.
 struct Decoder {
     classes: Arc<[String]>,
+    /// What a class folder's files are.
+    media: Media,
     folder_columns: FolderColumns,
     wds: WdsOptions,
     jsonl: Option<jsonl::Plan>,
@@ -349,8 +340,15 @@ struct Decoder {
 impl Decoder {
     fn decode(&self, work: Work) -> Vec<Decoded> {
         match work {
-            Work::Image(path, class) => {
-                vec![imagefolder::decode_file(&path, class, &self.classes, &self.wds.image, &self.folder_columns)]
+            Work::Class(path, class) => {
+                let label = Some((self.folder_columns.label.as_str(), class, &self.classes));
+                vec![match self.media {
+                    Media::Image => {
+                        imagefolder::decode_file(&path, class, &self.classes, &self.wds.image, &self.folder_columns)
+                    }
+                    Media::Audio => media::audio_sample(&path, &self.wds.audio, label),
+                    Media::Video => media::video_sample(&path, &self.wds.video, label),
+                }]
             }
             Work::Wds(raw) => vec![wds::decode_sample(raw, &self.wds)],
             Work::Lines(lines) => match &self.jsonl {
@@ -358,8 +356,8 @@ impl Decoder {
                 None => Vec::new(),
             },
             Work::Table(chunk) => parquet::decode_chunk(&chunk, &self.wds),
-            Work::Audio(path) => vec![media::audio_sample(&path, &self.wds.audio)],
-            Work::Video(path) => vec![media::video_sample(&path, &self.wds.video)],
+            Work::Audio(path) => vec![media::audio_sample(&path, &self.wds.audio, None)],
+            Work::Video(path) => vec![media::video_sample(&path, &self.wds.video, None)],
             Work::Ready(samples) => samples.into_iter().map(Ok).collect(),
             Work::Bad(b) => vec![Err(b)],
         }
@@ -544,16 +542,14 @@ pub(crate) fn run(ctx: Ctx, mut args: Args) -> CliResult<Exit> {
     }
 
     let total = progress_total(&source);
-    let ignored = match &source {
-        Source::Folder(f) => f.ignored.len(),
-        _ => 0,
-    };
-    let classes: Arc<[String]> = match &source {
-        Source::Folder(f) => f.classes.clone(),
-        _ => Arc::from(Vec::new()),
+    // A class folder's classes, what its files are, how many others it has, and its format.
+    let (classes, media, ignored, format_name): (Arc<[String]>, _, _, _) = match &source {
+        Source::Folder(f) => (f.classes.clone(), f.media, (f.ignored.len(), f.media.noun()), f.media.format_name()),
+        _ => (Arc::from(Vec::new()), Media::Image, (0, "images"), format_name(format)),
     };
     let decoder = Decoder {
         classes,
+        media,
         folder_columns,
         wds: args.media.decode_options(image, args.keep_original),
         jsonl: match &source {
@@ -596,15 +592,14 @@ pub(crate) fn run(ctx: Ctx, mut args: Args) -> CliResult<Exit> {
     if let Err(e) = result {
         return Err(sink.abort_notes(e));
     }
-    let message =
-        args.message.take().unwrap_or_else(|| format!("ingest {} from {}", format_name(format), args.inputs.join(" ")));
-    sink.finish(&message, format_name(format), ignored)
+    let message = args.message.take().unwrap_or_else(|| format!("ingest {format_name} from {}", args.inputs.join(" ")));
+    sink.finish(&message, format_name, ignored)
 }
 
 /// What the progress bar counts for a source.
 fn progress_total(source: &Source) -> Total {
     match source {
-        Source::Folder(f) => Total::Count(f.files.len() as u64, "images"),
+        Source::Folder(f) => Total::Count(f.files.len() as u64, f.media.noun()),
         Source::Wds(shards) => {
             Total::Bytes(shards.iter().filter_map(|s| std::fs::metadata(s).ok()).map(|m| m.len()).sum())
         }
@@ -638,6 +633,11 @@ fn open_source(
                 return Err(CliError::not_found(format!("image folder {} does not exist", root.display())));
             }
             let folder = imagefolder::scan(root)?;
+            if folder.media != Media::Image {
+                // Columns come from the first clip, as for a folder of clips; the label's
+                // names are the folder's.
+                return Ok((Source::Folder(folder), None, None));
+            }
             let c = u64::from(image.channels);
             let shape = match image.size {
                 Some((h, w)) => [Dim::Fixed(u64::from(h)), Dim::Fixed(u64::from(w)), Dim::Fixed(c)],
@@ -811,7 +811,7 @@ fn produce(source: Source, send: &mut dyn FnMut(Work) -> bool) {
     match source {
         Source::Folder(f) => {
             for (path, class) in f.files {
-                if !send(Work::Image(path, class)) {
+                if !send(Work::Class(path, class)) {
                     return;
                 }
             }
@@ -1231,7 +1231,7 @@ impl Sink {
         Ok(())
     }
 
-    fn finish(mut self, message: &str, format: &str, ignored: usize) -> CliResult<Exit> {
+    fn finish(mut self, message: &str, format: &str, (ignored, noun): (usize, &str)) -> CliResult<Exit> {
         let started = if self.target.is_none() && !self.pending.is_empty() { self.start_pending() } else { Ok(()) };
         if let Err(e) = started.and_then(|()| self.flush()) {
             return Err(self.abort_notes(e));
@@ -1289,7 +1289,7 @@ impl Sink {
             }
             let _ = writeln!(s, ", {:.1} MB/s input", self.input_bytes as f64 / seconds / 1e6);
             if ignored > 0 {
-                let _ = writeln!(s, "  ignored {ignored} files that are not images");
+                let _ = writeln!(s, "  ignored {ignored} files that are not {noun}");
             }
             if !self.skipped.is_empty() {
                 let _ = writeln!(s, "  skipped {} bad inputs:", self.skipped.len());
@@ -1533,6 +1533,13 @@ fn encode(c: &Column, v: Value, class_ids: Option<&HashMap<String, i64>>) -> Res
             }
             if dtype == c.dtype || (c.dtype == DType::Bf16 && dtype == DType::U16) {
                 Ok(Some((shape, bytes)))
+            } else if c.dtype == DType::Bf16 && dtype == DType::F32 {
+                // bf16 exported to Arrow as f32 (exact) narrows back bit for bit.
+                let mut out = Vec::with_capacity(bytes.len() / 2);
+                for x in bytes.chunks_exact(4).map(<f32 as tessera::Element>::from_le) {
+                    tessera::cast::push_bf16_of_f32(x, &mut out).map_err(|e| e.to_string())?;
+                }
+                Ok(Some((shape, out)))
             } else if shape.is_empty() && c.shape.is_empty() && dtype.is_integer() && c.dtype.is_integer() {
                 let x = int_of(dtype, &bytes).ok_or("bad integer")?;
                 scalar(number_bytes(c, x)?)
@@ -1608,8 +1615,8 @@ mod tests {
         assert_eq!(parse_image_size("224x160").unwrap(), (224, 160));
         assert!(parse_image_size("0").is_err());
         assert!(parse_image_size("big").is_err());
-        assert_eq!(parse_codec("zstd:7"), Ok(Compression::Zstd { level: 7 }));
-        assert!(parse_codec("zstd:99").is_err());
+        assert!(parse_compress(&["image=zstd:99".into()]).is_err());
+        assert_eq!(parse_compress(&["t = zstd:7".into()]).unwrap(), vec![("t".into(), Compression::Zstd { level: 7 })]);
         let c = parse_compress(&["image=lz4".into(), "*=none".into()]).unwrap();
         assert_eq!(c, vec![("image".into(), Compression::Lz4), ("*".into(), Compression::None)]);
         assert!(parse_compress(&["image".into()]).is_err());

@@ -28,7 +28,7 @@ pub(crate) mod view;
 use std::io::Write;
 use std::path::Path;
 
-use tessera::{At, Compression, Dataset, Dim, ImageLayout, Kind, Limits, Store};
+use tessera::{At, Dataset, Dim, Kind, Limits, Store};
 
 use crate::error::{CliError, CliResult};
 
@@ -261,37 +261,10 @@ pub(crate) fn fmt_shape(shape: &[Dim]) -> String {
     format!("[{}]", dims.join(", "))
 }
 
-/// A kind with its parameters, e.g. `image(hwc)` or `class_label(3: cat, dog, …)`.
+/// A kind as the reference prints it (`image(hwc)`, `audio(16000 Hz)`), class labels
+/// shortened to their first five names: `class_label(10: cat, dog, …)`.
 pub(crate) fn fmt_kind(kind: &Kind) -> String {
-    match kind {
-        Kind::Image { layout } => {
-            let l = match layout {
-                ImageLayout::Hwc => "hwc",
-                ImageLayout::Chw => "chw",
-                ImageLayout::Hw => "hw",
-            };
-            format!("image({l})")
-        }
-        Kind::ClassLabel { names } => {
-            let shown: Vec<&str> = names.iter().take(5).map(String::as_str).collect();
-            let more = if names.len() > 5 { ", …" } else { "" };
-            format!("class_label({}: {}{more})", names.len(), shown.join(", "))
-        }
-        Kind::Audio { sample_rate } => format!("audio({sample_rate} Hz)"),
-        Kind::Video { fps_milli } => format!("video({}.{:03} fps)", fps_milli / 1000, fps_milli % 1000),
-        Kind::Tokens { vocab_size: Some(v) } => format!("tokens(vocab {v})"),
-        other => other.name().to_string(),
-    }
-}
-
-/// `none`, `lz4`, `zstd:3`.
-pub(crate) fn fmt_compression(c: Compression) -> String {
-    match c {
-        Compression::None => "none".into(),
-        Compression::Lz4 => "lz4".into(),
-        Compression::Zstd { level } => format!("zstd:{level}"),
-        Compression::Encoded => "encoded".into(),
-    }
+    format!("{kind:.5}")
 }
 
 /// A Unix-ms timestamp as `2024-05-01 12:34:56Z` (UTC).

@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 
-use tessera::{BBoxFormat, Column, DType, Dim, ImageLayout, Kind, Metric};
+use tessera::{Column, DType, Dim, ImageLayout, Kind};
 
 /// `--ragged` entries: per column, either every dim ragged (`tokens`) or one spec per dim
 /// (`img=?,?,3`: `?` varies, a number is fixed and checked).
@@ -258,57 +258,23 @@ impl ColumnEdits {
     }
 }
 
-/// Kind names for `--kind`: `image`, `text`, `json`, `embedding[:cosine|dot|l2]`,
-/// `tokens[:VOCAB]`, `bbox[:xyxy|xywh|cxcywh]`, `mask`, `audio:RATE`, `video[:FPS]`, `generic`.
-const KINDS: &str = "image, text, json, embedding[:cosine|dot|l2], tokens[:VOCAB], bbox[:xyxy|xywh|cxcywh], mask, audio:RATE, video[:FPS], generic";
-
-/// Parses a `--kind` value for a column (the image layout follows its rank).
+/// Parses a `--kind` value for a column: the reference's kind grammar ([`Kind`]'s
+/// `FromStr`: `embedding:cosine`, `audio:16000`, `image(chw)`, …); a bare `image` takes its
+/// layout from the rank.
 fn parse_kind(s: &str, c: &Column) -> Result<Kind, String> {
-    let (name, arg) = s.split_once(':').map_or((s, None), |(n, a)| (n, Some(a)));
-    let bad = || format!("bad kind {s:?} (kinds: {KINDS})");
-    let num = |a: Option<&str>| a.map(str::parse::<u64>).transpose().map_err(|_| bad());
-    Ok(match name {
-        "generic" => Kind::Generic,
-        "image" => Kind::Image { layout: if c.shape.len() == 2 { ImageLayout::Hw } else { ImageLayout::Hwc } },
-        "text" => Kind::Text,
-        "json" => Kind::Json,
-        "mask" => Kind::Mask,
-        "embedding" => Kind::Embedding {
-            metric: match arg {
-                None => Metric::Unspecified,
-                Some("cosine") => Metric::Cosine,
-                Some("dot") => Metric::Dot,
-                Some("l2") => Metric::L2,
-                Some(_) => return Err(bad()),
-            },
-        },
-        "tokens" => Kind::Tokens { vocab_size: num(arg)? },
-        "bbox" => Kind::BBox {
-            format: match arg {
-                None | Some("xyxy") => BBoxFormat::Xyxy,
-                Some("xywh") => BBoxFormat::Xywh,
-                Some("cxcywh") => BBoxFormat::Cxcywh,
-                Some(_) => return Err(bad()),
-            },
-            normalized: false,
-        },
-        "audio" => Kind::Audio {
-            sample_rate: u32::try_from(num(arg)?.ok_or_else(bad)?).ok().filter(|&r| r > 0).ok_or_else(bad)?,
-        },
-        "video" => {
-            let fps = arg.map(str::parse::<f64>).transpose().map_err(|_| bad())?.unwrap_or(0.0);
-            if !(0.0..=1e6).contains(&fps) {
-                return Err(bad());
-            }
-            Kind::Video { fps_milli: (fps * 1000.0).round() as u32 }
+    let kind: Kind = s.parse().map_err(|e: tessera::ParseWordError| e.to_string())?;
+    Ok(match kind {
+        Kind::Image { .. } if s.trim() == "image" => {
+            Kind::Image { layout: if c.shape.len() == 2 { ImageLayout::Hw } else { ImageLayout::Hwc } }
         }
-        _ => return Err(bad()),
+        other => other,
     })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tessera::{BBoxFormat, Metric};
 
     fn spec(v: &[&str]) -> RaggedSpec {
         RaggedSpec::parse(&v.iter().map(ToString::to_string).collect::<Vec<_>>()).unwrap()
@@ -361,5 +327,17 @@ mod tests {
         let mut cols = [Column::new("c", DType::Bytes, &[])];
         t.apply_kinds(&mut cols).unwrap();
         assert_eq!((cols[0].dtype, &cols[0].kind), (DType::Utf8, &Kind::Text));
+    }
+
+    #[test]
+    fn kinds_use_the_reference_grammar() {
+        let gray = Column::new("g", DType::U8, &[Dim::Ragged, Dim::Ragged]);
+        assert_eq!(parse_kind("image", &gray), Ok(Kind::Image { layout: ImageLayout::Hw }));
+        assert_eq!(parse_kind("image:chw", &gray), Ok(Kind::Image { layout: ImageLayout::Chw }));
+        assert_eq!(parse_kind("embedding:dot", &gray), Ok(Kind::Embedding { metric: Metric::Dot }));
+        assert_eq!(parse_kind("bbox:cxcywh", &gray), Ok(Kind::BBox { format: BBoxFormat::Cxcywh, normalized: false }));
+        assert_eq!(parse_kind("audio:8000", &gray), Ok(Kind::Audio { sample_rate: 8000 }));
+        let e = parse_kind("audio", &gray).unwrap_err();
+        assert!(e.contains("audio:RATE") && e.contains("\"audio\""), "{e}");
     }
 }

@@ -1,7 +1,9 @@
-//! Image folders (torchvision's `ImageFolder` layout): `ROOT/<class>/**/<image>`, one class
-//! per sub-folder, class ids in sorted folder-name order. JPEG, PNG and WebP files are decoded
-//! once, converted to the requested channel count, optionally resized (shorter side) and
-//! center-cropped to a fixed size.
+//! Class folders: `ROOT/<class>/**/<file>`, one class per sub-folder, class ids in sorted
+//! folder-name order. Images give torchvision's `ImageFolder` layout; a folder without images
+//! whose classes hold audio clips (Speech Commands: `yes/*.wav`, `no/*.wav`) or videos gives
+//! the same class labels for those (decoded by `media.rs`). JPEG, PNG and WebP files are
+//! decoded once, converted to the requested channel count, optionally resized (shorter side)
+//! and center-cropped to a fixed size.
 
 use std::io::Cursor;
 use std::path::{Path, PathBuf};
@@ -10,6 +12,8 @@ use std::sync::Arc;
 use image::imageops::FilterType;
 use image::{DynamicImage, ImageFormat};
 
+use super::audio::AUDIO_EXTENSIONS;
+use super::video::VIDEO_EXTENSIONS;
 use super::{Bad, Decoded, ImageValue, Sample, Value, extension};
 use crate::error::{CliError, CliResult};
 
@@ -81,19 +85,66 @@ pub(crate) fn resize_fill(img: DynamicImage, tw: u32, th: u32, filter: FilterTyp
     resized.crop_imm((nw - tw) / 2, (nh - th) / 2, tw, th)
 }
 
-/// A scanned image folder.
+/// What the files of a class folder are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Media {
+    /// Images (JPEG, PNG, WebP).
+    Image,
+    /// Audio clips.
+    Audio,
+    /// Videos.
+    Video,
+}
+
+impl Media {
+    /// The media a file extension (lower case) names.
+    fn of(ext: &str) -> Option<Self> {
+        if IMAGE_EXTENSIONS.contains(&ext) {
+            Some(Self::Image)
+        } else if AUDIO_EXTENSIONS.contains(&ext) {
+            Some(Self::Audio)
+        } else if VIDEO_EXTENSIONS.contains(&ext) {
+            Some(Self::Video)
+        } else {
+            None
+        }
+    }
+
+    /// The plural noun of the files (`images`, `clips`, `videos`).
+    pub(crate) fn noun(self) -> &'static str {
+        match self {
+            Self::Image => "images",
+            Self::Audio => "clips",
+            Self::Video => "videos",
+        }
+    }
+
+    /// The ingest format name (`imagefolder`, `audiofolder`, `videofolder`).
+    pub(crate) fn format_name(self) -> &'static str {
+        match self {
+            Self::Image => "imagefolder",
+            Self::Audio => "audiofolder",
+            Self::Video => "videofolder",
+        }
+    }
+}
+
+/// A scanned class folder.
 #[derive(Debug)]
 pub(crate) struct Folder {
     /// Class names (sorted sub-folder names).
     pub(crate) classes: Arc<[String]>,
-    /// Image files and their class index, in class then path order.
+    /// What the samples are: images when there are any, else audio clips, else videos.
+    pub(crate) media: Media,
+    /// The sample files and their class index, in class then path order.
     pub(crate) files: Vec<(PathBuf, usize)>,
-    /// Files skipped because their extension is not an image's.
+    /// Files skipped because they are not of `media`.
     pub(crate) ignored: Vec<PathBuf>,
 }
 
-/// Scans `root`: each non-hidden sub-folder is a class; image files anywhere below it are its
-/// samples. Files directly in `root` are ignored.
+/// Scans `root`: each non-hidden sub-folder is a class; files anywhere below it are its
+/// samples, all of one [`Media`] (images first, as before clips and videos were read). Files
+/// directly in `root` are ignored.
 ///
 /// # Errors
 /// Not found for a missing root; usage error when there are no class folders.
@@ -113,25 +164,30 @@ pub(crate) fn scan(root: &Path) -> CliResult<Folder> {
     classes.sort();
     if classes.is_empty() {
         return Err(CliError::usage(format!(
-            "{}: no class sub-folders (expected ROOT/<class>/<image files>)",
+            "{}: no class sub-folders (expected ROOT/<class>/<image, audio or video files>)",
             root.display()
         )));
     }
-    let mut files = Vec::new();
-    let mut ignored = Vec::new();
+    let mut found = Vec::new();
     for (i, class) in classes.iter().enumerate() {
-        let mut found = Vec::new();
-        walk(&root.join(class), &mut found)?;
-        found.sort();
-        for (p, _size) in found {
-            if IMAGE_EXTENSIONS.contains(&extension(&p).as_str()) {
-                files.push((p, i));
-            } else {
-                ignored.push(p);
-            }
+        let mut in_class = Vec::new();
+        walk(&root.join(class), &mut in_class)?;
+        in_class.sort();
+        found.extend(in_class.into_iter().map(|(p, _size)| (Media::of(&extension(&p)), p, i)));
+    }
+    let media = [Media::Image, Media::Audio, Media::Video]
+        .into_iter()
+        .find(|m| found.iter().any(|(f, _, _)| *f == Some(*m)))
+        .unwrap_or(Media::Image);
+    let (mut files, mut ignored) = (Vec::new(), Vec::new());
+    for (m, p, i) in found {
+        if m == Some(media) {
+            files.push((p, i));
+        } else {
+            ignored.push(p);
         }
     }
-    Ok(Folder { classes: classes.into(), files, ignored })
+    Ok(Folder { classes: classes.into(), media, files, ignored })
 }
 
 /// Collects the regular files below `dir` (skipping hidden entries) with their sizes.

@@ -2,6 +2,7 @@
 //! size budget, and how a decoded clip fits a column of kind audio or video (SPEC §3.5).
 
 use std::path::Path;
+use std::sync::Arc;
 
 use tessera::{Column, DType, Dim, Kind};
 
@@ -112,24 +113,32 @@ pub(crate) enum MediaError {
     NoVideoSupport,
 }
 
-/// A folder-of-files sample: the decoded clip in column `audio` or `video` and the file's path
-/// in column `path` (text), so rows can be joined with labels kept elsewhere.
-fn file_sample(path: &Path, column: &str, decoded: Result<Value, MediaError>) -> Decoded {
+/// The class of a clip in a class folder: the label column, the class index and the names.
+pub(crate) type ClipClass<'a> = (&'a str, usize, &'a Arc<[String]>);
+
+/// A folder-of-files sample: the decoded clip in column `audio` or `video`, its class in the
+/// label column when it comes from a class folder, and the file's path in column `path`
+/// (text), so rows can be joined with labels kept elsewhere.
+fn file_sample(path: &Path, column: &str, decoded: Result<Value, MediaError>, class: Option<ClipClass>) -> Decoded {
     let origin = path.display().to_string();
     let value = decoded.map_err(|e| Bad::new(&origin, e.to_string()))?;
     let input_bytes = std::fs::metadata(path).map_or(0, |m| m.len());
-    let fields = vec![(column.to_string(), value), ("path".to_string(), Value::Text(origin.clone()))];
+    let mut fields = vec![(column.to_string(), value)];
+    if let Some((label, index, names)) = class {
+        fields.push((label.to_string(), Value::Class { index, names: names.clone() }));
+    }
+    fields.push(("path".to_string(), Value::Text(origin.clone())));
     Ok(Sample { origin, fields, input_bytes })
 }
 
 /// Decodes an audio file into a sample (see [`file_sample`]).
-pub(crate) fn audio_sample(path: &Path, opts: &AudioOptions) -> Decoded {
-    file_sample(path, "audio", super::audio::decode_file(path, opts).map(Value::Audio))
+pub(crate) fn audio_sample(path: &Path, opts: &AudioOptions, class: Option<ClipClass>) -> Decoded {
+    file_sample(path, "audio", super::audio::decode_file(path, opts).map(Value::Audio), class)
 }
 
 /// Decodes a video file into a sample (see [`file_sample`]).
-pub(crate) fn video_sample(path: &Path, opts: &VideoOptions) -> Decoded {
-    file_sample(path, "video", super::video::decode_file(path, opts).map(Value::Video))
+pub(crate) fn video_sample(path: &Path, opts: &VideoOptions, class: Option<ClipClass>) -> Decoded {
+    file_sample(path, "video", super::video::decode_file(path, opts).map(Value::Video), class)
 }
 
 /// The column a decoded clip implies: ragged samples or frames (clips differ in length),

@@ -166,7 +166,7 @@ pub(crate) fn infer_column(name: &str, value: &Value, opts: &InferOptions) -> Re
 /// image codec (`--keep-encoded`) stores the JPEG/PNG files at a fraction of the size.
 pub(crate) fn default_compression(c: &Column) -> Compression {
     match c.kind {
-        Kind::Text | Kind::Json => Compression::Zstd { level: 3 },
+        Kind::Text | Kind::Json => Compression::Zstd { level: tessera::DEFAULT_ZSTD_LEVEL },
         _ => Compression::None,
     }
 }
@@ -212,14 +212,15 @@ pub(crate) fn read_sidecar(dir: &Path) -> CliResult<Option<Vec<Column>>> {
 }
 
 /// Whether data inferred as `seen` can be stored in the sidecar's column `want`: the same
-/// dtype (or bf16 exported as u16, or utf8/bytes exported as ragged u8) and the same rank
+/// dtype (or bf16 exported as f32, or as u16 bits by earlier exports and by npy, or utf8/bytes
+/// exported as ragged u8) and the same rank
 /// (utf8/bytes: rank 0 against ragged rank 1), fixed dims agreeing where both are fixed.
 pub(crate) fn sidecar_fits(seen: &Column, want: &Column) -> bool {
     if want.dtype.is_variable() {
         return seen.dtype == want.dtype || (seen.dtype == DType::U8 && seen.shape.len() == 1);
     }
     let dtype_ok = seen.dtype == want.dtype
-        || (want.dtype == DType::Bf16 && seen.dtype == DType::U16)
+        || (want.dtype == DType::Bf16 && matches!(seen.dtype, DType::F32 | DType::U16))
         || (want.dtype.is_integer() && seen.dtype == DType::I64 && want.shape.is_empty());
     dtype_ok
         && seen.shape.len() == want.shape.len()
@@ -291,6 +292,8 @@ mod tests {
         assert!(sidecar_fits(&seen, &Column::new("t", DType::Utf8, &[])));
         let seen = Column::new("x", DType::U16, &[Dim::Fixed(3)]);
         assert!(sidecar_fits(&seen, &Column::new("x", DType::Bf16, &[Dim::Fixed(3)])));
+        let widened = Column::new("x", DType::F32, &[Dim::Fixed(3)]);
+        assert!(sidecar_fits(&widened, &Column::new("x", DType::Bf16, &[Dim::Fixed(3)])));
         assert!(!sidecar_fits(&seen, &Column::new("x", DType::F32, &[Dim::Fixed(3)])));
         assert!(sidecar_fits(&seen, &Column::new("x", DType::U16, &[Dim::Ragged])));
         assert!(!sidecar_fits(&seen, &Column::new("x", DType::U16, &[Dim::Fixed(4)])));

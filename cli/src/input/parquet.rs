@@ -3,7 +3,7 @@
 //!
 //! | Arrow type | value |
 //! |---|---|
-//! | bool, (u)int8–64, float16/32/64 | scalar of that dtype |
+//! | bool, (u)int8–64, float16/32/64 | scalar of that dtype (`tessera_query::arrow_bridge`; float32 into a bf16 column narrows exactly what export widened) |
 //! | date, time, timestamp, duration | their integer storage (i32 or i64, in the field's unit) |
 //! | utf8 (also large, view) | text |
 //! | binary (also large, view, fixed-size) | bytes |
@@ -32,6 +32,7 @@ use arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
 use arrow::datatypes::{self as adt, DataType, SchemaRef};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use tessera::DType;
+use tessera_query::arrow_bridge::{dtype_of, element_bytes};
 
 use super::imagefolder::decode_image;
 use super::wds::WdsOptions;
@@ -90,25 +91,6 @@ pub(crate) struct TableChunk {
     features: Arc<[Option<Feature>]>,
     /// Input bytes per row.
     row_bytes: u64,
-}
-
-/// The integer element type of an Arrow primitive type (`None` for others).
-fn dtype_of(dt: &DataType) -> Option<DType> {
-    Some(match dt {
-        DataType::Boolean => DType::Bool,
-        DataType::Int8 => DType::I8,
-        DataType::Int16 => DType::I16,
-        DataType::Int32 => DType::I32,
-        DataType::Int64 => DType::I64,
-        DataType::UInt8 => DType::U8,
-        DataType::UInt16 => DType::U16,
-        DataType::UInt32 => DType::U32,
-        DataType::UInt64 => DType::U64,
-        DataType::Float16 => DType::F16,
-        DataType::Float32 => DType::F32,
-        DataType::Float64 => DType::F64,
-        _ => return None,
-    })
 }
 
 /// The type a column is read as: temporal types as their integer storage, dictionaries as
@@ -340,41 +322,6 @@ pub(crate) fn decode_chunk(chunk: &TableChunk, opts: &WdsOptions) -> Vec<Decoded
         .collect()
 }
 
-/// Little-endian bytes of a primitive array's values.
-fn le_bytes(a: &dyn Array) -> Result<(DType, Vec<u8>), String> {
-    macro_rules! prim {
-        ($t:ty, $d:expr) => {{
-            let p = a.as_primitive_opt::<$t>().ok_or("not a primitive array")?;
-            let mut out = Vec::with_capacity(p.len() * $d.item_size());
-            for x in p.values().iter() {
-                out.extend_from_slice(&x.to_le_bytes());
-            }
-            Ok(($d, out))
-        }};
-    }
-    if a.null_count() > 0 {
-        return Err("a list holds a null element (tensors have no null elements)".into());
-    }
-    match a.data_type() {
-        DataType::Boolean => {
-            let b = a.as_boolean_opt().ok_or("not a bool array")?;
-            Ok((DType::Bool, b.values().iter().map(u8::from).collect()))
-        }
-        DataType::Int8 => prim!(adt::Int8Type, DType::I8),
-        DataType::Int16 => prim!(adt::Int16Type, DType::I16),
-        DataType::Int32 => prim!(adt::Int32Type, DType::I32),
-        DataType::Int64 => prim!(adt::Int64Type, DType::I64),
-        DataType::UInt8 => prim!(adt::UInt8Type, DType::U8),
-        DataType::UInt16 => prim!(adt::UInt16Type, DType::U16),
-        DataType::UInt32 => prim!(adt::UInt32Type, DType::U32),
-        DataType::UInt64 => prim!(adt::UInt64Type, DType::U64),
-        DataType::Float16 => prim!(adt::Float16Type, DType::F16),
-        DataType::Float32 => prim!(adt::Float32Type, DType::F32),
-        DataType::Float64 => prim!(adt::Float64Type, DType::F64),
-        other => Err(format!("list elements of type {other} are not numbers")),
-    }
-}
-
 /// The elements of list entry `i` of a list-typed array.
 fn list_value(a: &dyn Array, i: usize) -> Option<ArrayRef> {
     match a.data_type() {
@@ -390,7 +337,7 @@ fn list_value(a: &dyn Array, i: usize) -> Option<ArrayRef> {
 fn tensor(items: &dyn Array) -> Result<(DType, Vec<u64>, Vec<u8>), String> {
     let n = items.len();
     if !matches!(items.data_type(), DataType::List(_) | DataType::LargeList(_) | DataType::FixedSizeList(..)) {
-        let (dtype, bytes) = le_bytes(items)?;
+        let (dtype, bytes) = element_bytes(items)?;
         return Ok((dtype, vec![n as u64], bytes));
     }
     if items.null_count() > 0 {
@@ -443,7 +390,7 @@ fn value(col: &ArrayRef, i: usize, feature: Option<&Feature>, opts: &WdsOptions)
     if let Some(Feature::ClassLabel(names)) = feature
         && dt.is_integer()
     {
-        let (_, b) = le_bytes(col.slice(i, 1).as_ref())?;
+        let (_, b) = element_bytes(col.slice(i, 1).as_ref())?;
         let id = int_le(dtype_of(dt).ok_or("not an integer")?, &b).ok_or("bad class id")?;
         let index = usize::try_from(id)
             .ok()
@@ -452,7 +399,7 @@ fn value(col: &ArrayRef, i: usize, feature: Option<&Feature>, opts: &WdsOptions)
         return Ok(Value::Class { index, names: names.clone() });
     }
     if let Some(d) = dtype_of(dt) {
-        let (_, bytes) = le_bytes(col.slice(i, 1).as_ref())?;
+        let (_, bytes) = element_bytes(col.slice(i, 1).as_ref())?;
         return Ok(Value::Tensor { dtype: d, shape: Vec::new(), bytes });
     }
     Ok(match dt {

@@ -3,7 +3,7 @@
 //!
 //! | column | Parquet (Arrow) type | Hugging Face feature |
 //! |---|---|---|
-//! | rank-0 numbers, bool | the same primitive (bf16 as its u16 bits) | `Value` |
+//! | rank-0 numbers, bool | the same primitive; bf16 as `Float32`, widened exactly (`tessera_query::arrow_bridge`) | `Value` |
 //! | class label (rank 0) | its integer type | `ClassLabel` with the names |
 //! | image, u8 `[H, W, 3]` HWC | struct `{bytes: PNG, path: null}` | `Image` |
 //! | utf8 / bytes | string / binary | `Value` |
@@ -17,16 +17,16 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use arrow::array::{
-    Array, ArrayRef, BinaryArray, BooleanArray, FixedSizeListArray, ListArray, RecordBatch, StringArray, StructArray,
-    make_array,
+    Array, ArrayRef, BinaryArray, FixedSizeListArray, ListArray, RecordBatch, StringArray, StructArray, make_array,
 };
-use arrow::buffer::{Buffer, NullBuffer, OffsetBuffer};
+use arrow::buffer::{NullBuffer, OffsetBuffer};
 use arrow::datatypes::{DataType, Field, Fields, Schema};
 use parquet::arrow::ArrowWriter;
 use parquet::basic::Compression;
 use parquet::file::properties::WriterProperties;
 use serde_json::json;
 use tessera::{Column, ColumnData, DType, Dataset, Dim, ImageLayout, Kind};
+use tessera_query::arrow_bridge;
 
 use crate::error::{CliError, CliResult};
 use crate::progress::Progress;
@@ -42,23 +42,12 @@ fn hf_image(c: &Column) -> bool {
         && matches!(c.shape.as_slice(), [_, _, Dim::Fixed(3)])
 }
 
-/// The Arrow type of a primitive dtype (bf16 as u16).
+/// The Arrow type of a fixed-size dtype: the one bridge's (bf16 as `Float32`).
 fn prim(d: DType) -> CliResult<DataType> {
-    Ok(match d {
-        DType::Bool => DataType::Boolean,
-        DType::I8 => DataType::Int8,
-        DType::I16 => DataType::Int16,
-        DType::I32 => DataType::Int32,
-        DType::I64 => DataType::Int64,
-        DType::U8 => DataType::UInt8,
-        DType::U16 | DType::Bf16 => DataType::UInt16,
-        DType::U32 => DataType::UInt32,
-        DType::U64 => DataType::UInt64,
-        DType::F16 => DataType::Float16,
-        DType::F32 => DataType::Float32,
-        DType::F64 => DataType::Float64,
-        other => return Err(CliError::other(format!("dtype {other} has no Arrow primitive"))),
-    })
+    if d.is_variable() {
+        return Err(CliError::other(format!("dtype {d} has no Arrow primitive")));
+    }
+    Ok(arrow_bridge::arrow_type(d))
 }
 
 fn image_fields() -> Fields {
@@ -99,22 +88,7 @@ fn feature(c: &Column) -> serde_json::Value {
     {
         return json!({"_type": "ClassLabel", "names": names});
     }
-    let dtype = match c.dtype {
-        DType::Utf8 => "string",
-        DType::Bytes => "binary",
-        DType::Bool => "bool",
-        DType::I8 => "int8",
-        DType::I16 => "int16",
-        DType::I32 => "int32",
-        DType::I64 => "int64",
-        DType::U8 => "uint8",
-        DType::U16 | DType::Bf16 => "uint16",
-        DType::U32 => "uint32",
-        DType::U64 => "uint64",
-        DType::F16 => "float16",
-        DType::F32 => "float32",
-        DType::F64 => "float64",
-    };
+    let dtype = hf_value(&arrow_bridge::arrow_type(c.dtype));
     let mut f = json!({"dtype": dtype, "_type": "Value"});
     if !c.dtype.is_variable() {
         for d in c.shape.iter().rev() {
@@ -126,6 +100,27 @@ fn feature(c: &Column) -> serde_json::Value {
         }
     }
     f
+}
+
+/// The Hugging Face `Value` dtype of an Arrow element type.
+fn hf_value(t: &DataType) -> &'static str {
+    match t {
+        DataType::Utf8 => "string",
+        DataType::Binary => "binary",
+        DataType::Boolean => "bool",
+        DataType::Int8 => "int8",
+        DataType::Int16 => "int16",
+        DataType::Int32 => "int32",
+        DataType::Int64 => "int64",
+        DataType::UInt8 => "uint8",
+        DataType::UInt16 => "uint16",
+        DataType::UInt32 => "uint32",
+        DataType::UInt64 => "uint64",
+        DataType::Float16 => "float16",
+        DataType::Float32 => "float32",
+        // Float64, the one other type the bridge gives.
+        _ => "float64",
+    }
 }
 
 /// Writes the version's rows to `out/data.parquet`.
@@ -214,17 +209,8 @@ fn array(c: &Column, data: &ColumnData) -> CliResult<ArrayRef> {
             shapes.push(s);
         }
     }
-    let leaf_len = values.len() / item;
-    let leaf: ArrayRef = if c.dtype == DType::Bool {
-        Arc::new(BooleanArray::from(values.iter().map(|&b| b != 0).collect::<Vec<bool>>()))
-    } else {
-        let d = arrow::array::ArrayData::builder(prim(c.dtype)?)
-            .len(leaf_len)
-            .add_buffer(Buffer::from_vec(values))
-            .build()
-            .map_err(|e| CliError::other(format!("column {:?}: {e}", c.name)))?;
-        make_array(d)
-    };
+    let leaf =
+        arrow_bridge::elements(c.dtype, &values).map_err(|e| CliError::other(format!("column {:?}: {e}", c.name)))?;
     if c.shape.is_empty() {
         return Ok(match nulls {
             Some(nb) => make_array(
