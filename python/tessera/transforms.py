@@ -18,6 +18,12 @@ Image ops read rows ``[H, W]`` or ``[…, H, W, C]`` (video frames share one dra
 ops act on axis 0. Resizing is antialiased bilinear (torchvision's ``antialias=True``),
 computed in float32. ``Normalize`` and ``ToDtype`` come last.
 
+Training on a GPU (``device="cuda"``): every op runs on the host before the batch is
+copied, so for the fewest bytes over PCIe keep the loader's output ``uint8`` (crops and
+flips only) and normalise on the device, batched: ``x = (batch["image"].permute(0, 3, 1,
+2).float() / 255 - mean) / std`` — a quarter of the bytes of ``float32``, half of
+``float16``.
+
 For what these lack, ``batch_transform=fn`` on a loader calls ``fn(batch) -> batch`` on the
 training loop's thread for each batch: plain Python, holding the GIL, so it costs the loop
 its own time (keep it to cheap, vectorised work).
