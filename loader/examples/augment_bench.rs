@@ -5,7 +5,7 @@
 //! the decoded arrays), all in one run on the same cores.
 //!
 //! ```text
-//! cargo run --release -p tessera-loader --example augment_bench -- [--images N] [--workers W] [--batch B] [--dir DIR] [--no-baselines]
+//! cargo run --release -p tessera-loader --example augment_bench -- [--images N] [--workers W] [--batch B] [--dir DIR] [--no-baselines] [--budget-mb MB]
 //! ```
 //! Defaults: 2,000 images, 2 workers, batch 256. Photos: the colour pictures of
 //! scikit-image (`TESSERA_PHOTOS`, else `.venv-peers`, see `benches/src/photos.rs`), each
@@ -44,10 +44,11 @@ struct Args {
     batch: usize,
     dir: Option<PathBuf>,
     baselines: bool,
+    budget_mb: Option<u64>,
 }
 
 fn args() -> Res<Args> {
-    let mut a = Args { images: 2000, workers: 2, batch: 256, dir: None, baselines: true };
+    let mut a = Args { images: 2000, workers: 2, batch: 256, dir: None, baselines: true, budget_mb: None };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
         let mut value = || it.next().ok_or_else(|| format!("{flag} needs a value"));
@@ -57,6 +58,7 @@ fn args() -> Res<Args> {
             "--batch" => a.batch = value()?.parse()?,
             "--dir" => a.dir = Some(PathBuf::from(value()?)),
             "--no-baselines" => a.baselines = false,
+            "--budget-mb" => a.budget_mb = Some(value()?.parse()?),
             other => return Err(format!("unknown argument {other:?}").into()),
         }
     }
@@ -167,6 +169,9 @@ fn rate(root: &Path, args: &Args, augment: bool) -> Res<(f64, Vec<i64>)> {
         .with_shuffle(ShuffleMode::Global)
         .with_seed(1)
         .with_workers(a.workers);
+    if let Some(mb) = a.budget_mb {
+        cfg = cfg.with_memory_budget(mb << 20);
+    }
     if augment {
         cfg = cfg.with_transform(
             "image",
