@@ -15,6 +15,14 @@ pub(crate) trait Pixels {
             *o = self.sample(at + k as isize * step);
         }
     }
+
+    /// `out[off + k · every] = sample(at + k · step)` for `k < n`.
+    #[inline]
+    fn gather_spread(&self, at: isize, step: isize, n: usize, out: &mut [f32], off: usize, every: usize) {
+        for (k, o) in out[off..].iter_mut().step_by(every).take(n).enumerate() {
+            *o = self.sample(at + k as isize * step);
+        }
+    }
 }
 
 impl Pixels for &[f32] {
@@ -53,6 +61,25 @@ impl Pixels for U8s<'_> {
     #[allow(clippy::cast_sign_loss)]
     fn sample(&self, i: isize) -> f32 {
         f32::from(self.0[i as usize])
+    }
+
+    #[inline]
+    #[allow(clippy::cast_sign_loss)] // checked views never reach below 0
+    fn gather_spread(&self, at: isize, step: isize, n: usize, out: &mut [f32], off: usize, every: usize) {
+        let dst = out[off..].iter_mut().step_by(every).take(n);
+        if step > 0 {
+            // One bounds check for the whole run instead of one per element.
+            let src = self.0[at as usize..].iter().step_by(step as usize).take(n);
+            for (o, &v) in dst.zip(src) {
+                *o = f32::from(v);
+            }
+        } else if n > 0 {
+            let first = at + (n as isize - 1) * step; // the lowest offset read
+            let src = self.0[first as usize..=at as usize].iter().rev().step_by(step.unsigned_abs()).take(n);
+            for (o, &v) in dst.zip(src) {
+                *o = f32::from(v);
+            }
+        }
     }
 }
 

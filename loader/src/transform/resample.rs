@@ -107,8 +107,6 @@ pub(crate) struct Resampler {
     ty: Taps,
     /// The horizontal pass's output, `[height, channels, out_w]`.
     tmp: Vec<f32>,
-    /// One source row of one channel as `f32`.
-    row: Vec<f32>,
     /// [`ROWS`] source rows of one channel, column-major.
     block: Vec<f32>,
 }
@@ -119,12 +117,7 @@ const ROWS: usize = 8;
 impl Resampler {
     /// Bytes held.
     pub(crate) fn capacity_bytes(&self) -> usize {
-        (self.tmp.capacity()
-            + self.row.capacity()
-            + self.block.capacity()
-            + self.tx.weights.capacity()
-            + self.ty.weights.capacity())
-            * 4
+        (self.tmp.capacity() + self.block.capacity() + self.tx.weights.capacity() + self.ty.weights.capacity()) * 4
             + (self.tx.start.capacity()
                 + self.tx.count.capacity()
                 + self.ty.start.capacity()
@@ -141,7 +134,6 @@ impl Resampler {
         let line = out_w * c;
         // Every element of both buffers is written before it is read: no zeroing.
         grow(&mut self.tmp, g.height * line);
-        grow(&mut self.row, g.width);
         // Horizontal pass, eight source rows at a time: the rows' values are gathered as
         // `f32` into `block`, column-major (`block[x · 8 + r]`), so each output column sums its
         // taps (in tap order) for eight rows at once in one vector.
@@ -152,10 +144,7 @@ impl Resampler {
             for ch in 0..c {
                 for r in 0..rows {
                     let at = g.base + (y0 + r) as isize * g.sy + ch as isize * g.sc;
-                    src.gather(at, g.sx, &mut self.row[..span]);
-                    for (x, &v) in self.row[..span].iter().enumerate() {
-                        self.block[x * ROWS + r] = v;
-                    }
+                    src.gather_spread(at, g.sx, span, &mut self.block, r, ROWS);
                 }
                 for x in 0..out_w {
                     let (x0, w) = self.tx.of(x);

@@ -292,3 +292,24 @@ fn u8_outputs_round_half_to_even_and_saturate() {
     }
     assert_eq!(out, [0, 2, 2, 254, 255, 0, 0, 3, 8, 255]);
 }
+
+#[test]
+fn spread_gathers_match_the_element_by_element_definition() {
+    /// The trait's own default, element by element.
+    struct Plain<'a>(&'a [u8]);
+    impl pixels::Pixels for Plain<'_> {
+        fn sample(&self, i: isize) -> f32 {
+            f32::from(self.0[usize::try_from(i).unwrap()])
+        }
+    }
+    let bytes: Vec<u8> = (0..50).collect();
+    let u8s = pixels::U8s(&bytes);
+    for (at, step, n) in
+        [(0isize, 1isize, 50usize), (2, 3, 16), (49, -1, 50), (47, -3, 16), (10, 5, 0), (10, -5, 3), (7, 1, 1)]
+    {
+        let (mut fast, mut slow) = (vec![-1.0f32; 120], vec![-1.0f32; 120]);
+        pixels::Pixels::gather_spread(&u8s, at, step, n, &mut fast, 1, 2);
+        pixels::Pixels::gather_spread(&Plain(&bytes), at, step, n, &mut slow, 1, 2);
+        assert_eq!(fast, slow, "at {at} step {step} n {n}");
+    }
+}
