@@ -50,7 +50,7 @@ use std::fmt;
 // PRNG
 // ------------------------------------------------------------------------------------------
 
-const GOLDEN_GAMMA: u64 = 0x9E37_79B9_7F4A_7C15;
+pub(crate) const GOLDEN_GAMMA: u64 = 0x9E37_79B9_7F4A_7C15;
 /// Domain separator for [`seed_for`] ("TSSAMPL1" read as a little-endian u64).
 const SEED_DOMAIN: u64 = u64::from_le_bytes(*b"TSSAMPL1");
 /// Stream of the [`ShuffleMode::Global`] permutation.
@@ -61,7 +61,7 @@ const STREAM_FRAGMENTS: u64 = 1;
 const STREAM_WINDOW_BASE: u64 = 2;
 
 /// The `SplitMix64` output function (a bijection on `u64`).
-const fn mix64(mut z: u64) -> u64 {
+pub(crate) const fn mix64(mut z: u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     z ^ (z >> 31)

@@ -4,19 +4,13 @@
 //! `SplitMix64`'s finaliser, so what a row gets depends on nothing else: not on the worker
 //! thread, the rank, the batch it lands in, or whether the epoch was resumed.
 
-/// `SplitMix64`'s output function (a bijection on `u64` with full avalanche).
-const fn mix(mut z: u64) -> u64 {
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
+use crate::sampler::{GOLDEN_GAMMA as GOLDEN, SplitMix64, mix64 as mix};
 
-const GOLDEN: u64 = 0x9E37_79B9_7F4A_7C15;
-
-/// One op's random stream for one row.
+/// One op's random stream for one row: the sampler's [`SplitMix64`] from a key mixed out
+/// of the four numbers.
 #[derive(Clone, Debug)]
 pub(crate) struct OpRng {
-    state: u64,
+    inner: SplitMix64,
 }
 
 impl OpRng {
@@ -26,13 +20,12 @@ impl OpRng {
         k = mix(k ^ epoch.wrapping_mul(GOLDEN));
         k = mix(k ^ row);
         k = mix(k ^ (op as u64).wrapping_add(GOLDEN));
-        Self { state: k }
+        Self { inner: SplitMix64::new(k) }
     }
 
-    /// The next 64 random bits (`SplitMix64`).
+    /// The next 64 random bits.
     pub(crate) fn next_u64(&mut self) -> u64 {
-        self.state = self.state.wrapping_add(GOLDEN);
-        mix(self.state)
+        self.inner.next_u64()
     }
 
     /// Uniform in `[0, 1)`, 53 bits.
