@@ -7,7 +7,9 @@ DIR holds the JPEG files. The pipeline is the bench's: RandomResizedCrop(224, an
 + RandomHorizontalFlip + ToDtype(float32, scale) + Normalize(ImageNet) + float16, CHW, in a
 shuffled DataLoader with WORKERS worker processes, batch BATCH; from the JPEG files (PIL
 decode) and from the decoded arrays held in memory (uint8 CHW tensors). One warm-up epoch,
-one timed epoch each. PSNR: for 64 images, a fixed crop resized to 224 × 224 as uint8 by
+one timed epoch each; and Grain's MapDataset (shuffle, random_map of the same pipeline, batch,
+``mp_prefetch`` with WORKERS processes, the second of two epochs through one iterator) over
+the decoded arrays, when grain is installed. PSNR: for 64 images, a fixed crop resized to 224 × 224 as uint8 by
 Tessera's loader (Resize on the pre-cut crop, through the tessera package) and by
 torchvision's `resize(antialias=True)`. Prints one JSON line."""
 
@@ -70,6 +72,36 @@ def rate(dataset, workers, batch):
     return n / (time.perf_counter() - t)
 
 
+def _augment_np(x, rng):
+    """Grain's per-element random map: the same torchvision pipeline on one CHW array."""
+    torch.set_num_threads(1)
+    return PIPELINE(torch.from_numpy(x)).numpy()
+
+
+def grain_rate(arrays, workers, batch):
+    """Grain (``MapDataset``: shuffle, random_map, batch; ``mp_prefetch`` with WORKERS worker
+    processes) over the decoded arrays; ``None`` when grain is not installed."""
+    try:
+        import grain
+        from absl import flags
+    except ImportError:
+        return None
+    flags.FLAGS.mark_as_parsed()  # grain reads absl flags; this script has none of its own
+    source = [a.numpy() for a in arrays]
+    ds = grain.MapDataset.source(source).seed(0).shuffle().random_map(_augment_np).batch(batch)
+    per_epoch = len(ds)
+    # Two epochs through one iterator: the workers start (and receive the arrays) once; the
+    # second epoch is timed.
+    it = ds.repeat(2).to_iter_dataset().mp_prefetch(grain.MultiprocessingOptions(num_workers=workers))
+    n, t = 0, None
+    for i, b in enumerate(it):
+        if i == per_epoch:
+            t = time.perf_counter()
+        if t is not None:
+            n += b.shape[0]
+    return n / (time.perf_counter() - t) if t is not None and n else None
+
+
 def psnr(paths):
     """Tessera's Resize(224, 224) of a crop against torchvision's antialiased resize (uint8)."""
     # The tessera package of this checkout (python/, built by scripts/python.sh).
@@ -109,6 +141,7 @@ def main():
     out = {
         "pil_jpeg_img_s": rate(Jpegs(paths), workers, batch),
         "decoded_arrays_img_s": rate(Arrays(arrays), workers, batch),
+        "grain_arrays_img_s": grain_rate(arrays, workers, batch),
         "resize_psnr_db": psnr(paths),
         "torch": torch.__version__,
         "torchvision": torchvision.__version__,

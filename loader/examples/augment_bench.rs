@@ -12,7 +12,7 @@
 //! image a random crop of one (area 25–100 %, aspect 3/4–4/3) resized to shorter side 256,
 //! JPEG q90; without them, synthetic pictures. Every loader run: global shuffle, one warm-up
 //! epoch, one timed epoch. The baselines run `benches/augment/torchvision_baseline.py` with
-//! `.venv-peers/bin/python` (torchvision), which also measures the resize's PSNR against
+//! `.venv-peers/bin/python` (torchvision, and Grain's `MapDataset`), which also measures the resize's PSNR against
 //! torchvision's. Last line: one JSON summary.
 
 use std::path::{Path, PathBuf};
@@ -241,14 +241,15 @@ fn main() -> Res<()> {
     println!("  encoded column {r_enc:.0} img/s");
     println!("  decoded column, no transforms (padded ragged batch): {plain:.0} img/s");
     let base = if a.baselines { baselines(&files, &a) } else { Err("--no-baselines".into()) };
-    let (tv_pil, tv_arr, psnr) = match &base {
+    let (tv_pil, tv_arr, grain, psnr) = match &base {
         Ok(line) => {
             println!("torchvision baselines: {line}");
-            (field(line, "pil_jpeg_img_s"), field(line, "decoded_arrays_img_s"), field(line, "resize_psnr_db"))
+            let f = |k| field(line, k);
+            (f("pil_jpeg_img_s"), f("decoded_arrays_img_s"), f("grain_arrays_img_s"), f("resize_psnr_db"))
         }
         Err(e) => {
             println!("torchvision baselines skipped: {e}");
-            (None, None, None)
+            (None, None, None, None)
         }
     };
     let ratio = |x: f64, y: Option<f64>| y.map_or("null".to_owned(), |y| format!("{:.2}", x / y));
@@ -256,14 +257,15 @@ fn main() -> Res<()> {
     println!(
         "{{\"summary\": {{\"images\": {}, \"photos\": {real}, \"workers\": {}, \"batch\": {}, \"tessera_decoded_img_s\": {r_dec:.1}, \
          \"tessera_decoded_img_s_per_worker\": {:.1}, \"tessera_encoded_img_s\": {r_enc:.1}, \"tessera_plain_img_s\": {plain:.1}, \
-         \"torchvision_pil_img_s\": {}, \"torchvision_arrays_img_s\": {}, \"decoded_vs_torchvision_arrays\": {}, \
-         \"encoded_vs_torchvision_pil\": {}, \"resize_psnr_db\": {}}}}}",
+         \"torchvision_pil_img_s\": {}, \"torchvision_arrays_img_s\": {}, \"grain_arrays_img_s\": {}, \
+         \"decoded_vs_torchvision_arrays\": {}, \"encoded_vs_torchvision_pil\": {}, \"resize_psnr_db\": {}}}}}",
         a.images,
         a.workers,
         a.batch,
         r_dec / a.workers as f64,
         opt(tv_pil),
         opt(tv_arr),
+        opt(grain),
         ratio(r_dec, tv_arr),
         ratio(r_enc, tv_pil),
         opt(psnr),

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # needed by: bench test
-# The peers of benches/peers/ (Lance, MosaicML Streaming, LitData, WebDataset) and the photos
+# The peers of benches/peers/ (Lance, MosaicML Streaming, LitData, WebDataset), Grain and
+# torchvision for benches/augment/, and the photos
 # of its workload (scikit-image's sample data), pinned, in their own virtualenv .venv-peers.
 #
 # .venv-peers sees .venv's packages (torch 2.11.0, numpy, pyarrow, pytest) through a .pth
@@ -20,6 +21,8 @@ PINS=(
   litdata==0.2.76 lightning-utilities==0.15.3
   webdataset==1.0.2 braceexpand==0.1.7
   scikit-image==0.26.0 pillow==13.0.0
+  grain==0.2.18 array_record==0.8.6 cloudpickle==3.1.3 etils==1.15.0 portpicker==1.6.0 psutil==7.2.2
+  zipp==4.1.2 absl-py==2.5.1
 )
 # .venv's own packages the peers use (installed there by scripts/setup.sh and scripts/python.sh).
 BASE=(pyarrow==26.0.1 pytest==8.4.2)
