@@ -20,6 +20,7 @@ use std::process::Command;
 use std::time::Instant;
 
 use tessera::{Batch, Column, ColumnData, Compression, DType, Dataset, Dim, ImageLayout, Kind, Schema, WriteOptions};
+use tessera_loader::sampler::SplitMix64;
 use tessera_loader::{Elem, HostBatch, Loader, LoaderConfig, ShuffleMode, Transform};
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
@@ -80,38 +81,26 @@ fn photos() -> Option<Vec<image::RgbImage>> {
     PHOTOS.iter().map(|p| image::open(dir.join(p)).ok().map(|i| i.to_rgb8())).collect()
 }
 
-/// splitmix64.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn unit(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64
-    }
+/// Uniform in `[0, 1)` from the loader's `SplitMix64`.
+fn unit(r: &mut SplitMix64) -> f64 {
+    (r.next_u64() >> 11) as f64 / (1u64 << 53) as f64
 }
 
 #[allow(clippy::many_single_char_names)] // sizes and coordinates
 /// Image `i`: a random crop of a photo (or a synthetic gradient), shorter side 256.
 fn picture(photos: Option<&[image::RgbImage]>, i: u64) -> image::RgbImage {
-    let mut r = Rng(i * 7 + 3);
+    let mut r = SplitMix64::new(i * 7 + 3);
     let Some(photos) = photos else {
-        let (w, h) = (SHORTER + (r.next() % 128) as u32, SHORTER);
+        let (w, h) = (SHORTER + (r.next_u64() % 128) as u32, SHORTER);
         return image::RgbImage::from_fn(w, h, |x, y| image::Rgb([(x + i as u32) as u8, y as u8, (x ^ y) as u8]));
     };
-    let p = &photos[(r.next() % photos.len() as u64) as usize];
+    let p = &photos[(r.next_u64() % photos.len() as u64) as usize];
     let (pw, ph) = (f64::from(p.width()), f64::from(p.height()));
-    let area = pw * ph * (0.25 + 0.75 * r.unit());
-    let aspect = 0.75 + (4.0 / 3.0 - 0.75) * r.unit();
+    let area = pw * ph * (0.25 + 0.75 * unit(&mut r));
+    let aspect = 0.75 + (4.0 / 3.0 - 0.75) * unit(&mut r);
     let w = (area * aspect).sqrt().min(pw).max(8.0);
     let h = (area / aspect).sqrt().min(ph).max(8.0);
-    let (x0, y0) = ((pw - w) * r.unit(), (ph - h) * r.unit());
+    let (x0, y0) = ((pw - w) * unit(&mut r), (ph - h) * unit(&mut r));
     let crop = image::imageops::crop_imm(p, x0 as u32, y0 as u32, w as u32, h as u32).to_image();
     let s = f64::from(SHORTER) / w.min(h);
     let (ow, oh) = (((w * s).round() as u32).max(SHORTER), ((h * s).round() as u32).max(SHORTER));

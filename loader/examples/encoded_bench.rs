@@ -20,6 +20,7 @@ use std::process::Command;
 use std::time::Instant;
 
 use tessera::{Batch, Column, ColumnData, Compression, DType, Dataset, Dim, ImageLayout, Kind, Schema, WriteOptions};
+use tessera_loader::sampler::SplitMix64;
 use tessera_loader::{Loader, LoaderConfig, ShuffleMode};
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
@@ -50,28 +51,15 @@ fn args() -> Res<Args> {
     Ok(a)
 }
 
-/// A small deterministic generator (splitmix64): pictures need no better randomness.
-struct Rng(u64);
-
-impl Rng {
-    fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-}
-
 /// A photo-like RGB picture: two gradients, a few discs, and noise.
 fn picture(seed: u64) -> image::RgbImage {
-    let mut rng = Rng(seed + 1);
+    let mut rng = SplitMix64::new(seed + 1); // pictures need no better randomness
     let mut draw = || rng.next_u64();
     let (base_r, base_g, base_b) = (draw() % 256, draw() % 256, draw() % 256);
     let discs: Vec<(i64, i64, i64, u8)> = (0..4)
         .map(|_| ((draw() % 224) as i64, (draw() % 224) as i64, (20 + draw() % 60) as i64, (draw() % 256) as u8))
         .collect();
-    let mut noise = Rng(seed ^ 0x9e37_79b9);
+    let mut noise = SplitMix64::new(seed ^ 0x9e37_79b9);
     image::RgbImage::from_fn(SIDE, SIDE, |x, y| {
         let (xi, yi) = (i64::from(x), i64::from(y));
         let mut px =

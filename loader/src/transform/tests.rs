@@ -276,6 +276,10 @@ fn cpu_per_image() {
             p.apply(key(r), &src, &[256, 341, 3], &mut out, &mut s).unwrap();
         }
         let dt = crate::depth::thread_cpu_time().unwrap_or_default().saturating_sub(t0);
+        // The timed loop's last output is the row's, whatever ran before it on this scratch.
+        let mut again = vec![0u8; p.row_bytes];
+        p.apply(key(n - 1), &src, &[256, 341, 3], &mut again, &mut Scratch::default()).unwrap();
+        assert_eq!(again, out, "{name}");
         println!(
             "{name}: {:.3} ms CPU per 256x341 image, {:.0} images per CPU-second",
             dt.as_secs_f64() * 1e3 / n as f64,
