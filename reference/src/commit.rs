@@ -21,18 +21,20 @@ use crate::envelope::{self, ObjectKind};
 use crate::error::{Error, Result};
 use crate::limits::Limits;
 use crate::manifest::{
-    ColumnStats, DeletionRef, DeletionVector, Fragment, KNOWN_WRITER_FLAGS, Manifest, Segment, VersionRef,
+    ColumnStats, DeletionRef, DeletionVector, Fragment, KNOWN_WRITER_FLAGS, Manifest, READER_FLAG_FRAGMENT_TREE,
+    Segment, VersionRef,
 };
 use crate::paths;
 use crate::schema::Schema;
 use crate::segment_log::{merge_tiers, write_segments};
 use crate::stats;
 use crate::store::{Created, Store};
+use crate::tree::{self, FragmentTree};
 use crate::writer::PendingFragment;
 
 // The writer's types keep their paths under `commit` (`tessera::commit::WriteOptions`, ...).
 pub(crate) use crate::writer::write_data_file;
-pub use crate::writer::{DEFAULT_TARGET_FILE_BYTES, DatasetWriter, WriteOptions};
+pub use crate::writer::{DEFAULT_TARGET_FILE_BYTES, DatasetWriter, IndexLayout, WriteOptions};
 
 /// How many times an append is rebased onto a newer version before giving up.
 const MAX_REBASES: usize = 16;
@@ -257,17 +259,37 @@ fn build(
             .chain(fragments.iter().map(|f| f.stats.clone()))
             .collect();
     }
-    let delta = if fragments.is_empty() && removed.is_empty() {
-        None
-    } else {
-        let seg = Segment { fragments, removed };
-        let (written, last) = write_segments(store, &seg, limits.max_segment_body())?;
-        segments.extend(written);
-        merge_tiers(store, &mut segments, Some(last), &limits)?;
-        Some(seg)
-    };
+    // A version with a fragment tree keeps one; one with a log converts when the options ask
+    // for a tree (the first commit then writes the whole tree once) [TREE-08].
+    let tree = bm.reader_flags & READER_FLAG_FRAGMENT_TREE != 0 || matches!(options.index, IndexLayout::Tree { .. });
+    let delta =
+        if fragments.is_empty() && removed.is_empty() && (!tree || bm.reader_flags & READER_FLAG_FRAGMENT_TREE != 0) {
+            None
+        } else if tree {
+            let seg = Segment { fragments, removed };
+            let node_bytes = match options.index {
+                IndexLayout::Tree { node_bytes } => node_bytes,
+                IndexLayout::Log => tree::DEFAULT_NODE_BYTES,
+            };
+            let written = if bm.reader_flags & READER_FLAG_FRAGMENT_TREE != 0 {
+                let base_tree = FragmentTree::open(store, bm, limits.clone())?;
+                tree::apply(store, Some(&base_tree), &seg.removed, &seg.fragments, &final_schema, node_bytes, &limits)?
+            } else {
+                let all: Vec<Fragment> = apply_delta(base, Some(seg.clone())).iter().map(|f| (**f).clone()).collect();
+                tree::apply(store, None, &[], &all, &final_schema, node_bytes, &limits)?
+            };
+            segments = written.root.into_iter().collect();
+            Some(seg)
+        } else {
+            let seg = Segment { fragments, removed };
+            let (written, last) = write_segments(store, &seg, limits.max_segment_body())?;
+            segments.extend(written);
+            merge_tiers(store, &mut segments, Some(last), &limits)?;
+            Some(seg)
+        };
+    let tree_flag = if tree { READER_FLAG_FRAGMENT_TREE } else { 0 };
     let manifest = Manifest {
-        reader_flags: bm.reader_flags | crate::manifest::required_reader_flags(&final_schema),
+        reader_flags: bm.reader_flags | tree_flag | crate::manifest::required_reader_flags(&final_schema),
         writer_flags: bm.writer_flags,
         branch: bm.branch.clone(),
         version: bm.version + 1,

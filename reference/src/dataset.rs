@@ -14,10 +14,13 @@ use crate::datafile::{self, DataFile};
 use crate::envelope::{self, ObjectKind};
 use crate::error::{Error, Result};
 use crate::limits::Limits;
-use crate::manifest::{DataFileRef, DeletionRef, DeletionVector, Fragment, Manifest, Segment, Tag, VersionRef};
+use crate::manifest::{
+    DataFileRef, DeletionRef, DeletionVector, Fragment, Manifest, READER_FLAG_FRAGMENT_TREE, Segment, Tag, VersionRef,
+};
 use crate::paths::{self, MAIN};
 use crate::schema::{Column, Schema};
 use crate::store::{Store, block_on};
+use crate::tree::FragmentTree;
 
 /// Which version to open.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -116,6 +119,16 @@ impl Dataset {
     }
 
     pub(crate) fn from_manifest(store: Store, manifest: Manifest, manifest_crc32: u32, limits: Limits) -> Result<Self> {
+        if manifest.reader_flags & READER_FLAG_FRAGMENT_TREE != 0 {
+            // Every node is read and checked; each fragment's columns once it is placed [VAL-07].
+            let tree = FragmentTree::open(&store, &manifest, limits.clone())?;
+            let mut fragments = Vec::with_capacity(usize::try_from(tree.fragment_count()).unwrap_or(0).min(1 << 20));
+            tree.for_each(|info| {
+                fragments.push(info.fragment);
+                Ok(())
+            })?;
+            return Self::from_log(store, manifest, manifest_crc32, fragments, limits);
+        }
         let mut log: BTreeMap<u64, Arc<Fragment>> = BTreeMap::new();
         for sref in &manifest.segments {
             let max = envelope::max_object_len(limits.max_segment_body());

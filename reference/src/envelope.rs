@@ -32,6 +32,8 @@ pub enum ObjectKind {
     Deletion,
     /// A view: a query's answer saved by name (`.tsview`).
     View,
+    /// A node of a fragment tree (`.tsn`).
+    Node,
 }
 
 impl ObjectKind {
@@ -44,6 +46,7 @@ impl ObjectKind {
             Self::Tag => b'T',
             Self::Deletion => b'X',
             Self::View => b'V',
+            Self::Node => b'N',
         };
         [0x89, b'T', b'S', c, b'\r', b'\n', 0x1a, b'\n']
     }
@@ -55,6 +58,7 @@ impl ObjectKind {
             Self::Tag => "tag record",
             Self::Deletion => "deletion vector",
             Self::View => "view",
+            Self::Node => "index node",
         }
     }
 }

@@ -12,9 +12,10 @@ use crate::dataset::load_manifest;
 use crate::envelope::{self, ObjectKind};
 use crate::error::Result;
 use crate::limits::Limits;
-use crate::manifest::Segment;
+use crate::manifest::{READER_FLAG_FRAGMENT_TREE, Segment};
 use crate::paths;
 use crate::store::Store;
+use crate::tree::FragmentTree;
 
 /// What a collection found and did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -43,6 +44,22 @@ pub fn collect_garbage(store: &Store, retention: Duration, dry_run: bool) -> Res
         for (name, _) in store.list(&dir)? {
             let Some(version) = paths::parse_manifest_name(&name) else { continue };
             let (m, _) = load_manifest(store, &branch, version, &limits)?;
+            if m.reader_flags & READER_FLAG_FRAGMENT_TREE != 0 {
+                // Nodes are shared between versions: a subtree already walked is not read again.
+                let tree = FragmentTree::open(store, &m, limits.clone())?;
+                tree.visit_nodes(&mut |path, node| {
+                    if !segments_seen.insert(path.to_string()) {
+                        return false;
+                    }
+                    live.insert(path.to_string());
+                    for f in &node.fragments {
+                        live.extend(f.files.iter().map(|r| r.path.clone()));
+                        live.extend(f.deletion.iter().map(|d| d.path.clone()));
+                    }
+                    true
+                })?;
+                continue;
+            }
             for sref in &m.segments {
                 live.insert(sref.path.clone());
                 if !segments_seen.insert(sref.path.clone()) {

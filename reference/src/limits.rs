@@ -45,6 +45,10 @@ pub mod hard {
     /// Rows in one view stored as runs `[VIEW-03]`: far past any dataset trained on today,
     /// and small enough that row counts and positions never near `u64` overflow.
     pub const MAX_VIEW_RUN_ROWS: u64 = 1 << 40;
+    /// Level of a fragment tree's node `[LIM-17]`: 16 levels of nodes that each hold at least
+    /// two entries would index 2^16 fragments at the very least, and every real tree is
+    /// shallower than 5; the bound keeps a hostile chain of one-child nodes short.
+    pub const MAX_TREE_LEVEL: u64 = 15;
 }
 
 /// Limits a reader enforces: each defaults to the hard maximum of its kind and may only be

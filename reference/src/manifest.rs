@@ -14,9 +14,14 @@ use crate::schema::{Schema, validate_metadata};
 
 /// Reader flag `ENCODED_IMAGES` `[FLG-08]`: the version may hold image pages `[CMP-06]`.
 pub const READER_FLAG_ENCODED_IMAGES: u64 = 1;
-/// Reader-required feature bits this implementation understands: `ENCODED_IMAGES` when built
-/// with the `images` feature, none otherwise (such versions are then `unsupported`).
-pub const KNOWN_READER_FLAGS: u64 = if cfg!(feature = "images") { READER_FLAG_ENCODED_IMAGES } else { 0 };
+/// Reader flag `FRAGMENT_TREE` `[FLG-09]`: the manifest's `segments` reference the root of a
+/// fragment tree (`crate::tree`), not a fragment log.
+pub const READER_FLAG_FRAGMENT_TREE: u64 = 2;
+/// Reader-required feature bits this implementation understands: `FRAGMENT_TREE`, and
+/// `ENCODED_IMAGES` when built with the `images` feature (versions with an unknown bit are
+/// `unsupported`).
+pub const KNOWN_READER_FLAGS: u64 =
+    READER_FLAG_FRAGMENT_TREE | if cfg!(feature = "images") { READER_FLAG_ENCODED_IMAGES } else { 0 };
 
 /// The reader flags a manifest with `schema` must set `[FLG-08]`.
 #[must_use]
@@ -317,20 +322,8 @@ impl Segment {
         let mut rows = 0u64;
         for f in &self.fragments {
             let fw = format!("{what}: fragment {}", f.id);
-            Error::check_limit(|| format!("{fw}: rows"), hard::MAX_FILE_ROWS, f.row_count)?;
+            f.validate_entry(&fw)?;
             rows = rows.checked_add(f.row_count).ok_or_else(|| Error::invalid(&fw, "row counts overflow"))?;
-            for file in &f.files {
-                paths::validate_relative(&file.path, &fw)?;
-                if file.column_ids.windows(2).any(|w| w[0] >= w[1]) {
-                    return Err(Error::invalid(&fw, "a file's column ids must ascend [SEG-05]"));
-                }
-            }
-            if let Some(d) = &f.deletion {
-                paths::validate_relative(&d.path, &fw)?;
-                if d.deleted_count == 0 || d.deleted_count > f.row_count {
-                    return Err(Error::invalid(&fw, "deleted_count must be in 1..=row_count [DEL-02]"));
-                }
-            }
         }
         if rows != sref.row_count {
             return Err(Error::invalid(what, "row count differs from the manifest's reference [SEG-02]"));
@@ -340,6 +333,28 @@ impl Segment {
 }
 
 impl Fragment {
+    /// Checks one fragment entry of a segment or a leaf on its own: its row count, its paths,
+    /// its files' column ids and its deletion reference (VAL-07 step 7, `[TREE-04]`).
+    ///
+    /// # Errors
+    /// `limit` for a row count over LIM-10 or a path over LIM-12; `invalid` otherwise.
+    pub fn validate_entry(&self, what: &str) -> Result<()> {
+        Error::check_limit(|| format!("{what}: rows"), hard::MAX_FILE_ROWS, self.row_count)?;
+        for file in &self.files {
+            paths::validate_relative(&file.path, what)?;
+            if file.column_ids.windows(2).any(|w| w[0] >= w[1]) {
+                return Err(Error::invalid(what, "a file's column ids must ascend [SEG-05]"));
+            }
+        }
+        if let Some(d) = &self.deletion {
+            paths::validate_relative(&d.path, what)?;
+            if d.deleted_count == 0 || d.deleted_count > self.row_count {
+                return Err(Error::invalid(what, "deleted_count must be in 1..=row_count [DEL-02]"));
+            }
+        }
+        Ok(())
+    }
+
     /// Checks that every schema column is read from exactly one of the fragment's files
     /// `[SEG-06]`. Run on the fragments of the version (the map after the last segment), not
     /// on entries that a later segment replaced or removed.

@@ -41,6 +41,33 @@ pub struct WriteOptions {
     pub writer_id: Option<[u8; 16]>,
     /// Reader limits for the datasets the writer reopens.
     pub limits: Limits,
+    /// How a new dataset indexes its fragments, and whether a commit on a version with a
+    /// fragment log converts it to a tree. A version with a tree always keeps it.
+    pub index: IndexLayout,
+}
+
+/// How a version's fragments are indexed (SPEC.md §"Index segment", §"The fragment tree").
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum IndexLayout {
+    /// A fragment log of index segments, readable by every 1.0 reader; opening a version reads
+    /// every fragment record.
+    #[default]
+    Log,
+    /// A fragment tree of index nodes of about `node_bytes` each (reader flag
+    /// `FRAGMENT_TREE`): every object stays bounded and a reader finds any row in O(depth)
+    /// reads; readers without the flag refuse such versions as `unsupported`.
+    Tree {
+        /// Node body bytes aimed at ([`crate::tree::DEFAULT_NODE_BYTES`] is a good value).
+        node_bytes: u64,
+    },
+}
+
+impl IndexLayout {
+    /// A tree with nodes of the default size.
+    #[must_use]
+    pub fn tree() -> Self {
+        Self::Tree { node_bytes: crate::tree::DEFAULT_NODE_BYTES }
+    }
 }
 
 impl Default for WriteOptions {
@@ -52,6 +79,7 @@ impl Default for WriteOptions {
             timestamp_ms: None,
             writer_id: None,
             limits: Limits::default(),
+            index: IndexLayout::Log,
         }
     }
 }
@@ -112,8 +140,12 @@ impl Dataset {
     pub fn create_in(store: &Store, schema: Schema, options: &WriteOptions) -> Result<Self> {
         schema.validate()?;
         let next_column_id = schema.columns.iter().map(|c| c.id + 1).max().unwrap_or(0);
+        let tree = match options.index {
+            IndexLayout::Tree { .. } => crate::manifest::READER_FLAG_FRAGMENT_TREE,
+            IndexLayout::Log => 0,
+        };
         let manifest = Manifest {
-            reader_flags: crate::manifest::required_reader_flags(&schema),
+            reader_flags: crate::manifest::required_reader_flags(&schema) | tree,
             writer_flags: 0,
             branch: MAIN.to_string(),
             version: 1,

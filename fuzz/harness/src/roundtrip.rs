@@ -259,6 +259,7 @@ pub fn roundtrip(input: &ArbitraryDataset) {
         timestamp_ms: Some(1_700_000_000_000),
         writer_id: Some([0x5a; 16]),
         limits: limits(),
+        index: tessera::IndexLayout::Log,
     };
     let store = crate::known_bugs::memory_store();
     let mut ds = Dataset::create_in(&store, schema.clone(), &options).expect("create");

@@ -1,0 +1,837 @@
+//! The fragment tree: a version's fragments as a balanced tree of bounded index nodes
+//! (SPEC.md §"The fragment tree", TREE-01 to TREE-09, reader flag `FRAGMENT_TREE`).
+//!
+//! The fragment log (`segment_log.rs`) must be read whole to know any fragment, so opening a
+//! version costs O(fragments) bytes on every reader. A tree bounds every object and every path:
+//! leaves list fragments in id order, inner nodes list their children with the id range, the
+//! fragment and row counts (physical and live) and statistics of each subtree. A reader finds
+//! global row `r` or fragment `id` by reading O(depth) nodes ([`FragmentTree::locate`],
+//! [`FragmentTree::fragment`]); a commit rewrites only the nodes on the paths to what it changes
+//! ([`apply`]), copy-on-write, so it writes O(change + depth) bytes and shares every other node
+//! with the versions before it.
+//!
+//! Nodes are content-named (`index/<sha256>.tsn`) and immutable like every other object.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+
+use crate::dataset::{FragmentInfo, referenced};
+use crate::envelope::{self, ObjectKind};
+use crate::error::{Error, Result};
+use crate::limits::{Limits, hard};
+use crate::manifest::{ColumnStats, Fragment, Manifest, SegmentRef};
+use crate::paths;
+use crate::schema::Schema;
+use crate::stats;
+use crate::store::Store;
+
+/// Node body bytes a writer aims at unless told otherwise: small enough that a commit rewriting
+/// one path of a three-level tree writes under 1 MB, large enough that 10^8 fragments fit in
+/// three levels (about 1,700 fragment entries per leaf, thousands of children per inner node).
+pub const DEFAULT_NODE_BYTES: u64 = 256 << 10;
+
+/// Body bytes of a node besides its entries: `level` and the lengths of its two lists.
+const NODE_FIXED: u64 = 4 + 8 + 8;
+
+/// Bytes of decoded nodes a [`FragmentTree`] keeps by default.
+pub const DEFAULT_NODE_CACHE_BYTES: u64 = 64 << 20;
+
+/// The body of an index node (`.tsn`) `[TREE-01]`.
+///
+/// A leaf (`level` 0) lists fragments; an inner node lists its children, one level down.
+/// Exactly one of the two lists is non-empty `[TREE-04]`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct IndexNode {
+    /// 0 for a leaf; a child's level is its parent's minus one.
+    pub level: u32,
+    /// Leaf: the fragments, strictly ascending by id.
+    pub fragments: Vec<Fragment>,
+    /// Inner node: the subtrees, in ascending id order.
+    pub children: Vec<NodeRef>,
+}
+
+/// A reference from an inner node to a child, with a summary of the child's subtree
+/// `[TREE-05]`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NodeRef {
+    /// Relative path of the child node.
+    pub path: String,
+    /// Exact size in bytes.
+    pub size: u64,
+    /// The object's stored envelope CRC (its last four bytes).
+    pub crc32: u32,
+    /// Smallest fragment id in the subtree.
+    pub first_id: u64,
+    /// Largest fragment id in the subtree.
+    pub last_id: u64,
+    /// Fragments in the subtree (≥ 1).
+    pub fragment_count: u64,
+    /// Physical rows of the subtree's fragments.
+    pub row_count: u64,
+    /// Live rows of the subtree's fragments (deletions subtracted).
+    pub live_row_count: u64,
+    /// Statistics over the subtree's fragments, merged as for the manifest `[STAT-06]`.
+    pub stats: Vec<ColumnStats>,
+}
+
+/// What a node holds, computed from its entries: compared with what its reference says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Summary {
+    /// Smallest fragment id.
+    pub first_id: u64,
+    /// Largest fragment id.
+    pub last_id: u64,
+    /// Fragments.
+    pub fragment_count: u64,
+    /// Physical rows.
+    pub row_count: u64,
+    /// Live rows.
+    pub live_row_count: u64,
+}
+
+impl NodeRef {
+    fn summary(&self) -> Summary {
+        Summary {
+            first_id: self.first_id,
+            last_id: self.last_id,
+            fragment_count: self.fragment_count,
+            row_count: self.row_count,
+            live_row_count: self.live_row_count,
+        }
+    }
+}
+
+impl IndexNode {
+    /// Checks a decoded node on its own (everything but its reference) and returns what it
+    /// holds `[TREE-03]`, `[TREE-04]`: its level against the one expected (a child's is its
+    /// parent's minus one; the root's is anything up to the limit), the non-empty list its
+    /// level calls for, and its entries.
+    ///
+    /// # Errors
+    /// `limit` for a level over LIM-17 or a fragment over LIM-10 or a path over LIM-12;
+    /// `invalid` for the first other broken rule.
+    pub fn validate(&self, expected_level: Option<u32>, next_fragment_id: u64, what: &str) -> Result<Summary> {
+        Error::check_limit(|| format!("{what}: level [LIM-17]"), hard::MAX_TREE_LEVEL, u64::from(self.level))?;
+        if expected_level.is_some_and(|l| l != self.level) {
+            return Err(Error::invalid(what, "level is not one less than its parent's [TREE-03]"));
+        }
+        let overflow = || Error::invalid(what, "row counts overflow");
+        if self.level == 0 {
+            if !self.children.is_empty() || self.fragments.is_empty() {
+                return Err(Error::invalid(what, "a leaf lists one or more fragments and no children [TREE-04]"));
+            }
+            let (mut rows, mut live) = (0u64, 0u64);
+            for (i, f) in self.fragments.iter().enumerate() {
+                if i > 0 && self.fragments[i - 1].id >= f.id {
+                    return Err(Error::invalid(what, "fragment ids must ascend [TREE-04]"));
+                }
+                f.validate_entry(&format!("{what}: fragment {}", f.id))?;
+                rows = rows.checked_add(f.row_count).ok_or_else(overflow)?;
+                live = live.checked_add(f.live_rows()).ok_or_else(overflow)?;
+            }
+            let (first, last) = (self.fragments[0].id, self.fragments[self.fragments.len() - 1].id);
+            if last >= next_fragment_id {
+                return Err(Error::invalid(what, "a fragment id is not below next_fragment_id [TREE-04]"));
+            }
+            return Ok(Summary {
+                first_id: first,
+                last_id: last,
+                fragment_count: self.fragments.len() as u64,
+                row_count: rows,
+                live_row_count: live,
+            });
+        }
+        if !self.fragments.is_empty() || self.children.is_empty() {
+            return Err(Error::invalid(what, "an inner node lists one or more children and no fragments [TREE-04]"));
+        }
+        let (mut count, mut rows, mut live) = (0u64, 0u64, 0u64);
+        for (i, c) in self.children.iter().enumerate() {
+            paths::validate_relative(&c.path, what)?;
+            let span = c.last_id.checked_sub(c.first_id).map(|d| d.saturating_add(1));
+            if c.fragment_count == 0 || span.is_none_or(|s| c.fragment_count > s) || c.live_row_count > c.row_count {
+                return Err(Error::invalid(
+                    what,
+                    format!("child {i}: counts or id range impossible for its subtree [TREE-04]"),
+                ));
+            }
+            if i > 0 && self.children[i - 1].last_id >= c.first_id {
+                return Err(Error::invalid(what, "children's id ranges must ascend without overlap [TREE-04]"));
+            }
+            count = count.checked_add(c.fragment_count).ok_or_else(overflow)?;
+            rows = rows.checked_add(c.row_count).ok_or_else(overflow)?;
+            live = live.checked_add(c.live_row_count).ok_or_else(overflow)?;
+        }
+        let (first, last) = (self.children[0].first_id, self.children[self.children.len() - 1].last_id);
+        if last >= next_fragment_id {
+            return Err(Error::invalid(what, "a fragment id is not below next_fragment_id [TREE-04]"));
+        }
+        Ok(Summary { first_id: first, last_id: last, fragment_count: count, row_count: rows, live_row_count: live })
+    }
+}
+
+/// A decoded, validated node and what it holds.
+#[derive(Debug)]
+struct Loaded {
+    node: IndexNode,
+    summary: Summary,
+    /// Body bytes, what the cache is charged.
+    bytes: u64,
+}
+
+/// Decoded nodes by path, least recently used first out, within a byte bound.
+#[derive(Debug, Default)]
+struct NodeCache {
+    map: HashMap<String, (Arc<Loaded>, u64)>,
+    clock: u64,
+    bytes: u64,
+}
+
+impl NodeCache {
+    fn get(&mut self, path: &str) -> Option<Arc<Loaded>> {
+        self.clock += 1;
+        let clock = self.clock;
+        self.map.get_mut(path).map(|(n, used)| {
+            *used = clock;
+            n.clone()
+        })
+    }
+
+    fn insert(&mut self, path: &str, node: Arc<Loaded>, bound: u64) {
+        self.clock += 1;
+        self.bytes += node.bytes;
+        if let Some((old, _)) = self.map.insert(path.to_string(), (node, self.clock)) {
+            self.bytes -= old.bytes;
+        }
+        while self.bytes > bound && self.map.len() > 1 {
+            let Some(oldest) = self.map.iter().min_by_key(|(_, (_, used))| *used).map(|(k, _)| k.clone()) else {
+                break;
+            };
+            if let Some((n, _)) = self.map.remove(&oldest) {
+                self.bytes -= n.bytes;
+            }
+        }
+    }
+}
+
+/// Where a node hangs in the tree: what its reader must check it against.
+#[derive(Clone, Debug)]
+enum Parent<'a> {
+    /// The root, referenced by the manifest's one `SegmentRef` `[TREE-02]`.
+    Root { sref: &'a SegmentRef, live_rows: u64 },
+    /// A child of an inner node at `level + 1`.
+    Child { nref: &'a NodeRef, level: u32 },
+}
+
+/// A version's fragment tree, read lazily: the root at open, every other node when a lookup
+/// first needs it, each validated when it is read and kept in a bounded cache.
+#[derive(Debug)]
+pub struct FragmentTree {
+    store: Store,
+    root: Option<(SegmentRef, Arc<Loaded>)>,
+    next_fragment_id: u64,
+    limits: Limits,
+    cache: Mutex<NodeCache>,
+    cache_bytes: u64,
+    reads: AtomicU64,
+}
+
+impl FragmentTree {
+    /// Opens the tree of a manifest that sets `FRAGMENT_TREE`: reads and checks the root node
+    /// only `[TREE-02]`, `[TREE-06]`.
+    ///
+    /// # Errors
+    /// `invalid` for a manifest with several `segments` entries or a root that disagrees with
+    /// its reference or with the manifest's `row_count`; storage and envelope errors.
+    pub fn open(store: &Store, manifest: &Manifest, limits: Limits) -> Result<Self> {
+        let mut tree = Self {
+            store: store.clone(),
+            root: None,
+            next_fragment_id: manifest.next_fragment_id,
+            limits,
+            cache: Mutex::default(),
+            cache_bytes: DEFAULT_NODE_CACHE_BYTES,
+            reads: AtomicU64::new(0),
+        };
+        match manifest.segments.as_slice() {
+            [] if manifest.row_count == 0 => {}
+            [] => {
+                return Err(Error::invalid(
+                    paths::manifest_key(&manifest.branch, manifest.version),
+                    format!("an empty tree holds 0 live rows, manifest says {} [MAN-06]", manifest.row_count),
+                ));
+            }
+            [sref] => {
+                let root = tree.load(&sref.path, &Parent::Root { sref, live_rows: manifest.row_count })?;
+                tree.root = Some((sref.clone(), root));
+            }
+            _ => {
+                return Err(Error::invalid(
+                    paths::manifest_key(&manifest.branch, manifest.version),
+                    "a fragment tree has at most one root: segments lists more than one [TREE-06]",
+                ));
+            }
+        }
+        Ok(tree)
+    }
+
+    /// Keeps up to `bytes` of decoded nodes besides the root (default
+    /// [`DEFAULT_NODE_CACHE_BYTES`]).
+    #[must_use]
+    pub fn with_cache_bytes(mut self, bytes: u64) -> Self {
+        self.cache_bytes = bytes;
+        self
+    }
+
+    /// Fragments in the version.
+    #[must_use]
+    pub fn fragment_count(&self) -> u64 {
+        self.root.as_ref().map_or(0, |(_, r)| r.summary.fragment_count)
+    }
+
+    /// Live rows in the version.
+    #[must_use]
+    pub fn row_count(&self) -> u64 {
+        self.root.as_ref().map_or(0, |(_, r)| r.summary.live_row_count)
+    }
+
+    /// Levels of the tree (0 when it is empty, 1 when the root is a leaf).
+    #[must_use]
+    pub fn depth(&self) -> u32 {
+        self.root.as_ref().map_or(0, |(_, r)| r.node.level + 1)
+    }
+
+    /// Node objects read from the store so far, the root included.
+    #[must_use]
+    pub fn node_reads(&self) -> u64 {
+        self.reads.load(Ordering::Relaxed)
+    }
+
+    /// Reads (or finds in the cache) and checks one node, and keeps it in the cache.
+    fn load(&self, path: &str, parent: &Parent<'_>) -> Result<Arc<Loaded>> {
+        self.fetch(path, parent, true)
+    }
+
+    /// Reads (or finds in the cache) and checks one node; `keep` adds a node read from the
+    /// store to the cache (a full walk reads each node once and must not flush what lookups
+    /// keep there).
+    fn fetch(&self, path: &str, parent: &Parent<'_>, keep: bool) -> Result<Arc<Loaded>> {
+        if let Some(hit) = self.cache.lock().map_err(|_| Error::usage("node cache poisoned"))?.get(path) {
+            return Ok(hit);
+        }
+        let max_body = self.limits.max_segment_body();
+        let bytes =
+            self.store.get_bounded(path, envelope::max_object_len(max_body)).map_err(|e| referenced(e, path))?;
+        self.reads.fetch_add(1, Ordering::Relaxed);
+        let (size, crc) = match parent {
+            Parent::Root { sref, .. } => (sref.size, sref.crc32),
+            Parent::Child { nref, .. } => (nref.size, nref.crc32),
+        };
+        if bytes.len() as u64 != size || envelope::stored_crc(&bytes) != crc {
+            return Err(Error::invalid(path, "node size or CRC differs from its reference [TREE-02]"));
+        }
+        let node: IndexNode = envelope::open(ObjectKind::Node, &bytes, max_body, path)?;
+        let expected = match parent {
+            Parent::Root { .. } => None,
+            Parent::Child { level, .. } => Some(level.saturating_sub(1)),
+        };
+        let summary = node.validate(expected, self.next_fragment_id, path)?;
+        match parent {
+            Parent::Root { sref, live_rows } => {
+                if summary.fragment_count != sref.fragment_count || summary.row_count != sref.row_count {
+                    return Err(Error::invalid(
+                        path,
+                        "root's fragment or row count differs from its reference [TREE-05]",
+                    ));
+                }
+                if summary.live_row_count != *live_rows {
+                    return Err(Error::invalid(
+                        path,
+                        format!("tree holds {} live rows, manifest says {live_rows} [MAN-06]", summary.live_row_count),
+                    ));
+                }
+            }
+            Parent::Child { nref, .. } => {
+                if summary != nref.summary() {
+                    return Err(Error::invalid(path, "node's contents differ from its parent's summary [TREE-05]"));
+                }
+            }
+        }
+        let loaded = Arc::new(Loaded { node, summary, bytes: bytes.len() as u64 });
+        if keep {
+            let mut cache = self.cache.lock().map_err(|_| Error::usage("node cache poisoned"))?;
+            cache.insert(path, loaded.clone(), self.cache_bytes);
+        }
+        Ok(loaded)
+    }
+
+    /// The fragment holding global live row `row`, with its first row: reads at most one node
+    /// per level `[TREE-07]`.
+    ///
+    /// # Errors
+    /// `usage` for a row at or past the row count; node read and validation errors.
+    pub fn locate(&self, row: u64) -> Result<FragmentInfo> {
+        let Some((_, root)) = &self.root else {
+            return Err(Error::usage(format!("row {row} outside 0..0")));
+        };
+        if row >= root.summary.live_row_count {
+            return Err(Error::usage(format!("row {row} outside 0..{}", root.summary.live_row_count)));
+        }
+        let (mut node, mut first) = (root.clone(), 0u64);
+        loop {
+            if node.node.level == 0 {
+                for f in &node.node.fragments {
+                    let live = f.live_rows();
+                    if row < first + live {
+                        return Ok(FragmentInfo { fragment: Arc::new(f.clone()), first_row: first });
+                    }
+                    first += live;
+                }
+                return Err(Error::invalid("fragment tree", "row not found below a node that counts it [TREE-05]"));
+            }
+            let mut next = None;
+            for c in &node.node.children {
+                if row < first + c.live_row_count {
+                    next = Some(c);
+                    break;
+                }
+                first += c.live_row_count;
+            }
+            let c = next.ok_or_else(|| Error::invalid("fragment tree", "row not found in a node that counts it"))?;
+            node = self.load(&c.path, &Parent::Child { nref: c, level: node.node.level })?;
+        }
+    }
+
+    /// The fragment with id `id`, with its first row, or `None` when the version has none:
+    /// reads at most one node per level `[TREE-07]`.
+    ///
+    /// # Errors
+    /// Node read and validation errors.
+    pub fn fragment(&self, id: u64) -> Result<Option<FragmentInfo>> {
+        let Some((_, root)) = &self.root else { return Ok(None) };
+        let (mut node, mut first) = (root.clone(), 0u64);
+        loop {
+            if node.node.level == 0 {
+                for f in &node.node.fragments {
+                    if f.id == id {
+                        return Ok(Some(FragmentInfo { fragment: Arc::new(f.clone()), first_row: first }));
+                    }
+                    first += f.live_rows();
+                }
+                return Ok(None);
+            }
+            let mut next = None;
+            for c in &node.node.children {
+                if id < c.first_id {
+                    return Ok(None);
+                }
+                if id <= c.last_id {
+                    next = Some(c);
+                    break;
+                }
+                first += c.live_row_count;
+            }
+            let Some(c) = next else { return Ok(None) };
+            node = self.load(&c.path, &Parent::Child { nref: c, level: node.node.level })?;
+        }
+    }
+
+    /// Visits every fragment in id order with its first row, reading every node once, depth
+    /// first (what a reader that loads the whole version does, VAL-07).
+    ///
+    /// # Errors
+    /// The first node read or validation error, or the first error `visit` returns.
+    pub fn for_each(&self, mut visit: impl FnMut(FragmentInfo) -> Result<()>) -> Result<()> {
+        let Some((_, root)) = &self.root else { return Ok(()) };
+        let mut first = 0u64;
+        self.walk(root, &mut first, &mut visit)
+    }
+
+    fn walk(&self, node: &Loaded, first: &mut u64, visit: &mut dyn FnMut(FragmentInfo) -> Result<()>) -> Result<()> {
+        if node.node.level == 0 {
+            for f in &node.node.fragments {
+                visit(FragmentInfo { fragment: Arc::new(f.clone()), first_row: *first })?;
+                *first += f.live_rows();
+            }
+            return Ok(());
+        }
+        for c in &node.node.children {
+            let child = self.fetch(&c.path, &Parent::Child { nref: c, level: node.node.level }, false)?;
+            self.walk(&child, first, visit)?;
+        }
+        Ok(())
+    }
+
+    /// Visits nodes depth first, root first, each with its path; `visit` returns whether to
+    /// descend into the node's children (garbage collection skips subtrees it has seen: nodes
+    /// are shared between versions). A child is read only when its parent is descended into.
+    ///
+    /// # Errors
+    /// Node read and validation errors.
+    pub fn visit_nodes(&self, visit: &mut dyn FnMut(&str, &IndexNode) -> bool) -> Result<()> {
+        let Some((sref, root)) = &self.root else { return Ok(()) };
+        if !visit(&sref.path, &root.node) {
+            return Ok(());
+        }
+        let mut stack: Vec<Arc<Loaded>> = vec![root.clone()];
+        while let Some(node) = stack.pop() {
+            for c in &node.node.children {
+                let child = self.fetch(&c.path, &Parent::Child { nref: c, level: node.node.level }, false)?;
+                if visit(&c.path, &child.node) {
+                    stack.push(child);
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// What a commit's change to the tree wrote.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TreeWrite {
+    /// The new root, `None` when the version has no fragment.
+    pub root: Option<SegmentRef>,
+    /// Node objects written.
+    pub nodes_written: u64,
+    /// Bytes of node objects written.
+    pub bytes_written: u64,
+}
+
+/// One change to the fragment map, by id: insert or replace (`Some`), or remove (`None`).
+type Edit<'a> = (u64, Option<&'a Fragment>);
+
+/// A node the writer has placed (new or kept): its reference and level.
+#[derive(Clone, Debug)]
+struct Placed {
+    nref: NodeRef,
+    level: u32,
+}
+
+/// Writes the nodes of a new version's tree.
+struct TreeWriter<'a> {
+    store: &'a Store,
+    reader: &'a FragmentTree,
+    schema: &'a Schema,
+    /// Node body bytes aimed at.
+    target: u64,
+    /// Node body bytes never exceeded (the segment body limit written under, LIM-05).
+    max_body: u64,
+    out: TreeWrite,
+    /// Inner nodes written by this commit, by path (the root-collapse step looks at the top).
+    written: HashMap<String, IndexNode>,
+}
+
+/// Applies a commit's changes to a base tree, copy-on-write `[TREE-08]`: removes the ids in
+/// `removed` (an absent id is no change), then inserts or replaces `upserts` by id. Only the
+/// nodes on the paths to changed ids are rewritten; a rewritten node over `node_bytes` is split
+/// into nodes of about that size (a leaf that only grows at its end, as with appends, leaves
+/// full nodes behind it), a node left empty disappears, levels are added while more than one
+/// node remains at the top and dropped while the root has one child. No node written has a
+/// body over the segment body limit of `limits` `[TREE-09]`.
+///
+/// `base` is the base version's tree (`None` for a version with a fragment log or none at all:
+/// the tree is then built from `upserts` alone).
+///
+/// # Errors
+/// `limit` for one fragment entry over the body limit on its own; storage and read errors.
+pub fn apply(
+    store: &Store,
+    base: Option<&FragmentTree>,
+    removed: &[u64],
+    upserts: &[Fragment],
+    schema: &Schema,
+    node_bytes: u64,
+    limits: &Limits,
+) -> Result<TreeWrite> {
+    let max_body = limits.max_segment_body();
+    let empty;
+    let reader = match base {
+        Some(t) => t,
+        None => {
+            empty = FragmentTree {
+                store: store.clone(),
+                root: None,
+                next_fragment_id: u64::MAX,
+                limits: limits.clone(),
+                cache: Mutex::default(),
+                cache_bytes: 0,
+                reads: AtomicU64::new(0),
+            };
+            &empty
+        }
+    };
+    let mut w = TreeWriter {
+        store,
+        reader,
+        schema,
+        target: node_bytes.clamp(NODE_FIXED + 1, max_body),
+        max_body,
+        out: TreeWrite::default(),
+        written: HashMap::new(),
+    };
+    let mut edits: Vec<Edit<'_>> =
+        removed.iter().map(|&id| (id, None)).chain(upserts.iter().map(|f| (f.id, Some(f)))).collect();
+    // A stable sort keeps a removal before an insert of the same id: removals apply first.
+    edits.sort_by_key(|e| e.0);
+    let mut top: Vec<Placed> = match &reader.root {
+        Some((sref, root)) => {
+            if edits.is_empty() {
+                return Ok(TreeWrite { root: Some(sref.clone()), ..TreeWrite::default() });
+            }
+            let root_ref = NodeRef {
+                path: sref.path.clone(),
+                size: sref.size,
+                crc32: sref.crc32,
+                first_id: root.summary.first_id,
+                last_id: root.summary.last_id,
+                fragment_count: root.summary.fragment_count,
+                row_count: root.summary.row_count,
+                live_row_count: root.summary.live_row_count,
+                stats: Vec::new(),
+            };
+            w.rewrite(root, &root_ref, &edits)?
+        }
+        None => {
+            let fragments: Vec<Fragment> = collapse(&edits).into_iter().filter_map(|(_, f)| f.cloned()).collect();
+            w.write_leaves(fragments)?
+        }
+    };
+    // One node at the top: the root; several: add a level over them.
+    while top.len() > 1 {
+        let level = top[0].level + 1;
+        top = w.write_inner(level, top.into_iter().map(|p| p.nref).collect())?;
+    }
+    // A root with one child gives way to the child (the tree shrinks after removals).
+    while let Some(p) = top.first()
+        && p.level > 0
+    {
+        let only = match w.written.get(&p.nref.path) {
+            Some(node) => (node.children.len() == 1).then(|| node.children[0].clone()),
+            None => match &reader.root {
+                Some((sref, root)) if sref.path == p.nref.path => {
+                    (root.node.children.len() == 1).then(|| root.node.children[0].clone())
+                }
+                _ => {
+                    let node = reader.load(&p.nref.path, &Parent::Child { nref: &p.nref, level: p.level + 1 })?;
+                    (node.node.children.len() == 1).then(|| node.node.children[0].clone())
+                }
+            },
+        };
+        let Some(child) = only else { break };
+        top = vec![Placed { nref: child, level: p.level - 1 }];
+    }
+    w.out.root = top.pop().map(|p| SegmentRef {
+        path: p.nref.path,
+        size: p.nref.size,
+        crc32: p.nref.crc32,
+        fragment_count: p.nref.fragment_count,
+        row_count: p.nref.row_count,
+    });
+    Ok(w.out)
+}
+
+/// The last edit of each id (a removal followed by an insert of one id is the insert).
+fn collapse<'a>(edits: &[Edit<'a>]) -> Vec<Edit<'a>> {
+    let mut out: Vec<Edit<'a>> = Vec::with_capacity(edits.len());
+    for &e in edits {
+        match out.last_mut() {
+            Some(last) if last.0 == e.0 => *last = e,
+            _ => out.push(e),
+        }
+    }
+    out
+}
+
+impl TreeWriter<'_> {
+    /// The nodes that replace `node` (referenced by `nref`) once `edits` (sorted, all within
+    /// the node's share of the id space) are applied: the node itself when nothing changes,
+    /// none when it ends up empty.
+    fn rewrite(&mut self, node: &Loaded, nref: &NodeRef, edits: &[Edit<'_>]) -> Result<Vec<Placed>> {
+        let level = node.node.level;
+        if level == 0 {
+            let edits = collapse(edits);
+            let mut out = Vec::with_capacity(node.node.fragments.len() + edits.len());
+            let mut changed = false;
+            let mut e = edits.iter().peekable();
+            for f in &node.node.fragments {
+                while let Some(&&(id, new)) = e.peek()
+                    && id < f.id
+                {
+                    if let Some(n) = new {
+                        out.push(n.clone());
+                        changed = true;
+                    }
+                    e.next();
+                }
+                match e.peek() {
+                    Some(&&(id, new)) if id == f.id => {
+                        if let Some(n) = new {
+                            changed |= n != f;
+                            out.push(n.clone());
+                        } else {
+                            changed = true;
+                        }
+                        e.next();
+                    }
+                    _ => out.push(f.clone()),
+                }
+            }
+            for &(_, new) in e {
+                if let Some(n) = new {
+                    out.push(n.clone());
+                    changed = true;
+                }
+            }
+            if !changed {
+                return Ok(vec![Placed { nref: nref.clone(), level }]);
+            }
+            return self.write_leaves(out);
+        }
+        // Child i owns the ids from its first id up to the next child's first id; the first
+        // child also owns every id below, the last every id above.
+        let children = &node.node.children;
+        let mut out: Vec<NodeRef> = Vec::with_capacity(children.len() + 1);
+        let mut changed = false;
+        let mut rest = edits;
+        for (i, c) in children.iter().enumerate() {
+            let take = match children.get(i + 1) {
+                Some(next) => rest.partition_point(|e| e.0 < next.first_id),
+                None => rest.len(),
+            };
+            let (mine, tail) = rest.split_at(take);
+            rest = tail;
+            // Removing ids the subtree does not hold changes nothing.
+            if mine.iter().all(|e| e.1.is_none() && (e.0 < c.first_id || e.0 > c.last_id)) {
+                out.push(c.clone());
+                continue;
+            }
+            let child = self.reader.load(&c.path, &Parent::Child { nref: c, level })?;
+            let placed = self.rewrite(&child, c, mine)?;
+            changed |= placed.len() != 1 || placed[0].nref != *c;
+            out.extend(placed.into_iter().map(|p| p.nref));
+        }
+        if !changed {
+            return Ok(vec![Placed { nref: nref.clone(), level }]);
+        }
+        if out.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.write_inner(level, out)
+    }
+
+    /// Writes fragments (ascending ids) as leaves of about the target size.
+    fn write_leaves(&mut self, fragments: Vec<Fragment>) -> Result<Vec<Placed>> {
+        let lens =
+            fragments.iter().map(|f| Ok(envelope::encode_body(f)?.len() as u64)).collect::<Result<Vec<u64>>>()?;
+        let groups = self.pack(&lens, 1, &|i| format!("fragment {} record", fragments[i].id))?;
+        let mut out = Vec::with_capacity(groups.len());
+        let mut it = fragments.into_iter();
+        for n in groups {
+            let node = IndexNode { level: 0, fragments: it.by_ref().take(n).collect(), children: Vec::new() };
+            out.push(self.put(node)?);
+        }
+        Ok(out)
+    }
+
+    /// Writes children (ascending id ranges) as inner nodes at `level` of about the target size.
+    fn write_inner(&mut self, level: u32, children: Vec<NodeRef>) -> Result<Vec<Placed>> {
+        Error::check_limit(|| "fragment tree level [LIM-17]".to_string(), hard::MAX_TREE_LEVEL, u64::from(level))?;
+        let lens = children.iter().map(|c| Ok(envelope::encode_body(c)?.len() as u64)).collect::<Result<Vec<u64>>>()?;
+        let groups = self.pack(&lens, 2, &|i| format!("reference to node {}", children[i].path))?;
+        let mut out = Vec::with_capacity(groups.len());
+        let mut it = children.into_iter();
+        for n in groups {
+            let node = IndexNode { level, fragments: Vec::new(), children: it.by_ref().take(n).collect() };
+            out.push(self.put(node)?);
+        }
+        Ok(out)
+    }
+
+    /// Splits entries of the given encoded lengths into consecutive groups, each filled up to
+    /// the target before the next starts, and holding at least `min_entries` where the body
+    /// limit allows (inner nodes take two, so each level at least halves the node count and
+    /// the tree stays shallow whatever the target); returns the group sizes.
+    fn pack(&self, lens: &[u64], min_entries: usize, what: &dyn Fn(usize) -> String) -> Result<Vec<usize>> {
+        let mut groups = Vec::new();
+        let (mut n, mut used) = (0usize, NODE_FIXED);
+        for (i, &len) in lens.iter().enumerate() {
+            Error::check_limit(
+                || format!("{}: index node body length [LIM-05]", what(i)),
+                self.max_body,
+                NODE_FIXED + len,
+            )?;
+            if n > 0 && (used + len > self.max_body || (used + len > self.target && n >= min_entries)) {
+                groups.push(n);
+                (n, used) = (0, NODE_FIXED);
+            }
+            n += 1;
+            used += len;
+        }
+        if n > 0 {
+            groups.push(n);
+        }
+        Ok(groups)
+    }
+
+    /// Seals and stores one node and returns its reference.
+    fn put(&mut self, node: IndexNode) -> Result<Placed> {
+        let summary = match node.level {
+            0 => summarise(node.fragments.iter().map(|f| (f.id, f.id, 1, f.row_count, f.live_rows()))),
+            _ => summarise(
+                node.children.iter().map(|c| (c.first_id, c.last_id, c.fragment_count, c.row_count, c.live_row_count)),
+            ),
+        };
+        let stats_lists: Vec<&[ColumnStats]> = match node.level {
+            0 => node.fragments.iter().map(|f| f.stats.as_slice()).collect(),
+            _ => node.children.iter().map(|c| c.stats.as_slice()).collect(),
+        };
+        let stats = aggregate(&stats_lists, self.schema);
+        let bytes = envelope::seal_within(ObjectKind::Node, &node, self.max_body, "new index node")?;
+        let key = paths::content_key(paths::INDEX_DIR, "tsn", &bytes);
+        let nref = NodeRef {
+            path: key.clone(),
+            size: bytes.len() as u64,
+            crc32: envelope::stored_crc(&bytes),
+            first_id: summary.first_id,
+            last_id: summary.last_id,
+            fragment_count: summary.fragment_count,
+            row_count: summary.row_count,
+            live_row_count: summary.live_row_count,
+            stats,
+        };
+        self.out.nodes_written += 1;
+        self.out.bytes_written += bytes.len() as u64;
+        self.store.put_if_absent(&key, Bytes::from(bytes))?;
+        let level = node.level;
+        if level > 0 {
+            self.written.insert(nref.path.clone(), node);
+        }
+        Ok(Placed { nref, level })
+    }
+}
+
+/// Sums entries `(first_id, last_id, fragments, rows, live rows)` given in id order.
+fn summarise(entries: impl Iterator<Item = (u64, u64, u64, u64, u64)>) -> Summary {
+    let mut s = Summary { first_id: u64::MAX, last_id: 0, fragment_count: 0, row_count: 0, live_row_count: 0 };
+    for (first, last, n, rows, live) in entries {
+        s.first_id = s.first_id.min(first);
+        s.last_id = last;
+        s.fragment_count += n;
+        s.row_count = s.row_count.saturating_add(rows);
+        s.live_row_count = s.live_row_count.saturating_add(live);
+    }
+    s
+}
+
+/// Statistics over several lists, as the manifest's are merged `[STAT-06]`: a column is
+/// included only when every list has an entry for it and the schema still has it.
+pub(crate) fn aggregate(lists: &[&[ColumnStats]], schema: &Schema) -> Vec<ColumnStats> {
+    let mut merged = stats::merge_all(lists.iter().copied());
+    merged.retain(|s| {
+        schema.column_by_id(s.column_id).is_some() && lists.iter().all(|l| l.iter().any(|x| x.column_id == s.column_id))
+    });
+    merged
+}
