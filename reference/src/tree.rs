@@ -126,10 +126,10 @@ impl IndexNode {
             }
             let (mut rows, mut live) = (0u64, 0u64);
             for (i, f) in self.fragments.iter().enumerate() {
+                f.validate_entry(&format!("{what}: fragment {}", f.id))?;
                 if i > 0 && self.fragments[i - 1].id >= f.id {
                     return Err(Error::invalid(what, "fragment ids must ascend [TREE-04]"));
                 }
-                f.validate_entry(&format!("{what}: fragment {}", f.id))?;
                 rows = rows.checked_add(f.row_count).ok_or_else(overflow)?;
                 live = live.checked_add(f.live_rows()).ok_or_else(overflow)?;
             }

@@ -32,6 +32,7 @@ pub(crate) fn all(em: &mut Emitter) -> Result<()> {
     multimodal(em)?;
     reading(em)?;
     super::reject::views::valid(em)?;
+    super::reject::tree::valid(em)?;
     Ok(())
 }
 

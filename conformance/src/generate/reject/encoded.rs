@@ -463,7 +463,7 @@ pub(super) fn encoded(em: &mut Emitter) -> Result<()> {
         Spec::new(
             "u-encoded-0001-future-reader-flag",
             &["FLG-03", "FLG-08"],
-            "the encoded dataset's latest manifest sets reader flags 0x3: ENCODED_IMAGES and bit 1, which no \
+            "the encoded dataset's latest manifest sets reader flags 0x5: ENCODED_IMAGES and bit 2, which no \
              reader knows (a future image codec, say)",
         ),
         "unsupported",
@@ -471,7 +471,7 @@ pub(super) fn encoded(em: &mut Emitter) -> Result<()> {
         |input| {
             encoded_base(input)?;
             let (ds, m) = main_key(input)?;
-            ds.edit_manifest(&m, |m| m.reader_flags = 0b11)
+            ds.edit_manifest(&m, |m| m.reader_flags = 0b101)
         },
     )?;
     Ok(())

@@ -15,6 +15,7 @@ mod manifest;
 mod paths;
 mod segment;
 mod tags;
+pub(super) mod tree;
 mod unsupported;
 pub(super) mod views;
 
@@ -35,5 +36,6 @@ pub(crate) fn all(em: &mut Emitter) -> Result<()> {
     encoded::encoded(em)?;
     tags::refs(em)?;
     views::reject(em)?;
+    tree::reject(em)?;
     Ok(())
 }

@@ -67,7 +67,7 @@ pub(super) fn unsupported(em: &mut Emitter) -> Result<()> {
             })
         },
     )?;
-    for (id, bit) in [("u-flags-0001-reader-flag-bit-1", 1u32), ("u-flags-0002-reader-flag-bit-63", 63)] {
+    for (id, bit) in [("u-flags-0001-reader-flag-bit-2", 2u32), ("u-flags-0002-reader-flag-bit-63", 63)] {
         let description = format!("the latest manifest sets reader-required flag bit {bit}, which no reader knows");
         em.reject(
             Spec::new(id, &["FLG-03", "VAL-05"], &description),
