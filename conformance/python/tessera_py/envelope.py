@@ -7,6 +7,7 @@ from .errors import TesseraError, limit, malformed
 
 MAGIC_MANIFEST = b"\x89TSM\r\n\x1a\n"
 MAGIC_SEGMENT = b"\x89TSI\r\n\x1a\n"
+MAGIC_NODE = b"\x89TSN\r\n\x1a\n"  # index nodes (§8.3)
 MAGIC_DELETION = b"\x89TSX\r\n\x1a\n"
 MAGIC_TAG = b"\x89TST\r\n\x1a\n"
 MAGIC_DATA = b"\x89TSD\r\n\x1a\n"
@@ -14,7 +15,7 @@ MAGIC_TRAILER = b"\x89TSDEND\n"
 
 # LIM-05
 BODY_LIMIT_MANIFEST = 64 << 20
-BODY_LIMIT_SEGMENT = 256 << 20  # also deletion vectors (DEL-01)
+BODY_LIMIT_SEGMENT = 256 << 20  # also index nodes (TREE-01) and deletion vectors (DEL-01)
 BODY_LIMIT_TAG = 64 << 10
 
 ENVELOPE_OVERHEAD = 28

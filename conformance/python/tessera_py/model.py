@@ -1,4 +1,4 @@
-"""The structs of SPEC.md §3, §7.4, §8, §9, §10, §11 and §12, decoded with the §6 rules."""
+"""The structs of SPEC.md §3, §7.4, §8, §8.3, §9, §10, §11 and §12, decoded with the §6 rules."""
 
 from dataclasses import dataclass, field
 
@@ -24,6 +24,7 @@ CODECS = ["none", "lz4", "zstd", "jpeg", "png", "webp"]  # 3 to 5: image codecs 
 CODEC_NONE, CODEC_LZ4, CODEC_ZSTD = 0, 1, 2
 COMPRESSION_ENCODED = 3  # Compression::Encoded (CMP-05); not a block codec
 READER_FLAG_ENCODED_IMAGES = 1  # FLG-08
+READER_FLAG_FRAGMENT_TREE = 2  # FLG-09
 
 RAGGED = None  # a Dim is an int (Fixed(n)) or None (Ragged)
 
@@ -148,6 +149,26 @@ class Fragment:
 class Segment:
     fragments: list
     removed: list
+
+
+@dataclass
+class NodeRef:
+    path: str
+    size: int
+    crc32: int
+    first_id: int
+    last_id: int
+    fragment_count: int
+    row_count: int
+    live_row_count: int
+    stats: list
+
+
+@dataclass
+class IndexNode:
+    level: int
+    fragments: list   # of Fragment: a leaf's
+    children: list    # of NodeRef: an inner node's
 
 
 @dataclass
@@ -326,6 +347,21 @@ def decode_segment(body) -> Segment:
     s = Segment(d.vec(_fragment, "Segment.fragments"), d.vec_u64("Segment.removed"))
     d.finish()
     return s
+
+
+def _node_ref(d: Decoder) -> NodeRef:
+    return NodeRef(d.string("NodeRef.path"), d.u64("NodeRef.size"), d.u32("NodeRef.crc32"),
+                   d.u64("NodeRef.first_id"), d.u64("NodeRef.last_id"),
+                   d.u64("NodeRef.fragment_count"), d.u64("NodeRef.row_count"),
+                   d.u64("NodeRef.live_row_count"), d.vec(_column_stats, "NodeRef.stats"))
+
+
+def decode_index_node(body) -> IndexNode:
+    d = Decoder(body, "index node body")
+    n = IndexNode(d.u32("IndexNode.level"), d.vec(_fragment, "IndexNode.fragments"),
+                  d.vec(_node_ref, "IndexNode.children"))
+    d.finish()
+    return n
 
 
 def decode_deletion_vector(body) -> DeletionVector:

@@ -1,8 +1,9 @@
 """Opening and reading a version: VER-02/VER-03 resolution, tags (VAL-13), the manifest
-(VAL-05, VAL-06), the fragment log (VAL-07), deletion vectors (VAL-08) and data files
-(VAL-09 to VAL-12)."""
+(VAL-05, VAL-06), the fragment log (VAL-07) or fragment tree (VAL-20, in `tree`), deletion
+vectors (VAL-08) and data files (VAL-09 to VAL-12)."""
 
 import struct
+from bisect import bisect_left
 from dataclasses import dataclass
 
 from . import image, model as M
@@ -10,13 +11,14 @@ from .datafile import ColumnRows, open_data_file, read_column
 from .envelope import (BODY_LIMIT_MANIFEST, BODY_LIMIT_SEGMENT, BODY_LIMIT_TAG,
                        MAGIC_DELETION, MAGIC_MANIFEST, MAGIC_SEGMENT, MAGIC_TAG,
                        check_envelope, envelope_crc)
-from .errors import NotSupportedHere, TesseraError, invalid, limit
+from .errors import NotSupportedHere, TesseraError, invalid
 from .store import U64_MAX, Store
-from .validate import LIM_ROWS, check_manifest, check_path, valid_ref_name
+from .validate import (check_fragment_columns, check_fragment_entry, check_manifest,
+                       valid_ref_name)
 
 # ENV-10: a whole-object GET of an enveloped object reads at most 28 + its type's body limit.
 _BOUND_MANIFEST = 28 + BODY_LIMIT_MANIFEST
-_BOUND_SEGMENT = 28 + BODY_LIMIT_SEGMENT  # deletion vectors too (DEL-01)
+_BOUND_SEGMENT = 28 + BODY_LIMIT_SEGMENT  # index nodes and deletion vectors too
 _BOUND_TAG = 28 + BODY_LIMIT_TAG
 
 
@@ -31,9 +33,10 @@ def _flags_hook(obj, body_len):
         # FLG-08: ENCODED_IMAGES is known when Pillow is there to decode image pages.
         if flags & M.READER_FLAG_ENCODED_IMAGES and not image.available():
             raise NotSupportedHere("ENCODED_IMAGES versions need Pillow (scripts/setup.d/30-encoded.sh)")
-        if flags & ~M.READER_FLAG_ENCODED_IMAGES:
+        known = M.READER_FLAG_ENCODED_IMAGES | M.READER_FLAG_FRAGMENT_TREE
+        if flags & ~known:
             raise TesseraError("unsupported", f"manifest sets reader_flags {flags:#x}; this "
-                               f"reader knows only bit 0 (ENCODED_IMAGES)")
+                               f"reader knows bits 0 (ENCODED_IMAGES) and 1 (FRAGMENT_TREE)")
 
 
 def load_manifest(obj: bytes, branch: str, version: int) -> M.Manifest:
@@ -122,17 +125,20 @@ def open_tag(store: Store, name: str) -> M.Manifest:
 
 
 def open_fragments(store: Store, m: M.Manifest) -> list:
+    """The version's fragments in ascending id order, every index object read and checked:
+    the fragment log (VAL-07), or with FRAGMENT_TREE every node of the tree (VAL-20)."""
+    if m.reader_flags & M.READER_FLAG_FRAGMENT_TREE:
+        from . import tree  # it uses this module's helpers
+        return tree.all_fragments(store, m, tree.open_root(store, m))
+    return open_log(store, m)
+
+
+def open_log(store: Store, m: M.Manifest) -> list:
     """VAL-07: reads and applies the fragment log; returns fragments in ascending id order."""
-    schema_ids = {c.id for c in m.schema.columns}
     frags = {}
-    for si, sref in enumerate(m.segments):
+    for sref in m.segments:
         what = f"segment {sref.path}"
-        obj = store.get(sref.path, _BOUND_SEGMENT)
-        if obj is None:  # 1.
-            raise invalid(f"{what} does not exist")
-        if len(obj) != sref.size or envelope_crc(obj) != sref.crc32:  # 2. SEG-01
-            raise invalid(f"{what}: size {len(obj)} / envelope CRC {envelope_crc(obj):#010x} "
-                          f"differ from the reference's {sref.size} / {sref.crc32:#010x}")
+        obj = fetch_referenced(store, sref.path, sref.size, sref.crc32, what)  # 1. 2.
         body = check_envelope(obj, MAGIC_SEGMENT, BODY_LIMIT_SEGMENT, what)  # 3.
         seg = M.decode_segment(body)  # 4.
         if len(seg.fragments) != sref.fragment_count:  # 5. SEG-02
@@ -150,22 +156,8 @@ def open_fragments(store: Store, m: M.Manifest) -> list:
                                   f"{m.next_fragment_id}")
         if set(ids) & set(seg.removed):
             raise invalid(f"{what}: an id is both removed and listed")
-        # 7.
-        for f in seg.fragments:
-            fw = f"{what}: fragment {f.id}"
-            if f.row_count > LIM_ROWS:
-                raise limit(f"{fw}: {f.row_count} rows, over {LIM_ROWS}")
-            for fi, ref in enumerate(f.files):
-                check_path(ref.path, f"{fw} file {fi}")
-                for a, b in zip(ref.column_ids, ref.column_ids[1:]):
-                    if not a < b:
-                        raise invalid(f"{fw} file {fi}: column ids are not strictly "
-                                      f"ascending")
-            if f.deletion is not None:
-                check_path(f.deletion.path, f"{fw} deletion vector")
-                if not 1 <= f.deletion.deleted_count <= f.row_count:
-                    raise invalid(f"{fw}: deleted_count {f.deletion.deleted_count} outside "
-                                  f"1..={f.row_count}")
+        for f in seg.fragments:  # 7.
+            check_fragment_entry(f, what)
         # 8.
         total = sum(f.row_count for f in seg.fragments)
         if total != sref.row_count:
@@ -179,19 +171,24 @@ def open_fragments(store: Store, m: M.Manifest) -> list:
     out = [frags[k] for k in sorted(frags)]
     # SEG-06, on the final fragment map only: entries a later segment replaced are not checked.
     for f in out:
-        count = dict.fromkeys(schema_ids, 0)
-        for ref in f.files:
-            for c in ref.column_ids:
-                if c in count:
-                    count[c] += 1
-        for c in m.schema.columns:
-            if count[c.id] != 1:
-                raise invalid(f"fragment {f.id}: column {c.id} appears in {count[c.id]} data "
-                              f"file references, not exactly one")
+        check_fragment_columns(m.schema, f)
     live = sum(live_rows(f) for f in out)
     if live != m.row_count:  # MAN-06
         raise invalid(f"manifest row_count {m.row_count}; the fragments hold {live} live rows")
     return out
+
+
+def fetch_referenced(store: Store, path: str, size: int, crc: int, what: str) -> bytes:
+    """The first two steps for an object a reference names with its size and envelope CRC
+    (VAL-07, VAL-08, VAL-20 steps 1 and 2): the bounded GET (absent: `invalid`), then size and
+    envelope CRC against the reference (SEG-01, DEL-03, TREE-02: `invalid`)."""
+    obj = store.get(path, _BOUND_SEGMENT)
+    if obj is None:
+        raise invalid(f"{what} does not exist")
+    if len(obj) != size or envelope_crc(obj) != crc:
+        raise invalid(f"{what}: size {len(obj)} / envelope CRC {envelope_crc(obj):#010x} "
+                      f"differ from the reference's {size} / {crc:#010x}")
+    return obj
 
 
 def live_rows(f: M.Fragment) -> int:
@@ -204,11 +201,7 @@ def load_deletions(store: Store, f: M.Fragment) -> set:
     if d is None:
         return set()
     what = f"deletion vector {d.path}"
-    obj = store.get(d.path, _BOUND_SEGMENT)
-    if obj is None:
-        raise invalid(f"{what} does not exist")
-    if len(obj) != d.size or envelope_crc(obj) != d.crc32:
-        raise invalid(f"{what}: size / envelope CRC differ from the reference's")
+    obj = fetch_referenced(store, d.path, d.size, d.crc32, what)
     body = check_envelope(obj, MAGIC_DELETION, BODY_LIMIT_SEGMENT, what)
     dv = M.decode_deletion_vector(body)
     if dv.fragment_id != f.id:
@@ -225,13 +218,44 @@ def load_deletions(store: Store, f: M.Fragment) -> set:
 
 @dataclass
 class Version:
+    """An opened version. `fragments` are all of them, in id order; a version opened for
+    reading some rows (`open_for_rows`) with a fragment tree has None there and its root,
+    checked, in `root` (None for an empty tree)."""
     manifest: M.Manifest
-    fragments: list
+    fragments: list | None
+    root: M.IndexNode | None = None
 
 
 def open_version(store: Store, branch=None, version=None, tag=None) -> Version:
+    """Opens a version to read all of it (VAL-16): every index object is read."""
     m = open_manifest(store, branch, version, tag)
     return Version(m, open_fragments(store, m))
+
+
+def open_for_rows(store: Store, m: M.Manifest) -> Version:
+    """Opens the version of a validated manifest to read some rows (VAL-19): the fragment
+    log (VAL-07), or a fragment tree's root only (VAL-20, TREE-07)."""
+    if m.reader_flags & M.READER_FLAG_FRAGMENT_TREE:
+        from . import tree
+        return Version(m, None, tree.open_root(store, m))
+    return Version(m, open_log(store, m))
+
+
+def fragments_holding(store: Store, v: Version, rows: list) -> list:
+    """`(first global row, fragment)` for each fragment holding one of `rows` (global live
+    rows, ascending, each below the version's row_count), in row order (MAN-09). With a lazily
+    opened tree, only the nodes on the way to them are read (TREE-07)."""
+    if v.fragments is None:
+        from . import tree
+        return tree.fragments_holding(store, v.manifest, v.root, rows)
+    out, at = [], 0
+    for f in v.fragments:
+        n = live_rows(f)
+        i = bisect_left(rows, at)
+        if i < len(rows) and rows[i] < at + n:
+            out.append((at, f))
+        at += n
+    return out
 
 
 def read_rows(store: Store, v: Version, sink):

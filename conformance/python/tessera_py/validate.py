@@ -216,3 +216,34 @@ def check_manifest(m: M.Manifest, key_branch: str, key_version: int):
     # 8. MAN-07
     for i, s in enumerate(m.segments):
         check_path(s.path, f"segment reference {i}")
+
+
+def check_fragment_entry(f: M.Fragment, what: str):
+    """VAL-07 step 7 for one fragment entry of a segment or a leaf (SEG-04, SEG-05, DEL-02)."""
+    fw = f"{what}: fragment {f.id}"
+    if f.row_count > LIM_ROWS:  # 7.1
+        raise limit(f"{fw}: {f.row_count} rows, over {LIM_ROWS}")
+    for fi, ref in enumerate(f.files):  # 7.2
+        check_path(ref.path, f"{fw} file {fi}")
+        for a, b in zip(ref.column_ids, ref.column_ids[1:]):
+            if not a < b:
+                raise invalid(f"{fw} file {fi}: column ids are not strictly ascending")
+    if f.deletion is not None:  # 7.3
+        check_path(f.deletion.path, f"{fw} deletion vector")
+        if not 1 <= f.deletion.deleted_count <= f.row_count:
+            raise invalid(f"{fw}: deleted_count {f.deletion.deleted_count} outside "
+                          f"1..={f.row_count}")
+
+
+def check_fragment_columns(schema: M.Schema, f: M.Fragment):
+    """SEG-06: every schema column in the column_ids of exactly one of the fragment's files
+    (ids that are no schema column's are ignored)."""
+    count = {c.id: 0 for c in schema.columns}
+    for ref in f.files:
+        for c in ref.column_ids:
+            if c in count:
+                count[c] += 1
+    for c in schema.columns:
+        if count[c.id] != 1:
+            raise invalid(f"fragment {f.id}: column {c.id} appears in {count[c.id]} data "
+                          f"file references, not exactly one")

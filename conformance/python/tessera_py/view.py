@@ -3,10 +3,12 @@
 Written from the spec alone, like the rest of this reader. To dump a view it reads only what
 VAL-19 names: for each fragment holding a view row, its deletion vector and the data files of
 the schema columns, and in them only the pages that hold a view row. A fault elsewhere in the
-version is not reported."""
+version is not reported; with a fragment tree, that includes the nodes that lead to no view
+row (TREE-07), which are not read."""
 
 import hashlib
 import struct
+from bisect import bisect_right
 from dataclasses import dataclass
 
 from . import model as M
@@ -15,8 +17,8 @@ from .dump import _Acc, _meta, column_json
 from .envelope import BODY_LIMIT_SEGMENT, check_envelope
 from .errors import TesseraError, invalid, limit
 from .datafile import open_data_file, read_column
-from .reader import (_BOUND_MANIFEST, _caller_name, Version, live_rows, load_deletions, load_manifest,
-                     manifest_key, open_fragments)
+from .reader import (_BOUND_MANIFEST, _caller_name, Version, fragments_holding, live_rows,
+                     load_deletions, load_manifest, manifest_key, open_for_rows)
 from .validate import valid_ref_name
 
 MAGIC_VIEW = b"\x89TSV\r\n\x1a\n"
@@ -119,13 +121,13 @@ def open_view(store, name: str):
         raise invalid(f"view {name!r}: {mkey} is not the manifest the view was saved from")
     if v.runs is not None:  # 12.
         check_runs(name, v.runs, v.row_count, m.row_count)
-        return Version(m, open_fragments(store, m)), v
+        return open_for_rows(store, m), v
     for r in v.rows:
         if r >= m.row_count:
             raise invalid(f"view {name!r}: row {r} is not below row_count {m.row_count}")
     if len(set(v.rows)) != len(v.rows):
         raise invalid(f"view {name!r}: a row id is listed twice")
-    return Version(m, open_fragments(store, m)), v
+    return open_for_rows(store, m), v
 
 
 def dump_view(store, version: Version, view: View) -> dict:
@@ -133,22 +135,21 @@ def dump_view(store, version: Version, view: View) -> dict:
     m = version.manifest
     cols = m.schema.columns
     by_id = {c.id: c for c in cols}
-    # global live row -> (fragment, its live index), fragments in row order (MAN-09)
-    firsts, at = [], 0
-    for f in version.fragments:
-        firsts.append(at)
-        at += live_rows(f)
-    wanted = {}  # fragment index -> set of live indices
+    # global live row -> (fragment, its live index), fragments in row order (MAN-09); with a
+    # fragment tree only the nodes on the way to the view's rows are read (TREE-07)
+    held = fragments_holding(store, version, sorted(set(view.row_ids())))
+    firsts = [first for first, _ in held]
+    wanted = {}  # index in `held` -> set of live indices
     where = []
     for g in view.row_ids():
-        k = max(i for i, first in enumerate(firsts) if first <= g and live_rows(version.fragments[i]) > g - first)
+        k = bisect_right(firsts, g) - 1
         wanted.setdefault(k, set()).add(g - firsts[k])
         where.append((k, g - firsts[k]))
     # VAL-19 per fragment holding a view row: deletion vector, the files of the schema columns,
     # the pages holding a view row
     got = {}  # (fragment index, live index) -> {column id: (valid, shape, raw)}
     for k in sorted(wanted):
-        f = version.fragments[k]
+        f = held[k][1]
         deleted = load_deletions(store, f)
         physical = [i for i in range(f.row_count) if i not in deleted]
         want = {physical[j] for j in wanted[k]}
