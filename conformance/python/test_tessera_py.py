@@ -21,7 +21,10 @@ SPEC = os.path.join(os.path.dirname(os.path.dirname(HERE)), "SPEC.md")
 from tessera_py import Store, TesseraError, dump, lz4, model as M, open_version  # noqa: E402
 from tessera_py import zstd_codec  # noqa: E402
 from tessera_py.bincode import Decoder  # noqa: E402
-from tessera_py.envelope import MAGIC_MANIFEST, check_envelope, crc32, envelope_crc  # noqa: E402
+from tessera_py import tree as T  # noqa: E402
+from tessera_py.envelope import (MAGIC_MANIFEST, MAGIC_NODE, MAGIC_SEGMENT,  # noqa: E402
+                                 check_envelope, crc32, envelope_crc)
+from tessera_py.reader import fragments_holding, open_for_rows, open_manifest  # noqa: E402
 from tessera_py.validate import check_path  # noqa: E402
 
 
@@ -354,6 +357,143 @@ class DeletionTests(unittest.TestCase):
                 with self.assertRaises(TesseraError, msg=str(kw)) as cm:
                     dump(st, open_version(st))
                 self.assertEqual(cm.exception.cls, cls, kw)
+
+
+def _node_ref(path, obj, first, last, count, rows, live) -> bytes:
+    return (enc_str(path) + struct.pack("<QI", len(obj), envelope_crc(obj)) +
+            struct.pack("<QQQQQ", first, last, count, rows, live) + struct.pack("<Q", 0))
+
+
+def _node(level, fragments=(), children=(), magic=MAGIC_NODE) -> bytes:
+    return seal(magic, struct.pack("<IQ", level, len(fragments)) + b"".join(fragments) +
+                struct.pack("<Q", len(children)) + b"".join(children))
+
+
+class TreeTests(unittest.TestCase):
+    """Fragment trees (§8.3) over copies of Appendix A's fragment (2 rows), built by hand:
+    a root (level 1) over two leaves, fragments 0 and 1, checked as VAL-20 orders."""
+
+    ROOT, LEAF0, LEAF1 = ("index/" + c * 32 + ".tsn" for c in "abc")
+    SEG = DeletionTests.SEG
+
+    def fragment(self, fid: int) -> bytes:
+        body = appendix_objects()[self.SEG][24:-4]
+        return struct.pack("<Q", fid) + body[16:-8]  # Segment: count, fragments, removed
+
+    def build(self, root, leaves=None, root_level=1, refs=None, next_id=2, rows=4, nsegs=1,
+              flags=M.READER_FLAG_FRAGMENT_TREE, drop=()):
+        objs = appendix_objects()
+        del objs[self.SEG]
+        if leaves is None:
+            leaves = [_node(0, [self.fragment(0)]), _node(0, [self.fragment(1)])]
+        if refs is None:
+            refs = [(0, 0, 1, 2, 2), (1, 1, 1, 2, 2)]
+        children = [_node_ref(p, leaf, *r) for p, leaf, r in zip((self.LEAF0, self.LEAF1), leaves,
+                                                                    refs)]
+        top = _node(root_level, [], children)
+        objs.update({self.ROOT: top, self.LEAF0: leaves[0], self.LEAF1: leaves[1]})
+        for key in drop:
+            del objs[key]
+        man = bytearray(objs[DeletionTests.MAN2][24:-4])
+        i = bytes(man).index(self.SEG.encode())
+        # the root's path has the segment's length: the SegmentRef's other fields keep their place
+        man[i:i + len(self.ROOT)] = self.ROOT.encode()
+        struct.pack_into("<QIQQ", man, i + len(self.ROOT), len(top), envelope_crc(top), 2, 4)
+        struct.pack_into("<QQQ", man, i - 32, next_id, rows, nsegs)  # next id, row_count, count
+        struct.pack_into("<Q", man, 0, flags)
+        if nsegs == 2:  # the same reference twice
+            ref = bytes(man[i - 8:i + len(self.ROOT) + 28])
+            man[i + len(self.ROOT) + 28:i + len(self.ROOT) + 28] = ref
+        objs[DeletionTests.MAN2] = seal(MAGIC_MANIFEST, bytes(man))
+        for key, data in objs.items():
+            path = os.path.join(root, *key.split("/"))
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "wb") as f:
+                f.write(data)
+        return Store(root)
+
+    def test_reads_back(self):
+        with tempfile.TemporaryDirectory() as root:
+            st = self.build(root)
+            v = open_version(st)
+            self.assertEqual([f.id for f in v.fragments], [0, 1])
+            d = dump(st, v)
+            self.assertEqual(d["row_count"], 4)
+            self.assertEqual([r["values"] for r in d["columns"]["id"]["rows"]],
+                             [["7"], ["-1"], ["7"], ["-1"]])
+
+    def test_reading_some_rows_reads_only_their_nodes(self):
+        """TREE-07: the second leaf is absent; rows of the first still read, all rows do not."""
+        with tempfile.TemporaryDirectory() as root:
+            st = self.build(root, drop=[self.LEAF1])
+            v = open_for_rows(st, open_manifest(st))
+            self.assertIsNone(v.fragments)
+            self.assertEqual([(g, f.id) for g, f in fragments_holding(st, v, [0, 1])], [(0, 0)])
+            for rows in ([2], [1, 3]):
+                with self.assertRaises(TesseraError) as cm:
+                    fragments_holding(st, v, rows)
+                self.assertEqual(cm.exception.cls, "invalid")
+            with self.assertRaises(TesseraError) as cm:
+                open_version(st)
+            self.assertEqual(cm.exception.cls, "invalid")
+
+    def test_faults(self):
+        f0, f1 = self.fragment(0), self.fragment(1)
+        leaf0 = _node(0, [f0])
+        cases = (
+            ({"root_level": 16}, "limit"),                                     # LIM-17
+            ({"root_level": 2}, "invalid"),                                    # child level
+            ({"root_level": 16, "refs": [(0, 0, 0, 2, 2), (1, 1, 1, 2, 2)]}, "limit"),  # 5 first
+            ({"leaves": [leaf0, _node(0, [])]}, "invalid"),                    # empty leaf
+            ({"leaves": [leaf0, _node(0, [f1], [_node_ref(self.LEAF0, leaf0, 0, 0, 1, 2, 2)])]},
+             "invalid"),                                                       # leaf, child
+            ({"leaves": [leaf0, _node(0, [f1], magic=MAGIC_SEGMENT)]}, "malformed"),
+            ({"leaves": [_node(0, [self.fragment(1), self.fragment(0)]), _node(0, [f1])]},
+             "invalid"),                                                       # ids descend
+            ({"refs": [(0, 0, 0, 2, 2), (1, 1, 1, 2, 2)]}, "invalid"),         # count 0
+            ({"refs": [(0, 0, 1, 2, 3), (1, 1, 1, 2, 2)]}, "invalid"),         # live > rows
+            ({"refs": [(0, 1, 1, 2, 2), (1, 1, 1, 2, 2)]}, "invalid"),         # overlap
+            ({"refs": [(0, 0, 1, 2, 1), (1, 1, 1, 2, 2)], "rows": 3}, "invalid"),  # summary
+            ({"next_id": 1}, "invalid"),                                       # TREE-04
+            ({"rows": 3}, "invalid"),                                          # MAN-06
+            ({"nsegs": 2}, "invalid"),                                         # TREE-06
+            ({"drop": [self.LEAF0]}, "invalid"),                               # absent
+            ({"flags": 4 | M.READER_FLAG_FRAGMENT_TREE}, "unsupported"),       # FLG-03
+        )
+        for kw, cls in cases:
+            with tempfile.TemporaryDirectory() as root:
+                st = self.build(root, **kw)
+                with self.assertRaises(TesseraError, msg=str(kw)) as cm:
+                    dump(st, open_version(st))
+                self.assertEqual(cm.exception.cls, cls, (kw, cm.exception.message))
+                if os.environ.get("TREE_DEBUG"):
+                    print(sorted(kw), cm.exception)
+
+    def test_node_checks(self):
+        frag = M.decode_segment(appendix_objects()[self.SEG][24:-4]).fragments[0]
+        leaf = M.IndexNode(0, [frag], [])
+        self.assertEqual(T.summarize(leaf, 1, "n"), T.Summary(0, 0, 1, 2, 2))
+        with self.assertRaises(TesseraError):
+            T.summarize(leaf, 0, "n")  # id 0 is not below next_fragment_id 0
+        big = M.NodeRef("index/x.tsn", 30, 0, 0, 0, 1, (1 << 64) - 1, 0, [])
+        inner = M.IndexNode(1, [], [big, M.NodeRef("index/y.tsn", 30, 0, 1, 1, 1, 1, 0, [])])
+        T.check_entries(inner, "n")
+        with self.assertRaises(TesseraError) as cm:  # TREE-05: a sum over u64
+            T.summarize(inner, 2, "n")
+        self.assertEqual(cm.exception.cls, "invalid")
+        for ref, ok in (((0, 0, 1), True), ((3, 2, 1), False), ((0, 1, 3), False),
+                        ((5, 9, 5), True)):
+            r = M.NodeRef("index/x.tsn", 30, 0, ref[0], ref[1], ref[2], 5, 5, [])
+            if ok:
+                T.check_node_ref(r, "n")
+            else:
+                with self.assertRaises(TesseraError):
+                    T.check_node_ref(r, "n")
+        for path, cls in (("../x.tsn", "invalid"), ("a/" * 8 + "x", "limit")):
+            n = M.IndexNode(1, [], [M.NodeRef(path, 30, 0, 0, 0, 1, 1, 1, [])])
+            with self.assertRaises(TesseraError) as cm:
+                T.check_entries(n, "n")
+            self.assertEqual(cm.exception.cls, cls)
 
 
 def empty_manifest(branch, version, parent=None, base=None) -> bytes:
