@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
 """Conformance adapter for tessera-py (reader: tessera_py, writer: tessera_write).
 
-  adapter.py [--page-bytes N] [--file-bytes N] info
-  adapter.py [--page-bytes N] [--file-bytes N] read <dataset-dir> [--version N] [--branch B] [--tag T] [--view V]
-  adapter.py [--page-bytes N] [--file-bytes N] write <logical.json> <out-dir>
+  adapter.py [OPTIONS] info
+  adapter.py [OPTIONS] read <dataset-dir> [--version N] [--branch B] [--tag T] [--view V]
+  adapter.py [OPTIONS] write <logical.json> <out-dir>
 
-The leading options set the writer's page and data file targets (default 256 KiB and 64 MiB);
-the cross-language property test passes small ones so rows spread over pages and fragments.
+The leading OPTIONS are writer settings: `--page-bytes N` and `--file-bytes N` set the page
+and data file targets (default 256 KiB and 64 MiB; the cross-language property test passes
+small ones so rows spread over pages and fragments); `--fragment-tree` indexes the written
+dataset with a fragment tree (§8.3) instead of a fragment log, and `--node-bytes N` sets its
+target node body size (default 256 KiB).
 
 Exit codes: 0 success; 1 the input was rejected, first stderr line `error[<class>]: <msg>`;
 89 this implementation does not support what was asked; 70 an unexpected exception (a bug in
@@ -120,7 +123,11 @@ def write(args: list, options: WriteOptions) -> int:
 def main(argv: list) -> int:
     options = WriteOptions()
     args = argv[1:]
-    while args and args[0] in ("--page-bytes", "--file-bytes"):
+    while args and args[0] in ("--page-bytes", "--file-bytes", "--node-bytes", "--fragment-tree"):
+        if args[0] == "--fragment-tree":
+            options.fragment_tree = True
+            args = args[1:]
+            continue
         if len(args) < 2 or not args[1].isascii() or not args[1].isdigit() or int(args[1]) < 1:
             return usage(f"{args[0]} needs a positive number")
         setattr(options, args[0][2:].replace("-", "_"), int(args[1]))

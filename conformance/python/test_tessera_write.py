@@ -2,7 +2,8 @@
 """Unit tests for tessera_write, the Python writer: SPEC.md Appendix A reproduced byte for
 byte, encode(decode(x)) == x, pages, codecs and CMP-02, segment merging (SEG-10), the commit
 loop's rebase (VER-05, VER-07), create-if-absent and temporary files (VER-11), tags (REF-05),
-and inputs a writer must refuse. Run with `python test_tessera_write.py`."""
+inputs a writer must refuse, and fragment trees (TREE-08, TREE-09). Run with
+`python test_tessera_write.py`."""
 
 import os
 import random
@@ -20,7 +21,10 @@ from tessera_py.envelope import (BODY_LIMIT_MANIFEST, BODY_LIMIT_SEGMENT,  # noq
 from tessera_py.reader import open_fragments, open_manifest  # noqa: E402
 from tessera_write import WriteOptions, Writer  # noqa: E402
 from tessera_write import datafile as DF  # noqa: E402
-from tessera_write.encode import footer_bytes, manifest_body, segment_body  # noqa: E402
+from tessera_write.encode import (footer_bytes, index_node_body, manifest_body,  # noqa: E402
+                                  segment_body)
+from tessera_write.tree import pack  # noqa: E402
+from tessera_py.envelope import MAGIC_NODE  # noqa: E402
 from test_tessera_py import appendix_objects  # noqa: E402
 
 GENERIC = M.Kind(0, {})
@@ -239,6 +243,121 @@ class CommitTests(unittest.TestCase):
             w.append(self.rows(1, 1), "m" * 65537)
         self.assertEqual(cm.exception.cls, "limit")
         self.assertEqual(all_files(self.root), before)
+
+
+class TreeTests(unittest.TestCase):
+    """A fragment tree written with `WriteOptions.fragment_tree` (TREE-08, TREE-09)."""
+
+    def setUp(self):
+        self._tmp = tempfile.TemporaryDirectory()
+        self.root = self._tmp.name
+        self.schema = M.Schema([col(0, "x", 4), col(1, "s", M.DT_UTF8, nullable=True)], [])
+
+    def tearDown(self):
+        self._tmp.cleanup()
+
+    def rows(self, start, n):
+        return {"x": scalar_rows("Q", range(start, start + n)),
+                "s": text_rows([None if i % 3 == 0 else f"r{i}" for i in range(start, start + n)])}
+
+    def nodes(self, m):
+        """{key: IndexNode} of every node the version's tree reaches, read raw."""
+        out, todo = {}, [m.segments[0].path] if m.segments else []
+        while todo:
+            key = todo.pop()
+            with open(os.path.join(self.root, key), "rb") as f:
+                obj = f.read()
+            out[key] = n = M.decode_index_node(check_envelope(obj, MAGIC_NODE, BODY_LIMIT_SEGMENT, key))
+            todo += [c.path for c in n.children]
+        return out
+
+    def test_pack(self):
+        self.assertEqual(pack([100] * 5, 20 + 200, False), [(0, 2), (2, 4), (4, 5)])
+        # inner nodes: two children at least, the last one too (taken from its neighbour)
+        self.assertEqual(pack([300] * 5, 20 + 200, True), [(0, 2), (2, 5)])
+        self.assertEqual(pack([100] * 7, 20 + 300, True), [(0, 3), (3, 5), (5, 7)])
+        self.assertEqual(pack([100], 10, True), [(0, 1)])
+
+    def test_multi_level_tree_reads_back(self):
+        w = Writer(self.root, WriteOptions(fragment_tree=True, node_bytes=400, file_bytes=40))
+        m1 = w.create(self.schema)
+        self.assertEqual(m1.reader_flags, M.READER_FLAG_FRAGMENT_TREE)  # VER-12
+        st = Store(self.root)
+        total, prev_nodes = 0, {}
+        for k in range(8):
+            n = 3 + k
+            w.append(self.rows(total, n), f"commit {k}")
+            total += n
+            m = open_manifest(st)
+            self.assertEqual(m.reader_flags, M.READER_FLAG_FRAGMENT_TREE)
+            self.assertEqual(len(m.segments), 1)
+            nodes = self.nodes(m)
+            for key, node in nodes.items():
+                self.assertRegex(key, r"^index/[0-9a-f]{32}\.tsn$")  # TREE-01, LAY-04
+                self.assertLessEqual(node.level, 15)
+                if node.level > 0:  # TREE-09: two children at least while more remain
+                    self.assertGreaterEqual(len(node.children), 2, key)
+                # split at the target, unless one fragment or the two or three children an
+                # inner node needs are over it
+                self.assertTrue(len(index_node_body(node)) <= 400 or len(node.fragments) == 1
+                                or 2 <= len(node.children) <= 3, key)
+            # copy-on-write: a commit writes O(depth) nodes and reuses the others (TREE-08)
+            root_level = nodes[m.segments[0].path].level
+            fresh = set(nodes) - set(prev_nodes)
+            if prev_nodes:
+                self.assertLessEqual(len(fresh), 3 * (root_level + 1))
+            prev_nodes = nodes
+        self.assertGreaterEqual(root_level, 2)  # root, inner nodes, leaves: a multi-level tree
+        self.assertGreater(len(open_fragments(st, m)), 16)
+        d = dump(st, open_version(st))
+        self.assertEqual(d["row_count"], total)
+        self.assertEqual([r["values"] for r in d["columns"]["x"]["rows"]],
+                         [[str(i)] for i in range(total)])
+        self.assertEqual(d["columns"]["s"]["rows"],
+                         [None if i % 3 == 0 else {"shape": [len(f"r{i}")], "values": f"r{i}"}
+                          for i in range(total)])
+        # every earlier version still reads (nodes are immutable and shared)
+        for v in range(2, m.version):
+            open_version(st, version=v)
+
+    def test_a_log_is_turned_into_a_tree_and_stays_one(self):
+        Writer(self.root).create(self.schema)
+        Writer(self.root).append(self.rows(0, 4))
+        st = Store(self.root)
+        self.assertEqual((open_manifest(st).reader_flags, len(open_manifest(st).segments)), (0, 1))
+        Writer(self.root, WriteOptions(fragment_tree=True, node_bytes=300, file_bytes=30)).append(
+            self.rows(4, 6))
+        Writer(self.root).append(self.rows(10, 2))  # without the option: TREE-08 keeps the tree
+        for v, rows in ((3, 10), (4, 12)):
+            m = open_manifest(st, version=v)
+            self.assertEqual(m.reader_flags, M.READER_FLAG_FRAGMENT_TREE)
+            self.assertTrue(m.segments[0].path.endswith(".tsn"))
+            d = dump(st, open_version(st, version=v))
+            self.assertEqual([r["values"] for r in d["columns"]["x"]["rows"]],
+                             [[str(i)] for i in range(rows)])
+
+    def test_append_to_a_reference_tree_drops_a_root_with_one_child(self):
+        """v-tree-0005 (written by the reference): a level-3 root with one child. An append
+        rewrites the rightmost path, drops that root (TREE-08) and reuses the other nodes."""
+        import shutil
+        case = os.path.join(os.path.dirname(os.path.dirname(HERE)), "fixtures", "cases", "valid",
+                            "tree", "v-tree-0005-root-with-one-child", "input")
+        shutil.copytree(case, self.root, dirs_exist_ok=True)
+        st = Store(self.root)
+        before = open_manifest(st)
+        old = self.nodes(before)
+        old_root = old[before.segments[0].path]
+        self.assertEqual((old_root.level, len(old_root.children)), (3, 1))
+        Writer(self.root).append({"id": scalar_rows("q", [60, 61])})
+        m = open_manifest(st)
+        nodes = self.nodes(m)
+        root = nodes[m.segments[0].path]
+        self.assertEqual((root.level, len(root.children)), (2, 2))
+        self.assertIn(root.children[0].path, old)  # the left subtree is reused by reference
+        d = dump(st, open_version(st))
+        self.assertEqual([r["values"][0] for r in d["columns"]["id"]["rows"]],
+                         ["0", "1", "10", "20", "21", "30", "31", "40", "41", "50", "51", "60",
+                          "61"])
 
 
 if __name__ == "__main__":

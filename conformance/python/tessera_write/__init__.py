@@ -10,6 +10,7 @@ a local file system (VER-05, VER-11), and creates tags. It reads through `tesser
 | `datafile` | one data file: pages, blocks in canonical order, codecs, footer, trailer (§7) |
 | `fsstore` | create-if-absent on a local file system (VER-11) |
 | `dataset` | create (VER-12), append with the commit loop (VER-05, SEG-09, SEG-10), tags (REF-05) |
+| `tree` | the fragment tree of an append (TREE-08, TREE-09), when asked for or kept from the base |
 | `logical` | `tessera-logical/1` descriptions, as the adapter's `write` receives them |
 """
 

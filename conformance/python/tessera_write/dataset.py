@@ -10,6 +10,11 @@ not stored, VER-14), and creates the next manifest with create-if-absent. "Alrea
 VER-07: the writer's own object ends the loop, another writer's starts the next attempt on top
 of the new latest version (appends rebase over any commit that keeps the schema, VER-08).
 An append of zero rows writes a version with the base's segments and no new one (VER-14).
+
+With `WriteOptions.fragment_tree` (off by default), a created dataset sets reader flag
+FRAGMENT_TREE (VER-12) and appends index fragments with a fragment tree (`tree.py`); an append
+to a version that has a tree always keeps it (TREE-08), and an append with the option to a
+version that has a fragment log turns it into a tree.
 """
 
 import hashlib
@@ -18,6 +23,7 @@ import time
 from dataclasses import dataclass
 
 from tessera_py import model as M
+from tessera_py import tree as T
 from tessera_py.envelope import (BODY_LIMIT_MANIFEST, BODY_LIMIT_SEGMENT, BODY_LIMIT_TAG,
                                  MAGIC_MANIFEST, MAGIC_SEGMENT, MAGIC_TAG, check_envelope,
                                  envelope_crc)
@@ -30,6 +36,7 @@ from . import datafile
 from .encode import manifest_body, seal, segment_body, stored_crc, tag_body
 from .fsstore import FsStore
 from .rows import check_row, column_stats, stored_bytes, usage, version_stats
+from .tree import DEFAULT_NODE_BYTES, TreeBuilder
 
 MAX_ATTEMPTS = 16  # VER-05
 DEFAULT_FILE_BYTES = 64 << 20  # §1: data files of about 64 MiB
@@ -45,6 +52,8 @@ class WriteOptions:
     file_bytes: int = DEFAULT_FILE_BYTES
     timestamp_ms: int | None = None
     writer_id: bytes | None = None
+    fragment_tree: bool = False  # index new datasets, and appends to logs, with a tree
+    node_bytes: int = DEFAULT_NODE_BYTES  # a tree's target node body size (TREE-08)
 
 
 def conflict(msg: str) -> TesseraError:
@@ -125,6 +134,8 @@ class Writer:
         # VER-12, FLG-08: ENCODED_IMAGES exactly when the schema has an encoded column.
         flags = M.READER_FLAG_ENCODED_IMAGES if any(
             c.compression[0] == M.COMPRESSION_ENCODED for c in schema.columns) else 0
+        if self.opts.fragment_tree:  # VER-12, FLG-09
+            flags |= M.READER_FLAG_FRAGMENT_TREE
         m = M.Manifest(flags, 0, "main", 1, None, None, None, self._now(), message,
                        self._writer_id(), schema, max(ids) + 1 if ids else 0, 0, 0, [], [], [])
         try:
@@ -212,6 +223,31 @@ class Writer:
             entries[-2:] = [(None, merged)]
         return [r if r is not None else self._write_segment(s) for r, s in entries]
 
+    def _tree(self, base: M.Manifest, fragments: list, new: list) -> list:
+        """TREE-08: the new version's `segments`, the root of its fragment tree. A tree base
+        gets `new` appended along its rightmost path; a log base is turned into a tree of all
+        its fragments. Every node is built before any is uploaded (TREE-09)."""
+        if not new:
+            return list(base.segments)
+        b = TreeBuilder(base.schema, self.opts.node_bytes)
+        if base.reader_flags & M.READER_FLAG_FRAGMENT_TREE:
+            root = b.build(new, self._rightmost_path(base))
+        else:
+            root = b.build(fragments + new)
+        for key, obj in b.objects.items():
+            self._upload(key, obj)
+        return [root] if root is not None else []
+
+    def _rightmost_path(self, base: M.Manifest) -> list:
+        """The base tree's nodes from its root to its last leaf, each checked as a reader
+        checks it (VAL-20); empty for a tree without root."""
+        node = T.open_root(self.store, base)
+        path = [] if node is None else [node]
+        while path and path[-1].level > 0:
+            ref = path[-1].children[-1]
+            path.append(T.open_child(self.store, base, path[-1], ref, f"node {ref.path}"))
+        return path
+
     def append(self, rows_by_name: dict, message: str = "") -> int:
         """Appends rows (`{column name: [row, ...]}`, rows as in `rows.py`) to `main` as one
         commit; returns the version created."""
@@ -234,11 +270,17 @@ class Writer:
                    for i, (rc, ref, stats) in enumerate(files)]
             if first + len(new) > U64_MAX:
                 raise TesseraError("limit", "fragment ids are exhausted")
+            flags = base.reader_flags
+            if flags & M.READER_FLAG_FRAGMENT_TREE or (self.opts.fragment_tree and new):
+                flags |= M.READER_FLAG_FRAGMENT_TREE  # VER-06: kept, or added by TREE-08
+                segments = self._tree(base, fragments, new)
+            else:
+                segments = self._segments(base, new)
             m = M.Manifest(
-                base.reader_flags, base.writer_flags, "main", base.version + 1,
+                flags, base.writer_flags, "main", base.version + 1,
                 M.VersionRef("main", base.version), None, None, self._now(), message,
                 self._writer_id(), schema, base.next_column_id, first + len(new),
-                base.row_count + n, self._segments(base, new),
+                base.row_count + n, segments,
                 version_stats(schema, fragments + new), list(base.metadata))
             if self._create_manifest(m):
                 return m.version

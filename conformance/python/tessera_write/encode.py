@@ -66,7 +66,7 @@ class Encoder:
             elem(self, v)
 
 
-# --- structs (field order of SPEC.md §7.4, §8, §9, §10.1, §11, §12) -------------------------
+# --- structs (field order of SPEC.md §7.4, §8, §8.3, §9, §10.1, §11, §12) -------------------
 
 def _metadata(e: Encoder, meta):
     e.vec(meta, lambda e, kv: (e.string(kv[0]), e.string(kv[1])))
@@ -202,6 +202,43 @@ def segment_body(s: M.Segment) -> bytes:
     e = Encoder()
     e.vec(s.fragments, _fragment)
     e.vec(s.removed, lambda e, x: e.u64(x))
+    return bytes(e.buf)
+
+
+def fragment_size(f: M.Fragment) -> int:
+    """The encoded size of one fragment entry."""
+    e = Encoder()
+    _fragment(e, f)
+    return len(e.buf)
+
+
+def _node_ref(e: Encoder, r: M.NodeRef):
+    e.string(r.path)
+    e.u64(r.size)
+    e.u32(r.crc32)
+    e.u64(r.first_id)
+    e.u64(r.last_id)
+    e.u64(r.fragment_count)
+    e.u64(r.row_count)
+    e.u64(r.live_row_count)
+    e.vec(r.stats, _column_stats)
+
+
+def node_ref_size(r: M.NodeRef) -> int:
+    """The encoded size of one `NodeRef`."""
+    e = Encoder()
+    _node_ref(e, r)
+    return len(e.buf)
+
+
+NODE_OVERHEAD = 4 + 8 + 8  # IndexNode: level, and the two Vec counts
+
+
+def index_node_body(n: M.IndexNode) -> bytes:
+    e = Encoder()
+    e.u32(n.level)
+    e.vec(n.fragments, _fragment)
+    e.vec(n.children, _node_ref)
     return bytes(e.buf)
 
 
