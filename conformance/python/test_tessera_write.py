@@ -25,7 +25,7 @@ from tessera_write.encode import (footer_bytes, index_node_body, manifest_body, 
                                   segment_body)
 from tessera_write.tree import pack  # noqa: E402
 from tessera_py.envelope import MAGIC_NODE  # noqa: E402
-from test_tessera_py import appendix_objects  # noqa: E402
+from test_tessera_py import appendix_objects, enc_str, seal  # noqa: E402
 
 GENERIC = M.Kind(0, {})
 NONE = (M.CODEC_NONE, None)
@@ -319,6 +319,40 @@ class TreeTests(unittest.TestCase):
         # every earlier version still reads (nodes are immutable and shared)
         for v in range(2, m.version):
             open_version(st, version=v)
+
+    def test_a_view_reads_only_the_nodes_of_its_rows(self):
+        """VAL-19, TREE-07: a view over a written tree reads its rows with a leaf that holds
+        none of them absent; reading the whole version reports the absent leaf."""
+        import hashlib
+        from tessera_py.view import MAGIC_VIEW, dump_view, open_view
+        w = Writer(self.root, WriteOptions(fragment_tree=True, node_bytes=400, file_bytes=40))
+        w.create(self.schema)
+        w.append(self.rows(0, 60))
+        st = Store(self.root)
+        m = open_manifest(st)
+        with open(os.path.join(self.root, "branches", "main", f"{m.version:020d}.tsm"), "rb") as f:
+            man = f.read()
+        rows = [50, 3, 0, 59, 20]
+        body = (enc_str("v") + enc_str("main") + struct.pack("<Q", m.version) +
+                hashlib.sha256(man).digest() + struct.pack("<Q", 0) + enc_str("q") +
+                hashlib.sha256(struct.pack(f"<{len(rows)}Q", *rows)).digest() +
+                struct.pack(f"<Q{len(rows)}Q", len(rows), *rows))
+        os.makedirs(os.path.join(self.root, "views"))
+        with open(os.path.join(self.root, "views", "v.tsview"), "wb") as f:
+            f.write(seal(MAGIC_VIEW, body))
+        first, spans = 0, {}
+        for fr in open_fragments(st, m):
+            spans[fr.id] = (first, first + fr.row_count)
+            first += fr.row_count
+        idle = [k for k, n in self.nodes(m).items() if n.level == 0 and not any(
+            spans[fr.id][0] <= r < spans[fr.id][1] for fr in n.fragments for r in rows)]
+        os.remove(os.path.join(self.root, idle[len(idle) // 2]))
+        d = dump_view(st, *open_view(st, "v"))
+        self.assertEqual([r["values"] for r in d["columns"]["x"]["rows"]],
+                         [[str(r)] for r in rows])
+        with self.assertRaises(TesseraError) as cm:
+            open_version(st)
+        self.assertEqual(cm.exception.cls, "invalid")
 
     def test_a_log_is_turned_into_a_tree_and_stays_one(self):
         Writer(self.root).create(self.schema)
