@@ -16,7 +16,8 @@ use std::path::Path;
 
 use tessera::datafile::{Block, Footer};
 use tessera::envelope::{self, ObjectKind};
-use tessera::manifest::{ColumnStats, Manifest, Scalar, Segment, SegmentRef, Tag};
+use tessera::manifest::{ColumnStats, Manifest, READER_FLAG_FRAGMENT_TREE, Scalar, Segment, SegmentRef, Tag};
+use tessera::tree::IndexNode;
 use tessera::{At, ColumnData, DType, Dataset, Limits, Schema, Store};
 
 use crate::logical::Logical;
@@ -152,7 +153,8 @@ impl Lint<'_> {
     fn version_one(&mut self, key: &str, m: &Manifest) {
         let next_col = m.schema.columns.iter().map(|c| c.id + 1).max().unwrap_or(0);
         let want_flags = tessera::manifest::required_reader_flags(&m.schema);
-        if m.reader_flags != want_flags {
+        // A writer may index the dataset with a fragment tree from its creation [VER-12, FLG-09].
+        if m.reader_flags & !READER_FLAG_FRAGMENT_TREE != want_flags {
             self.fail(
                 "VER-12",
                 format!(
@@ -209,7 +211,7 @@ impl Lint<'_> {
             let parts: Vec<&str> = key.split('/').collect();
             let known = match parts.as_slice() {
                 ["data", n] => n.strip_suffix(".tsd").is_some(),
-                ["index", n] => n.strip_suffix(".tsi").is_some(),
+                ["index", n] => n.strip_suffix(".tsi").is_some() || n.strip_suffix(".tsn").is_some(),
                 ["deletions", n] => n.strip_suffix(".tsx").is_some(),
                 ["branches", b, n] => {
                     tessera::paths::validate_ref_name(b).is_ok() && tessera::paths::parse_manifest_name(n).is_some()
@@ -234,7 +236,10 @@ impl Lint<'_> {
         if !parent_ok {
             self.fail("VER-06", format!("{key}: parent must be main@{}, base and merged absent", base.version));
         }
-        if m.reader_flags != base.reader_flags || m.writer_flags != base.writer_flags || m.metadata != base.metadata {
+        // A commit may turn a fragment log into a tree, never a tree into a log [VER-06, TREE-08].
+        let tree_added = m.reader_flags & !base.reader_flags == READER_FLAG_FRAGMENT_TREE;
+        let flags_ok = m.reader_flags == base.reader_flags || tree_added;
+        if !flags_ok || m.writer_flags != base.writer_flags || m.metadata != base.metadata {
             self.fail("VER-06", format!("{key}: flags or metadata differ from the base version's"));
         }
         if m.next_column_id != base.next_column_id {
@@ -245,10 +250,12 @@ impl Lint<'_> {
         }
         // SEG-09: the base's list, unchanged, then new segments; only a run at the end may be
         // replaced by a merged segment, so no base segment after the common prefix reappears.
-        let k = m.segments.iter().zip(&base.segments).take_while(|(a, b)| a == b).count();
-        let old_tail: Vec<&SegmentRef> = base.segments[k..].iter().collect();
-        if m.segments[k..].iter().any(|s| old_tail.contains(&s)) {
-            self.fail("SEG-09", format!("{key}: a base segment reappears after a replaced one"));
+        if !is_tree(m) {
+            let k = m.segments.iter().zip(&base.segments).take_while(|(a, b)| a == b).count();
+            let old_tail: Vec<&SegmentRef> = base.segments[k..].iter().collect();
+            if m.segments[k..].iter().any(|s| old_tail.contains(&s)) {
+                self.fail("SEG-09", format!("{key}: a base segment reappears after a replaced one"));
+            }
         }
         if let (Some(old), Some(new)) = (self.fragment_map(base), self.fragment_map(m)) {
             for (id, f) in &old {
@@ -267,6 +274,15 @@ impl Lint<'_> {
     /// cannot be read (reported elsewhere).
     fn fragment_map(&self, m: &Manifest) -> Option<BTreeMap<u64, tessera::manifest::Fragment>> {
         let mut map = BTreeMap::new();
+        if is_tree(m) {
+            let mut stack: Vec<String> = m.segments.iter().map(|s| s.path.clone()).collect();
+            while let Some(path) = stack.pop() {
+                let node: IndexNode = envelope::open(ObjectKind::Node, &self.read(&path)?, u64::MAX, &path).ok()?;
+                map.extend(node.fragments.into_iter().map(|f| (f.id, f)));
+                stack.extend(node.children.into_iter().map(|c| c.path));
+            }
+            return Some(map);
+        }
         for s in &m.segments {
             let bytes = self.read(&s.path)?;
             let seg: Segment = envelope::open(ObjectKind::Segment, &bytes, u64::MAX, &s.path).ok()?;
@@ -278,18 +294,31 @@ impl Lint<'_> {
         Some(map)
     }
 
-    /// Segments, data files and statistics of one version.
+    /// Segments or index nodes, data files and statistics of one version.
     fn objects(&mut self, v: u64, m: &Manifest) {
-        for s in &m.segments {
-            if !self.seen.insert(s.path.clone()) {
+        let tree = is_tree(m);
+        let mut stack: Vec<String> = m.segments.iter().map(|s| s.path.clone()).collect();
+        while let Some(path) = stack.pop() {
+            if !self.seen.insert(path.clone()) {
                 continue;
             }
-            if !placed(&s.path, "index/", ".tsi") {
-                self.fail("LAY-02", format!("segment {} is not under index/ with suffix .tsi", s.path));
-            }
-            let Some(bytes) = self.read(&s.path) else { continue };
-            let Some(seg) = self.envelope::<Segment>(ObjectKind::Segment, &s.path, &bytes) else { continue };
-            for f in &seg.fragments {
+            let fragments = if tree {
+                if !placed(&path, "index/", ".tsn") {
+                    self.fail("LAY-02", format!("index node {path} is not under index/ with suffix .tsn"));
+                }
+                let Some(bytes) = self.read(&path) else { continue };
+                let Some(node) = self.envelope::<IndexNode>(ObjectKind::Node, &path, &bytes) else { continue };
+                stack.extend(node.children.iter().map(|c| c.path.clone()));
+                node.fragments
+            } else {
+                if !placed(&path, "index/", ".tsi") {
+                    self.fail("LAY-02", format!("segment {path} is not under index/ with suffix .tsi"));
+                }
+                let Some(bytes) = self.read(&path) else { continue };
+                let Some(seg) = self.envelope::<Segment>(ObjectKind::Segment, &path, &bytes) else { continue };
+                seg.fragments
+            };
+            for f in &fragments {
                 for r in &f.files {
                     if !placed(&r.path, "data/", ".tsd") {
                         self.fail("LAY-02", format!("data file {} is not under data/ with suffix .tsd", r.path));
@@ -445,16 +474,22 @@ impl Lint<'_> {
     }
 }
 
-/// FLG-05 and FLG-08: no writer flag, and no reader flag but `ENCODED_IMAGES`, which a manifest
-/// of a schema with an `Encoded` column must set (a version without one may keep it).
+/// Whether a manifest indexes its version with a fragment tree `[FLG-09]`.
+fn is_tree(m: &Manifest) -> bool {
+    m.reader_flags & READER_FLAG_FRAGMENT_TREE != 0
+}
+
+/// FLG-05, FLG-08 and FLG-09: no writer flag, and no reader flag but `ENCODED_IMAGES`, which a
+/// manifest of a schema with an `Encoded` column must set (a version without one may keep it),
+/// and `FRAGMENT_TREE`.
 fn flags_problem(reader_flags: u64, writer_flags: u64, schema: &Schema) -> Option<String> {
-    let known = tessera::manifest::READER_FLAG_ENCODED_IMAGES;
+    let known = tessera::manifest::READER_FLAG_ENCODED_IMAGES | READER_FLAG_FRAGMENT_TREE;
     let required = tessera::manifest::required_reader_flags(schema);
     let bad = reader_flags & !known != 0 || writer_flags != 0 || required & !reader_flags != 0;
     bad.then(|| {
         format!(
-            "reader_flags {:#x}, writer_flags {:#x}; writers set no flag but ENCODED_IMAGES ({known:#x}), \
-             which this schema {} [FLG-08]",
+            "reader_flags {:#x}, writer_flags {:#x}; writers set no flag but ENCODED_IMAGES and FRAGMENT_TREE \
+             ({known:#x}), and ENCODED_IMAGES, which this schema {} [FLG-08]",
             reader_flags,
             writer_flags,
             if required == 0 { "does not need" } else { "needs" }

@@ -62,6 +62,9 @@ pub struct Dataset {
     manifest: Arc<Manifest>,
     manifest_crc32: u32,
     fragments: Arc<Vec<FragmentInfo>>,
+    /// Only the fragments holding a view's rows were loaded (a fragment tree read for a view,
+    /// VAL-19): reads of other rows are refused instead of answered wrongly.
+    partial: bool,
     limits: Limits,
     /// Opened data files and loaded deletion vectors, within a byte bound (shared by clones).
     cache: Arc<Mutex<Cache>>,
@@ -174,6 +177,7 @@ impl Dataset {
             manifest: Arc::new(manifest),
             manifest_crc32,
             fragments: Arc::new(fragments),
+            partial: false,
             limits,
             cache: Arc::new(Mutex::new(Cache::new(DEFAULT_CACHE_BYTES))),
         })
@@ -221,10 +225,44 @@ impl Dataset {
         &self.manifest.branch
     }
 
-    /// The fragments in row order.
+    /// The fragments in row order. For a dataset opened for a view of a version indexed by a
+    /// fragment tree ([`Dataset::open_view`], [`Dataset::is_partial`]), only the fragments that
+    /// hold the view's rows.
     #[must_use]
     pub fn fragments(&self) -> &[FragmentInfo] {
         &self.fragments
+    }
+
+    /// Whether only some fragments were loaded: a view of a version indexed by a fragment tree
+    /// reads only the nodes on the paths to its rows (SPEC VAL-19, TREE-07). Reads of rows
+    /// outside those fragments are `usage` errors; [`Dataset::checkout`] opens the whole version.
+    #[must_use]
+    pub fn is_partial(&self) -> bool {
+        self.partial
+    }
+
+    /// A dataset of some fragments of a version indexed by a fragment tree, found through it
+    /// (`fragments` ascending by first row, each holding a row the caller will read). Checks
+    /// SEG-06 on each `[VAL-19]`; the tree checked every node it read.
+    pub(crate) fn from_located(
+        store: Store,
+        manifest: Manifest,
+        manifest_crc32: u32,
+        fragments: Vec<FragmentInfo>,
+        limits: Limits,
+    ) -> Result<Self> {
+        for info in &fragments {
+            info.fragment.check_columns(&manifest.schema)?;
+        }
+        Ok(Self {
+            store,
+            manifest: Arc::new(manifest),
+            manifest_crc32,
+            fragments: Arc::new(fragments),
+            partial: true,
+            limits,
+            cache: Arc::new(Mutex::new(Cache::new(DEFAULT_CACHE_BYTES))),
+        })
     }
 
     /// The reader's limits.
@@ -313,6 +351,9 @@ impl Dataset {
     pub fn read_rows(&self, rows: Range<u64>, columns: Option<&[&str]>) -> Result<Batch> {
         if rows.start > rows.end || rows.end > self.row_count() {
             return Err(Error::usage(format!("rows {rows:?} outside 0..{}", self.row_count())));
+        }
+        if self.partial {
+            self.check_loaded(&rows)?;
         }
         let cols = self.project(columns)?;
         let mut out: Vec<ColumnData> = cols.iter().map(|c| ColumnData::for_column(c)).collect();
@@ -412,6 +453,24 @@ impl Dataset {
             live_index += 1;
         }
         Ok(out)
+    }
+
+    /// Checks that the loaded fragments of a partial dataset hold every row of `rows`.
+    fn check_loaded(&self, rows: &Range<u64>) -> Result<()> {
+        let mut next = rows.start;
+        let first = self.fragments.partition_point(|f| f.rows().end <= rows.start);
+        for info in &self.fragments[first..] {
+            if next >= rows.end || info.first_row > next {
+                break;
+            }
+            next = next.max(info.rows().end);
+        }
+        if next < rows.end {
+            return Err(Error::usage(format!(
+                "row {next} is not among the rows this dataset was opened for (a view's); open the whole version"
+            )));
+        }
+        Ok(())
     }
 
     /// Reads one row of the projected columns.
@@ -562,7 +621,7 @@ pub(crate) fn open_file(
 
 /// Finds (branch, version) for a request: one LIST for "latest" `[VER-02]`; a tag is read and
 /// checked `[REF-02]`.
-fn resolve(store: &Store, at: &At, limits: &Limits) -> Result<(String, u64)> {
+pub(crate) fn resolve(store: &Store, at: &At, limits: &Limits) -> Result<(String, u64)> {
     if let At::Version(0) | At::BranchVersion(_, 0) = at {
         return Err(Error::usage("version 0 does not exist: versions start at 1 [VER-03] [LAY-08]"));
     }

@@ -119,21 +119,29 @@ impl Dataset {
     /// # Errors
     /// `not_found` for an unknown tag, `invalid` if the manifest differs from the tagged one.
     pub fn open_tag(store: &Store, name: &str, limits: Limits) -> Result<Dataset> {
-        let tag = crate::dataset::read_tag(store, name, &limits)?;
-        let key = paths::tag_key(name);
-        if tag.target.version == 0 {
-            return Err(Error::invalid(&key, "tag targets version 0 [REF-02]"));
-        }
-        // A tag names a stored manifest exactly (no base resolution); a missing one means the
-        // dataset is damaged, not that the caller asked for something absent.
-        let (m, crc) = crate::dataset::load_manifest_exact(store, &tag.target.branch, tag.target.version, &limits)
-            .map_err(|e| match e {
-                Error::NotFound { .. } => Error::invalid(&key, "tagged version does not exist [REF-02]"),
-                other => other,
-            })?;
-        if crc != tag.manifest_crc32 {
-            return Err(Error::invalid(&key, "tagged manifest's CRC differs from the tag record [REF-02]"));
-        }
+        let (m, crc) = load_tagged_manifest(store, name, &limits)?;
         Dataset::from_manifest(store.clone(), m, crc, limits)
     }
+}
+
+/// Reads the tag record `name` and the manifest it names, checked as REF-02 requires; returns
+/// the manifest and the CRC of its object.
+pub(crate) fn load_tagged_manifest(store: &Store, name: &str, limits: &Limits) -> Result<(Manifest, u32)> {
+    let tag = crate::dataset::read_tag(store, name, limits)?;
+    let key = paths::tag_key(name);
+    if tag.target.version == 0 {
+        return Err(Error::invalid(&key, "tag targets version 0 [REF-02]"));
+    }
+    // A tag names a stored manifest exactly (no base resolution); a missing one means the
+    // dataset is damaged, not that the caller asked for something absent.
+    let (m, crc) = crate::dataset::load_manifest_exact(store, &tag.target.branch, tag.target.version, limits).map_err(
+        |e| match e {
+            Error::NotFound { .. } => Error::invalid(&key, "tagged version does not exist [REF-02]"),
+            other => other,
+        },
+    )?;
+    if crc != tag.manifest_crc32 {
+        return Err(Error::invalid(&key, "tagged manifest's CRC differs from the tag record [REF-02]"));
+    }
+    Ok((m, crc))
 }

@@ -278,6 +278,32 @@ impl FragmentTree {
         Ok(tree)
     }
 
+    /// Opens a version of a dataset lazily: resolves it and reads its manifest (with every
+    /// check of VAL-05 and VAL-06), then its root node, and nothing else. This is how a rank
+    /// starts on a dataset of any size: what it reads before its first lookup does not grow
+    /// with the number of fragments.
+    ///
+    /// # Errors
+    /// `usage` for a version indexed by a fragment log (open it with
+    /// [`crate::Dataset::open_at`]); as [`crate::Dataset::open_at`] otherwise.
+    pub fn open_at(store: &Store, at: &crate::dataset::At, limits: Limits) -> Result<(Manifest, Self)> {
+        let (manifest, _) = match at {
+            crate::dataset::At::Tag(name) => crate::refs::load_tagged_manifest(store, name, &limits)?,
+            _ => {
+                let (branch, version) = crate::dataset::resolve(store, at, &limits)?;
+                crate::dataset::load_manifest(store, &branch, version, &limits)?
+            }
+        };
+        let (branch, version) = (&manifest.branch, manifest.version);
+        if manifest.reader_flags & crate::manifest::READER_FLAG_FRAGMENT_TREE == 0 {
+            return Err(Error::usage(format!(
+                "{branch}@{version} indexes its fragments with a fragment log; open it with Dataset::open_at"
+            )));
+        }
+        let tree = Self::open(store, &manifest, limits)?;
+        Ok((manifest, tree))
+    }
+
     /// Keeps up to `bytes` of decoded nodes besides the root (default
     /// [`DEFAULT_NODE_CACHE_BYTES`]).
     #[must_use]

@@ -17,7 +17,8 @@ use crate::manifest::DataFileRef;
 pub struct Fault {
     /// The object key (data file or deletion vector).
     pub object: String,
-    /// The fragment whose reference led to the object.
+    /// The fragment whose reference led to the object (`u64::MAX` for a fault in the version's
+    /// index, found when a view's dataset reopens the whole version to verify it).
     pub fragment: u64,
     /// The column, when the fault is in one column's pages of a sound file.
     pub column: Option<String>,
@@ -38,6 +39,23 @@ impl Dataset {
     /// order; verification stops when `on_fault` returns [`ControlFlow::Break`]. Returns what
     /// was checked.
     pub fn verify_each(&self, mut on_fault: impl FnMut(Fault) -> ControlFlow<()>) -> VerifyReport {
+        if self.is_partial() {
+            // A view's dataset holds some fragments only: verify the whole version.
+            let whole = Dataset::from_manifest(
+                self.store().clone(),
+                self.manifest().clone(),
+                self.manifest_crc32(),
+                self.limits().clone(),
+            );
+            return match whole {
+                Ok(ds) => ds.verify_each(on_fault),
+                Err(error) => {
+                    let object = crate::paths::manifest_key(self.branch(), self.version());
+                    let _ = on_fault(Fault { object, fragment: u64::MAX, column: None, error });
+                    VerifyReport::default()
+                }
+            };
+        }
         let mut report = VerifyReport::default();
         for info in self.fragments() {
             if self.verify_fragment(info, &mut report, &mut on_fault).is_break() {

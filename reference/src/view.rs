@@ -744,7 +744,40 @@ impl Dataset {
     /// As [`Dataset::view`], and any error opening the version (VAL-07 onwards).
     pub fn open_view(store: &Store, name: &str, limits: Limits) -> Result<(Dataset, View)> {
         let (view, manifest, crc) = read_view(store, name, &limits)?;
-        let ds = Dataset::from_manifest(store.clone(), manifest, crc, limits)?;
+        if manifest.reader_flags & crate::manifest::READER_FLAG_FRAGMENT_TREE == 0 {
+            let ds = Dataset::from_manifest(store.clone(), manifest, crc, limits)?;
+            return Ok((ds, view));
+        }
+        // Reading some rows of a fragment tree reads only the nodes on the paths to them
+        // [VAL-19, TREE-07]: the fragments holding the view's rows, found one run at a time.
+        let tree = crate::tree::FragmentTree::open(store, &manifest, limits.clone())?;
+        let mut found: std::collections::BTreeMap<u64, crate::dataset::FragmentInfo> =
+            std::collections::BTreeMap::new();
+        let mut take = |row: u64, end: u64| -> Result<()> {
+            let mut row = row;
+            while row < end {
+                let info = match found.range(..=row).next_back() {
+                    Some((_, f)) if f.rows().contains(&row) => f.clone(),
+                    _ => tree.locate(row)?,
+                };
+                row = info.rows().end;
+                found.insert(info.first_row, info);
+            }
+            Ok(())
+        };
+        match &view.rows {
+            ViewRows::List(rows) => {
+                for &r in rows {
+                    take(r, r + 1)?;
+                }
+            }
+            ViewRows::Runs(runs) => {
+                for run in runs.runs() {
+                    take(run.start, run.start + run.len)?;
+                }
+            }
+        }
+        let ds = Dataset::from_located(store.clone(), manifest, crc, found.into_values().collect(), limits)?;
         Ok((ds, view))
     }
 }

@@ -377,3 +377,25 @@ fn manifest_for(root: Option<tessera::manifest::SegmentRef>, model: &BTreeMap<u6
         metadata: Vec::new(),
     }
 }
+
+/// A view of a tree version loads only the fragments holding its rows (VAL-19): it reads them,
+/// refuses rows it did not load instead of answering wrongly, and verifies the whole version.
+#[test]
+fn a_view_loads_only_its_fragments() {
+    let opts = tree_options();
+    let (store, mut ds) = create("memory://tree-view", &opts);
+    for i in 0..40i64 {
+        ds = ds.append(&ids(&[i]), "append", opts.clone()).unwrap();
+    }
+    ds.save_view_with("few", &[3, 17, 18], "SELECT * FROM t", &opts).unwrap();
+    let (view_ds, view) =
+        Dataset::open_view(&store, "few", Limits::default().with_max_segment_body(BODY_LIMIT)).unwrap();
+    assert!(view_ds.is_partial());
+    assert_eq!(view_ds.fragments().len(), 3);
+    assert_eq!(
+        tessera::dump::dump_view(&view_ds, &view).unwrap()["columns"]["id"],
+        dump_column(&ColumnData::from_scalars(&[3i64, 17, 18]))
+    );
+    assert_eq!(view_ds.read_rows(0..5, None).unwrap_err().class(), ErrorClass::Usage);
+    assert_eq!(view_ds.verify().unwrap().files, 40);
+}

@@ -9,6 +9,7 @@ use tessera::envelope::{self, ObjectKind};
 use tessera::tree::IndexNode;
 use tessera::{Column, ColumnData, DType, Dataset, IndexLayout, Schema, WriteOptions};
 
+use crate::case::Args;
 use crate::generate::Result;
 use crate::generate::data::{batch, loc};
 use crate::generate::emit::{Emitter, Spec};
@@ -89,6 +90,28 @@ fn edit_node(input: &Path, path: &[usize], f: impl FnOnce(&mut IndexNode)) -> Re
         m.segments[0].size = bytes.len() as u64;
         m.segments[0].crc32 = envelope::stored_crc(&bytes);
     })
+}
+
+/// [`three_levels`], then view `sel` of the latest version lists `rows`, then the stored CRC of
+/// the leaf under the root's second child (fragments 4 and 5, rows 7 to 10) is flipped, with no
+/// reference fixed: a reader that reads that leaf finds it differs from its reference (TREE-02).
+fn view_over_faulty_leaf(input: &Path, rows: &[u64]) -> Result<()> {
+    three_levels(input)?;
+    let mut clock = Clock::new();
+    let ds = Dataset::open(loc(input)?)?;
+    ds.save_view_with("sel", rows, "SELECT * FROM t", &clock.tick())?;
+    let store = Ds::new(input);
+    let root = root_node(&store)?;
+    let inner = node(&store, &root.children[1].path)?;
+    store.edit_raw(&inner.children[0].path, |b| {
+        if let Some(last) = b.last_mut() {
+            *last ^= 1;
+        }
+    })
+}
+
+fn view_args() -> Args {
+    Args { view: Some("sel".into()), ..Args::default() }
 }
 
 pub(in crate::generate) fn valid(em: &mut Emitter) -> Result<()> {
@@ -183,6 +206,17 @@ pub(in crate::generate) fn valid(em: &mut Emitter) -> Result<()> {
                 m.segments[0].crc32 = envelope::stored_crc(&bytes);
             })
         },
+    )?;
+    em.valid_unverified(
+        Spec::new(
+            "v-tree-0006-view-skips-a-faulty-subtree",
+            &["VAL-19", "TREE-07", "VAL-20"],
+            "the tree of v-tree-0001 with view sel of rows 0, 2, 4 (fragments 0 to 2, under the root's first \
+             child); the leaf under the root's second child differs from its reference (flipped CRC). Reading \
+             the view reads only the nodes on the paths to its rows, so it reads",
+        )
+        .with_args(view_args()),
+        |input| view_over_faulty_leaf(input, &[0, 2, 4]),
     )?;
     Ok(())
 }
@@ -421,6 +455,18 @@ pub(in crate::generate) fn reject(em: &mut Emitter) -> Result<()> {
             let ds = Ds::new(input);
             ds.edit_manifest(&ds.main()?, |m| m.segments.clear())
         },
+    )?;
+    em.reject(
+        Spec::new(
+            "n-tree-0018-view-through-a-faulty-leaf",
+            &["VAL-19", "TREE-02", "VAL-20"],
+            "as v-tree-0006, but view sel lists rows 0 and 9; row 9 lies in the leaf that differs from its \
+             reference, which the view read must read",
+        )
+        .with_args(view_args()),
+        "invalid",
+        "size or CRC differs",
+        |input| view_over_faulty_leaf(input, &[0, 9]),
     )?;
     em.reject(
         Spec::new(
