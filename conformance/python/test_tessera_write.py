@@ -382,7 +382,7 @@ class TreeTests(unittest.TestCase):
         old = self.nodes(before)
         old_root = old[before.segments[0].path]
         self.assertEqual((old_root.level, len(old_root.children)), (3, 1))
-        Writer(self.root).append({"id": scalar_rows("q", [60, 61])})
+        Writer(self.root).append({"id": scalar_rows("q", [80, 81])})
         m = open_manifest(st)
         nodes = self.nodes(m)
         root = nodes[m.segments[0].path]
@@ -391,7 +391,7 @@ class TreeTests(unittest.TestCase):
         d = dump(st, open_version(st))
         self.assertEqual([r["values"][0] for r in d["columns"]["id"]["rows"]],
                          ["0", "1", "10", "20", "21", "30", "31", "40", "41", "50", "51", "60",
-                          "61"])
+                          "61", "70", "71", "80", "81"])
 
 
 if __name__ == "__main__":

@@ -630,7 +630,7 @@ mod tests {
     }
 
     #[test]
-    fn the_encoded_images_flag_is_no_lint_problem() {
+    fn the_encoded_images_and_fragment_tree_flags_are_no_lint_problem() {
         use tessera::Dim::{Fixed, Ragged};
         use tessera::{Column, Compression, ImageLayout, Kind};
         let plain = Schema::new([Column::new("x", DType::U8, &[])]).unwrap();
@@ -642,7 +642,8 @@ mod tests {
         assert_eq!(flags_problem(1, 0, &image), None);
         assert_eq!(flags_problem(1, 0, &plain), None, "a version that no longer has the column may keep it");
         assert!(flags_problem(0, 0, &image).is_some());
-        assert!(flags_problem(2, 0, &plain).is_some());
+        assert_eq!(flags_problem(2, 0, &plain), None, "FRAGMENT_TREE is a flag writers may set [FLG-09]");
+        assert!(flags_problem(4, 0, &plain).is_some());
         assert!(flags_problem(1, 1, &image).is_some());
     }
 

@@ -781,7 +781,8 @@ impl TreeWriter<'_> {
     /// limit allows (inner nodes take two, so each level at least halves the node count and
     /// the tree stays shallow whatever the target); returns the group sizes.
     fn pack(&self, lens: &[u64], min_entries: usize, what: &dyn Fn(usize) -> String) -> Result<Vec<usize>> {
-        let mut groups = Vec::new();
+        // (entries, body bytes) of each group.
+        let mut groups: Vec<(usize, u64)> = Vec::new();
         let (mut n, mut used) = (0usize, NODE_FIXED);
         for (i, &len) in lens.iter().enumerate() {
             Error::check_limit(
@@ -790,16 +791,23 @@ impl TreeWriter<'_> {
                 NODE_FIXED + len,
             )?;
             if n > 0 && (used + len > self.max_body || (used + len > self.target && n >= min_entries)) {
-                groups.push(n);
+                groups.push((n, used));
                 (n, used) = (0, NODE_FIXED);
             }
             n += 1;
             used += len;
         }
         if n > 0 {
-            groups.push(n);
+            // A last group short of `min_entries` joins the one before where the limit allows
+            // [TREE-09].
+            match groups.last_mut() {
+                Some(prev) if n < min_entries && prev.1 + used - NODE_FIXED <= self.max_body => {
+                    *prev = (prev.0 + n, prev.1 + used - NODE_FIXED);
+                }
+                _ => groups.push((n, used)),
+            }
         }
-        Ok(groups)
+        Ok(groups.into_iter().map(|g| g.0).collect())
     }
 
     /// Seals and stores one node and returns its reference.

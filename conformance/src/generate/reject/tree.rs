@@ -29,14 +29,14 @@ fn schema() -> Result<Schema> {
     Ok(Schema::new([Column::new("id", DType::I64, &[])])?)
 }
 
-/// main@1 creates a dataset indexed by a fragment tree; main@2..=main@7 append two rows each
-/// (`id` 10·i, 10·i + 1: fragments 0 to 5); main@8 deletes row 3 (fragment 1 gets a deletion
+/// main@1 creates a dataset indexed by a fragment tree; main@2..=main@9 append two rows each
+/// (`id` 10·i, 10·i + 1: fragments 0 to 7); main@10 deletes row 3 (fragment 1 gets a deletion
 /// vector). With nodes of about 400 bytes the tree has three levels: a root (level 2) over two
-/// inner nodes (level 1) over three leaves of two fragments each.
+/// inner nodes (level 1) over four leaves of two fragments each.
 fn three_levels(input: &Path) -> Result<()> {
     let mut clock = Clock::new();
     let mut ds = Dataset::create(loc(input)?, schema()?, &tree(&mut clock))?;
-    for i in 0..6i64 {
+    for i in 0..8i64 {
         ds = ds.append(&ids(&[10 * i, 10 * i + 1])?, &format!("fragment {i}"), tree(&mut clock))?;
     }
     ds.delete_rows(&[3], "delete row 3", &tree(&mut clock))?;
@@ -93,7 +93,7 @@ fn edit_node(input: &Path, path: &[usize], f: impl FnOnce(&mut IndexNode)) -> Re
 }
 
 /// [`three_levels`], then view `sel` of the latest version lists `rows`, then the stored CRC of
-/// the leaf under the root's second child (fragments 4 and 5, rows 7 to 10) is flipped, with no
+/// the first leaf under the root's second child (fragments 4 and 5, rows 7 to 10) is flipped, with no
 /// reference fixed: a reader that reads that leaf finds it differs from its reference (TREE-02).
 fn view_over_faulty_leaf(input: &Path, rows: &[u64]) -> Result<()> {
     three_levels(input)?;
@@ -119,7 +119,7 @@ pub(in crate::generate) fn valid(em: &mut Emitter) -> Result<()> {
         Spec::new(
             "v-tree-0001-three-levels",
             &["TREE-01", "TREE-03", "TREE-04", "TREE-05", "TREE-06", "TREE-08", "TREE-09", "FLG-09", "VAL-20"],
-            "a fragment tree of three levels (root, two inner nodes, three leaves of two fragments); fragment 1 \
+            "a fragment tree of three levels (root, two inner nodes, four leaves of two fragments); fragment 1 \
              has a deletion vector, so its node references count 2 physical and 1 live row. The writer split \
              nodes of about 400 bytes, two entries each, as the tree grew",
         ),
@@ -212,7 +212,7 @@ pub(in crate::generate) fn valid(em: &mut Emitter) -> Result<()> {
             "v-tree-0006-view-skips-a-faulty-subtree",
             &["VAL-19", "TREE-07", "VAL-20"],
             "the tree of v-tree-0001 with view sel of rows 0, 2, 4 (fragments 0 to 2, under the root's first \
-             child); the leaf under the root's second child differs from its reference (flipped CRC). Reading \
+             child); a leaf under the root's second child differs from its reference (flipped CRC). Reading \
              the view reads only the nodes on the paths to its rows, so it reads",
         )
         .with_args(view_args()),
@@ -402,14 +402,14 @@ pub(in crate::generate) fn reject(em: &mut Emitter) -> Result<()> {
         Spec::new(
             "n-tree-0013-id-not-below-next-fragment-id",
             &["TREE-04", "VAL-20"],
-            "the manifest's next_fragment_id is 5, the id of the tree's last fragment",
+            "the manifest's next_fragment_id is 7, the id of the tree's last fragment",
         ),
         "invalid",
         "not below next_fragment_id",
         |input| {
             three_levels(input)?;
             let ds = Ds::new(input);
-            ds.edit_manifest(&ds.main()?, |m| m.next_fragment_id = 5)
+            ds.edit_manifest(&ds.main()?, |m| m.next_fragment_id = 7)
         },
     )?;
     em.reject(
@@ -433,7 +433,7 @@ pub(in crate::generate) fn reject(em: &mut Emitter) -> Result<()> {
         Spec::new(
             "n-tree-0015-fragment-lacks-a-column",
             &["SEG-06", "TREE-06", "VAL-20"],
-            "the last leaf's second fragment (id 5) reads column 0 from none of its files",
+            "the third leaf's second fragment (id 5) reads column 0 from none of its files",
         ),
         "invalid",
         "SEG-06",
@@ -446,7 +446,7 @@ pub(in crate::generate) fn reject(em: &mut Emitter) -> Result<()> {
         Spec::new(
             "n-tree-0016-no-root-but-rows",
             &["TREE-06", "MAN-06", "VAL-20"],
-            "the manifest sets FRAGMENT_TREE, lists no root and says it holds 11 rows",
+            "the manifest sets FRAGMENT_TREE, lists no root and says it holds 15 rows",
         ),
         "invalid",
         "MAN-06",
