@@ -234,3 +234,28 @@ fn bench_without_the_feature_says_how_to_get_it() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("--features bench"), "{err}");
 }
+
+/// `ingest --index tree` writes a fragment tree; `info` names the layout; a later append keeps
+/// it, and a log converts when asked.
+#[test]
+fn ingest_with_a_fragment_tree() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("train");
+    image_folder(&root, &["a", "b"], 2);
+    let ds = dir.path().join("ds");
+    ok(&["ingest", s(&ds), s(&root), "-q", "--index", "tree"]);
+    let info = json(&["info", s(&ds)]);
+    assert_eq!((info["index"]["layout"].as_str(), info["index"]["depth"].as_u64()), (Some("tree"), Some(1)), "{info}");
+    ok(&["ingest", "-d", s(&ds), s(&root), "-q"]);
+    assert_eq!(json(&["info", s(&ds)])["index"]["layout"], "tree", "a tree stays a tree");
+    assert!(ok(&["info", s(&ds)]).contains("fragment tree, 1 levels"));
+
+    let log = dir.path().join("log");
+    ok(&["ingest", s(&log), s(&root), "-q"]);
+    assert_eq!(json(&["info", s(&log)])["index"]["layout"], "log");
+    ok(&["ingest", "-d", s(&log), s(&root), "-q", "--index", "tree"]);
+    assert_eq!(json(&["info", s(&log)])["index"]["layout"], "tree", "a log converts when asked");
+    assert_eq!(json(&["info", s(&log)])["rows"], 8);
+    let bad = run(&["ingest", s(&log), s(&root), "-q", "--index", "btree"]);
+    assert_eq!(bad.status.code(), Some(2), "{}", String::from_utf8_lossy(&bad.stderr));
+}

@@ -62,6 +62,19 @@ pub enum IndexLayout {
     },
 }
 
+impl std::str::FromStr for IndexLayout {
+    type Err = Error;
+
+    /// `log`, or `tree` (nodes of [`crate::tree::DEFAULT_NODE_BYTES`]).
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "log" => Ok(Self::Log),
+            "tree" => Ok(Self::tree()),
+            other => Err(Error::usage(format!("index layout {other:?}: expected log or tree"))),
+        }
+    }
+}
+
 impl IndexLayout {
     /// A tree with nodes of the default size.
     #[must_use]

@@ -105,7 +105,8 @@ pub(crate) fn run(ctx: Ctx, args: &Args) -> CliResult<Exit> {
         emit_json(&json!({
             "dataset": location, "branch": ds.branch(), "version": ds.version(), "versions": versions,
             "timestamp_ms": m.timestamp_ms, "message": m.message, "rows": ds.row_count(),
-            "deleted_rows": deleted, "fragments": ds.fragments().len(), "data_files": files.len(),
+            "deleted_rows": deleted, "fragments": ds.fragments().len(), "index": index_json(&ds)?,
+            "data_files": files.len(),
             "bytes_files": file_bytes,
             "bytes_stored": (!args.no_sizes).then_some(total.stored),
             "bytes_raw": (!args.no_sizes).then_some(total.raw),
@@ -125,6 +126,11 @@ pub(crate) fn run(ctx: Ctx, args: &Args) -> CliResult<Exit> {
     }
     let _ =
         writeln!(s, " in {} fragments, {} data files ({})", ds.fragments().len(), files.len(), fmt_bytes(file_bytes));
+    let index = index_json(&ds)?;
+    let _ = match index["layout"].as_str() {
+        Some("tree") => writeln!(s, "index     fragment tree, {} levels", index["depth"]),
+        _ => writeln!(s, "index     fragment log, {} segments", index["segments"]),
+    };
     if !args.no_sizes {
         let _ = writeln!(
             s,
@@ -188,4 +194,14 @@ pub(crate) fn render_table(rows: &[Vec<String>], indent: &str) -> String {
         out += "\n";
     }
     out
+}
+
+/// How the version indexes its fragments: a log of segments, or a tree and its depth.
+fn index_json(ds: &tessera::Dataset) -> Result<serde_json::Value, crate::error::CliError> {
+    let m = ds.manifest();
+    if m.reader_flags & tessera::manifest::READER_FLAG_FRAGMENT_TREE == 0 {
+        return Ok(json!({"layout": "log", "segments": m.segments.len()}));
+    }
+    let tree = tessera::tree::FragmentTree::open(ds.store(), m, ds.limits().clone())?;
+    Ok(json!({"layout": "tree", "depth": tree.depth(), "fragments": tree.fragment_count()}))
 }

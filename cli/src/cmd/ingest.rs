@@ -101,6 +101,11 @@ pub(crate) struct Args {
     /// Target raw size of one data file (e.g. 64M, 512K).
     #[arg(long, default_value = "64M", value_name = "SIZE")]
     file_size: String,
+    /// How a new dataset indexes its fragments: `log` (readable by every 1.0 reader) or `tree`
+    /// (bounded index nodes: opening costs the same at any size; SPEC.md §8.3). Given when
+    /// appending, `tree` converts a log; a tree stays a tree.
+    #[arg(long, value_name = "LAYOUT")]
+    index: Option<String>,
     /// Name of the image column (image folders).
     #[arg(long, default_value = "image", value_name = "NAME")]
     image_column: String,
@@ -557,7 +562,8 @@ pub(crate) fn run(ctx: Ctx, mut args: Args) -> CliResult<Exit> {
             _ => None,
         },
     };
-    let options = WriteOptions { target_file_bytes, ..WriteOptions::default() };
+    let index = args.index.as_deref().map(str::parse::<tessera::IndexLayout>).transpose().map_err(CliError::from)?;
+    let options = WriteOptions { target_file_bytes, index: index.unwrap_or_default(), ..WriteOptions::default() };
     let mut sink = Sink {
         ctx,
         store,
