@@ -1,0 +1,382 @@
+//! `scale` (issue 26): what a rank reads, holds and waits for before its first batch, and what a
+//! one-fragment append writes, from 10^3 to 10^7 fragments (10^6 to 10^10 rows), for a version
+//! indexed by a fragment tree (SPEC.md §8.3) against one indexed by a fragment log (§8.2).
+//!
+//! ```text
+//! cargo run --release -p tessera-benches --bin scale -- [--json] [--max-fragments N]
+//!     [--rows-per-fragment R] [--latency-ms L] [--ranks 0,499,999] [--world 1000] [--batch 64]
+//!     [--log-max-fragments N] [--dir D]
+//! ```
+//!
+//! Each dataset is real metadata over one real data file: version 2 appends `R` rows normally,
+//! then version 3 lists `F` fragments that all reference that file (SPEC.md §8, the note after
+//! SEG-07, allows it), indexed by a tree of 256 KiB nodes or by a log of segments under
+//! 200 MiB (the log's best case: as few segments as the limit allows). So petabytes of rows need
+//! no petabytes of disk, and every metadata object is what a writer of that many fragments
+//! would store.
+//!
+//! Each rank is measured in a fresh process (`--measure`), through the request-counting store
+//! over `LinkStore` (every GET waits `L` ms, then its bytes' time on a 10 Gb/s link) over the
+//! local file system: it opens the latest version as a loader rank does (the log: every segment;
+//! the tree: the manifest and the root only) and finds the fragment of each row of its first
+//! global-shuffle batch (the rows the loader's order gives rank `r` of `world` at position
+//! `r·batch…`). It reports metadata requests, bytes and time to that point and its peak RSS.
+//! Data bytes are not read: the loader's lazy path is not built yet (see the closing note of
+//! issue 26), so neither time to the first *batch* nor steady-state samples/s is measured here.
+//!
+//! The append is one one-row commit through the counting store without latency, on a base
+//! opened beforehand (its opening is not counted): requests, bytes written and time, against the
+//! same commit on a dataset with one fragment.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use object_store::ObjectStore;
+use object_store::local::LocalFileSystem;
+use serde_json::{Value, json};
+use tessera::envelope::{self, ObjectKind};
+use tessera::manifest::{Fragment, Manifest, Segment, SegmentRef};
+use tessera::tree::{self, FragmentTree};
+use tessera::{At, Batch, Column, ColumnData, DType, Dataset, IndexLayout, Limits, Schema, Store, WriteOptions};
+use tessera_benches::counting::CountingStore;
+use tessera_benches::link::LinkStore;
+use tessera_benches::procfs::peak_rss;
+use tessera_loader::sampler::IndexShuffle;
+
+/// Segment bodies the log layout fills up to (under the 256 MiB limit).
+const LOG_SEGMENT_BYTES: usize = 200 << 20;
+/// The link's rate: 10 Gb/s.
+const LINK_BYTES_PER_SEC: f64 = 1.25e9;
+/// Key of the shuffle whose first batch the ranks look up.
+const SHUFFLE_KEY: u64 = 0x5CA1E;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Layout {
+    Tree,
+    Log,
+}
+
+impl Layout {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Tree => "tree",
+            Self::Log => "log",
+        }
+    }
+}
+
+struct Args {
+    json: bool,
+    max_fragments: u64,
+    log_max_fragments: u64,
+    rows_per_fragment: u64,
+    latency_ms: u64,
+    ranks: Vec<u64>,
+    world: u64,
+    batch: u64,
+    dir: Option<PathBuf>,
+}
+
+fn parse() -> Result<(Args, Option<(PathBuf, Layout, u64)>), String> {
+    let mut a = Args {
+        json: false,
+        max_fragments: 10_000_000,
+        log_max_fragments: 1_000_000,
+        rows_per_fragment: 1000,
+        latency_ms: 20,
+        ranks: vec![0, 499, 999],
+        world: 1000,
+        batch: 64,
+        dir: None,
+    };
+    let mut measure = None;
+    let mut it = std::env::args().skip(1);
+    let num = |v: Option<String>, what: &str| -> Result<u64, String> {
+        v.and_then(|s| s.parse().ok()).ok_or_else(|| format!("{what} needs a number"))
+    };
+    while let Some(arg) = it.next() {
+        match arg.as_str() {
+            "--json" => a.json = true,
+            "--max-fragments" => a.max_fragments = num(it.next(), &arg)?,
+            "--log-max-fragments" => a.log_max_fragments = num(it.next(), &arg)?,
+            "--rows-per-fragment" => a.rows_per_fragment = num(it.next(), &arg)?.max(1),
+            "--latency-ms" => a.latency_ms = num(it.next(), &arg)?,
+            "--world" => a.world = num(it.next(), &arg)?.max(1),
+            "--batch" => a.batch = num(it.next(), &arg)?.max(1),
+            "--ranks" => {
+                let v = it.next().ok_or("--ranks needs a list")?;
+                a.ranks =
+                    v.split(',').map(|s| s.parse().map_err(|_| format!("bad rank {s:?}"))).collect::<Result<_, _>>()?;
+            }
+            "--dir" => a.dir = Some(PathBuf::from(it.next().ok_or("--dir needs a path")?)),
+            "--measure" => {
+                let dir = PathBuf::from(it.next().ok_or("--measure needs a dir")?);
+                let layout = match it.next().as_deref() {
+                    Some("tree") => Layout::Tree,
+                    Some("log") => Layout::Log,
+                    other => return Err(format!("--measure DIR tree|log RANK, got {other:?}")),
+                };
+                measure = Some((dir, layout, num(it.next(), "--measure RANK")?));
+            }
+            "-h" | "--help" => {
+                println!(
+                    "scale [--json] [--max-fragments N] [--log-max-fragments N] [--rows-per-fragment R] \
+                     [--latency-ms L] [--ranks a,b,c] [--world W] [--batch B] [--dir D]"
+                );
+                std::process::exit(0);
+            }
+            other => return Err(format!("unknown argument {other:?}")),
+        }
+    }
+    Ok((a, measure))
+}
+
+fn schema() -> Schema {
+    Schema::new([Column::new("id", DType::I64, &[])]).expect("a valid schema")
+}
+
+fn options(layout: Layout) -> WriteOptions {
+    let index = match layout {
+        Layout::Tree => IndexLayout::tree(),
+        Layout::Log => IndexLayout::Log,
+    };
+    WriteOptions { timestamp_ms: Some(0), writer_id: Some([5; 16]), index, ..WriteOptions::default() }
+}
+
+fn rows(start: i64, n: u64) -> Batch {
+    let n = i64::try_from(n).expect("rows fit i64");
+    Batch::new().with("id", ColumnData::from_scalars(&(start..start + n).collect::<Vec<_>>())).expect("a batch")
+}
+
+/// Writes the dataset of `fragments` fragments of `per` rows each at `dir`; returns the index
+/// bytes written and the seconds it took.
+fn build(dir: &Path, layout: Layout, fragments: u64, per: u64) -> (u64, f64) {
+    let t = Instant::now();
+    std::fs::create_dir_all(dir).expect("dataset dir");
+    let fs = LocalFileSystem::new_with_prefix(dir).expect("local store").with_fsync(false);
+    let store = Store::from_object_store(Arc::new(fs), "", true);
+    let v1 = Dataset::create_in(&store, schema(), &options(layout)).expect("create");
+    let v2 = v1.append(&rows(0, per), "one real data file", options(layout)).expect("append");
+    let template = (*v2.fragments()[0].fragment).clone();
+    let all: Vec<Fragment> = (0..fragments).map(|id| Fragment { id, ..template.clone() }).collect();
+    let limits = Limits::default();
+    let (segments, index_bytes) = match layout {
+        Layout::Tree => {
+            let w = tree::apply(&store, None, &[], &all, &schema(), tree::DEFAULT_NODE_BYTES, &limits).expect("tree");
+            (w.root.into_iter().collect::<Vec<_>>(), w.bytes_written)
+        }
+        Layout::Log => {
+            let entry = envelope::encode_body(&template).expect("encode").len().max(1);
+            let per_segment = (LOG_SEGMENT_BYTES / entry).max(1);
+            let mut refs = Vec::new();
+            let mut bytes = 0u64;
+            for chunk in all.chunks(per_segment) {
+                let seg = Segment { fragments: chunk.to_vec(), removed: Vec::new() };
+                let sealed = envelope::seal(ObjectKind::Segment, &seg).expect("seal");
+                let key = tessera::paths::content_key(tessera::paths::INDEX_DIR, "tsi", &sealed);
+                bytes += sealed.len() as u64;
+                refs.push(SegmentRef {
+                    path: key.clone(),
+                    size: sealed.len() as u64,
+                    crc32: envelope::stored_crc(&sealed),
+                    fragment_count: chunk.len() as u64,
+                    row_count: chunk.len() as u64 * per,
+                });
+                store.put_if_absent(&key, sealed.into()).expect("put segment");
+            }
+            (refs, bytes)
+        }
+    };
+    let base = v2.manifest();
+    let m = Manifest {
+        version: 3,
+        parent: Some(base.version_ref()),
+        message: format!("{fragments} fragments"),
+        next_fragment_id: fragments,
+        row_count: fragments * per,
+        segments,
+        ..base.clone()
+    };
+    let sealed = envelope::seal(ObjectKind::Manifest, &m).expect("seal manifest");
+    store.put_if_absent(&tessera::paths::manifest_key("main", 3), sealed.into()).expect("put manifest");
+    (index_bytes, t.elapsed().as_secs_f64())
+}
+
+/// One rank's start, in this process: open, then find the fragment of every row of its first
+/// batch. Prints one JSON object.
+fn measure(dir: &Path, layout: Layout, rank: u64, a: &Args) {
+    let fs: Arc<dyn ObjectStore> =
+        Arc::new(LocalFileSystem::new_with_prefix(std::fs::canonicalize(dir).expect("dir")).expect("local store"));
+    let link = Arc::new(LinkStore::new(fs, Duration::from_millis(a.latency_ms), LINK_BYTES_PER_SEC));
+    let counter = Arc::new(CountingStore::new(link));
+    let counts = counter.counts.clone();
+    let store = Store::from_object_store(counter, "", true);
+    let rss0 = peak_rss();
+    let t = Instant::now();
+    let mut located = Vec::new();
+    let (total_rows, open_s, open_counts) = match layout {
+        Layout::Tree => {
+            let (_, tree) = FragmentTree::open_at(&store, &At::Latest, Limits::default()).expect("open tree");
+            let open_s = t.elapsed().as_secs_f64();
+            let open_counts = counts.snapshot();
+            let n = tree.row_count();
+            let shuffle = IndexShuffle::new(n, SHUFFLE_KEY);
+            for p in rank * a.batch..(rank + 1) * a.batch {
+                located.push(tree.locate(shuffle.apply(p % n)).expect("locate").fragment.id);
+            }
+            (n, open_s, open_counts)
+        }
+        Layout::Log => {
+            let ds = Dataset::open_at(&store, &At::Latest, Limits::default()).expect("open log");
+            let open_s = t.elapsed().as_secs_f64();
+            let open_counts = counts.snapshot();
+            let n = ds.row_count();
+            let shuffle = IndexShuffle::new(n, SHUFFLE_KEY);
+            let frags = ds.fragments();
+            for p in rank * a.batch..(rank + 1) * a.batch {
+                let row = shuffle.apply(p % n);
+                let i = frags.partition_point(|f| f.rows().end <= row);
+                located.push(frags[i].fragment.id);
+            }
+            (n, open_s, open_counts)
+        }
+    };
+    let first_s = t.elapsed().as_secs_f64();
+    let c = counts.snapshot();
+    let out = json!({
+        "layout": layout.name(), "rank": rank, "rows": total_rows,
+        "open_s": open_s, "open_requests": open_counts[0] + open_counts[4], "open_bytes": open_counts[1],
+        "first_batch_lookup_s": first_s,
+        "requests_before_first_batch": c[0] + c[4], "metadata_bytes_before_first_batch": c[1],
+        "peak_rss_mb": peak_rss().max(rss0) as f64 / 1e6,
+        "fragments_located": located.len(),
+    });
+    println!("{out}");
+}
+
+/// The one-row append on the dataset at `dir`: requests, bytes written and time of the commit.
+fn append(dir: &Path, layout: Layout) -> Value {
+    let fs: Arc<dyn ObjectStore> = Arc::new(
+        LocalFileSystem::new_with_prefix(std::fs::canonicalize(dir).expect("dir")).expect("local").with_fsync(false),
+    );
+    let counter = Arc::new(CountingStore::new(fs));
+    let counts = counter.counts.clone();
+    let store = Store::from_object_store(counter, "", true);
+    let mut samples = Vec::new();
+    for i in 0..3 {
+        let base = Dataset::open_at(&store, &At::Latest, Limits::default()).expect("open base");
+        let before = counts.snapshot();
+        let t = Instant::now();
+        base.append(&rows(-1 - i, 1), "one more fragment", options(layout)).expect("append");
+        let s = t.elapsed().as_secs_f64();
+        let after = counts.snapshot();
+        samples.push((s, std::array::from_fn::<u64, 5, _>(|k| after[k] - before[k])));
+    }
+    samples.sort_by(|x, y| x.0.total_cmp(&y.0));
+    let (s, c) = samples[1];
+    json!({"commit_s": s, "commit_gets": c[0], "commit_puts": c[2], "commit_bytes_written": c[3]})
+}
+
+fn run_rank(dir: &Path, layout: Layout, rank: u64, a: &Args) -> Value {
+    let exe = std::env::current_exe().expect("own path");
+    let out = std::process::Command::new(exe)
+        .args(["--measure", &dir.to_string_lossy(), layout.name(), &rank.to_string()])
+        .args(["--latency-ms", &a.latency_ms.to_string(), "--batch", &a.batch.to_string()])
+        .output()
+        .expect("run a rank");
+    assert!(out.status.success(), "rank {rank}: {}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(String::from_utf8_lossy(&out.stdout).trim().as_bytes()).expect("rank json")
+}
+
+fn main() {
+    let (a, measuring) = match parse() {
+        Ok(x) => x,
+        Err(e) => {
+            eprintln!("scale: {e}");
+            std::process::exit(2);
+        }
+    };
+    if let Some((dir, layout, rank)) = measuring {
+        measure(&dir, layout, rank, &a);
+        return;
+    }
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let root = a.dir.clone().unwrap_or_else(|| tmp.path().to_path_buf());
+    let mut sizes = Vec::new();
+    let mut f = 1000u64;
+    while f <= a.max_fragments {
+        sizes.push(f);
+        f *= 10;
+    }
+    let fresh: Vec<(Layout, f64)> = [Layout::Tree, Layout::Log]
+        .into_iter()
+        .map(|layout| {
+            let dir = root.join(format!("fresh-{}", layout.name()));
+            build(&dir, layout, 1, a.rows_per_fragment);
+            let v = append(&dir, layout);
+            (layout, v["commit_s"].as_f64().unwrap_or(f64::NAN))
+        })
+        .collect();
+    let mut rows_out: Vec<Value> = Vec::new();
+    for &fragments in &sizes {
+        for layout in [Layout::Tree, Layout::Log] {
+            if layout == Layout::Log && fragments > a.log_max_fragments {
+                continue;
+            }
+            let dir = root.join(format!("{}-{fragments}", layout.name()));
+            let (index_bytes, build_s) = build(&dir, layout, fragments, a.rows_per_fragment);
+            let ranks: Vec<Value> = a.ranks.iter().map(|&r| run_rank(&dir, layout, r % a.world, &a)).collect();
+            let worst = |k: &str| ranks.iter().filter_map(|r| r[k].as_f64()).fold(0.0, f64::max);
+            let commit = append(&dir, layout);
+            let fresh_s = fresh.iter().find(|(l, _)| *l == layout).map_or(f64::NAN, |x| x.1);
+            let row = json!({
+                "layout": layout.name(), "fragments": fragments, "rows": fragments * a.rows_per_fragment,
+                "index_bytes": index_bytes, "build_s": build_s, "latency_ms": a.latency_ms,
+                "open_s_max": worst("open_s"), "first_batch_lookup_s_max": worst("first_batch_lookup_s"),
+                "requests_before_first_batch_max": worst("requests_before_first_batch"),
+                "metadata_bytes_before_first_batch_max": worst("metadata_bytes_before_first_batch"),
+                "peak_rss_mb_max": worst("peak_rss_mb"),
+                "append": commit, "append_commit_ratio": commit["commit_s"].as_f64().unwrap_or(f64::NAN) / fresh_s,
+                "ranks": ranks,
+            });
+            if a.json {
+                println!("{row}");
+            } else {
+                println!(
+                    "{:<4} {:>9} fragments {:>12} rows: open {:>7.3} s, first-batch lookups {:>7.3} s, {:>5} requests, \
+                     {:>11} B metadata, peak RSS {:>8.1} MB; append {:>6.3} s ({:.2}x fresh), {:>8} B written",
+                    layout.name(),
+                    fragments,
+                    fragments * a.rows_per_fragment,
+                    worst("open_s"),
+                    worst("first_batch_lookup_s"),
+                    worst("requests_before_first_batch"),
+                    worst("metadata_bytes_before_first_batch"),
+                    worst("peak_rss_mb"),
+                    commit["commit_s"].as_f64().unwrap_or(f64::NAN),
+                    row["append_commit_ratio"].as_f64().unwrap_or(f64::NAN),
+                    commit["commit_bytes_written"],
+                );
+            }
+            rows_out.push(row);
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+    }
+    let trees: Vec<&Value> = rows_out.iter().filter(|r| r["layout"] == "tree").collect();
+    let (Some(first), Some(last)) = (trees.first(), trees.last()) else { return };
+    let rss = |r: &Value| r["peak_rss_mb_max"].as_f64().unwrap_or(f64::NAN);
+    let summary = json!({"summary": {
+        "layout": "tree",
+        "rows_max": last["rows"], "fragments_max": last["fragments"],
+        "rss_over_budget_mb_at_max": null,
+        "peak_rss_mb_at_max": rss(last),
+        "rss_growth_1e6_to_max": rss(last) / rss(first),
+        "first_batch_s_at_max": null,
+        "first_batch_lookup_s_at_max": last["first_batch_lookup_s_max"],
+        "requests_before_first_batch_at_max": last["requests_before_first_batch_max"],
+        "append_commit_ratio_at_max": last["append_commit_ratio"],
+        "append_commit_bytes_at_max": last["append"]["commit_bytes_written"],
+    }});
+    println!("{summary}");
+}
