@@ -24,8 +24,11 @@
 //! **Entries.** `<cache_dir>/<hash of the dataset location>/<file>.<hash of key>.<block>.tc`:
 //! a header (magic, block and chunk sizes, the object key and block index, the data length,
 //! a CRC-32 per 16 KiB chunk, the header's own CRC-32), then the block's bytes. A read checks
-//! the header, the file's length, and the CRCs of the chunks it touches; a mismatch drops the
-//! entry and fetches the block again ([`CacheStats::corrupt`]). Bytes that fail the format's
+//! the header and the file's length, then what it reads: a page the loader wants whole (with
+//! checksums on) by that page's own CRC-32 from the data file's footer, which it needs checked
+//! anyway (one pass, end to end), anything else (rows read alone, index blocks, a page across
+//! two blocks) by the entry's CRCs of the chunks it touches. A mismatch drops the entry and
+//! fetches the block again ([`CacheStats::corrupt`]). Bytes that fail the format's
 //! own page checksum after coming from the cache are fetched once more from the store,
 //! replacing the entry; a block whose wanted pages fail their checksum as they arrive from
 //! the store is served but not kept.
@@ -33,8 +36,10 @@
 //! **Sharing between processes.** Readers open committed entries only: a download is written
 //! to `<entry>.tmp` and renamed into place once complete, so no reader sees a partial entry
 //! (no fsync: after a power loss an entry whose bytes were lost fails its checksums and is
-//! fetched again). A download holds `<entry>.lock` with `flock`, so one process (or thread)
-//! fetches a block while the others wait for it and then read the entry; the kernel releases
+//! fetched again). A download holds `<entry>.lock` with `flock`, so one process fetches a
+//! block while the others poll the lock (1 to 10 ms apart) and then read the entry; the
+//! threads of one process queue for a block on an in-process async mutex first, so they
+//! neither poll nor fetch it twice. The kernel releases
 //! the lock of a process that dies, and the next one overwrites its temporary file. A lock
 //! file is removed by its owner while it holds it; whoever then locks the removed file sees
 //! that the path names another file and tries again.
@@ -46,8 +51,9 @@
 //! second per entry) down to 7/8 of the bound, recounting the sum on the way, so that it
 //! never drifts. Committed entries therefore stay within the bound; temporary files of
 //! downloads in flight (one block each) come on top, and files of a dead process's download
-//! are removed by the next scan. Each process keeps up to 128 entries open, so up to
-//! 128 MiB of evicted entries' disk space can stay allocated until it drops them.
+//! are removed by the next scan. Each process keeps up to 512 entries open with their
+//! headers parsed (reopening one costs about as much as reading a sample from it), so up to
+//! 512 MiB of entries evicted by other processes can stay allocated until it drops them.
 //!
 //! **Failures.** An unusable directory (not creatable or not writable, no `flock`) is a
 //! [`LoaderError::Config`] when the loader opens. Later failures of the cache itself (a full
@@ -84,15 +90,17 @@ const ENTRY_FORMAT: u32 = 1;
 /// Header bytes besides the key and the chunk CRCs: magic, format, block bytes, chunk bytes,
 /// key length, block index, data length, chunk count, header CRC.
 const HEADER_FIXED: usize = 8 + 4 + 4 + 4 + 4 + 8 + 8 + 4 + 4;
-/// Entries each process keeps open, with their parsed headers.
-const OPEN_ENTRIES: NonZeroUsize = NonZeroUsize::new(128).unwrap();
+/// Entries each process keeps open, with their parsed headers (with the local source's 256
+/// files, well within the usual limit of 1024 open files).
+const OPEN_ENTRIES: NonZeroUsize = NonZeroUsize::new(512).unwrap();
 /// A read sets an entry's modification time (its LRU age) at most this often.
 const TOUCH_EVERY: Duration = Duration::from_secs(1);
-/// Buffered bytes of an entry being written.
-const WRITE_BUFFER: usize = 256 << 10;
+/// Buffered bytes of an entry being written (below glibc's mmap threshold: no page faults
+/// for a buffer per download).
+const WRITE_BUFFER: usize = 64 << 10;
 /// The waits between tries of a lock another process holds.
 const LOCK_POLL_FIRST: Duration = Duration::from_millis(1);
-const LOCK_POLL_MAX: Duration = Duration::from_millis(50);
+const LOCK_POLL_MAX: Duration = Duration::from_millis(10);
 const LEDGER: &str = "usage";
 const ENTRY_SUFFIX: &str = ".tc";
 const LOCK_SUFFIX: &str = ".lock";
@@ -368,8 +376,29 @@ pub(crate) struct DiskCache {
     /// `root/usage`; the mutex orders this process's threads, `flock` the processes.
     ledger: Mutex<File>,
     open: Mutex<lru::LruCache<String, Arc<OpenEntry>>>,
+    /// Per entry some thread of this process is fetching (or waiting to), its queue.
+    fetching: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     counters: Counters,
     warned: AtomicBool,
+}
+
+/// This thread's turn at fetching an entry within the process ([`DiskCache::turn`]).
+struct Turn<'c> {
+    cache: &'c DiskCache,
+    name: String,
+    queue: Arc<tokio::sync::Mutex<()>>,
+    held: Option<tokio::sync::OwnedMutexGuard<()>>,
+}
+
+impl Drop for Turn<'_> {
+    fn drop(&mut self) {
+        self.held = None;
+        let mut fetching = self.cache.fetching.lock().unwrap_or_else(PoisonError::into_inner);
+        // The map's reference and ours: nobody else queues (they clone under this lock).
+        if Arc::strong_count(&self.queue) == 2 {
+            fetching.remove(&self.name);
+        }
+    }
 }
 
 impl DiskCache {
@@ -407,6 +436,7 @@ impl DiskCache {
             bound,
             ledger: Mutex::new(ledger),
             open: Mutex::new(open),
+            fetching: Mutex::new(HashMap::new()),
             counters: Counters::default(),
             warned: AtomicBool::new(false),
         })
@@ -614,6 +644,9 @@ impl DiskCache {
         if !job.force && matches!(self.read(&name, &path, job, false)?, Looked::Hit) {
             return Ok(());
         }
+        // This process's threads queue for the block without polling; the lock file then
+        // orders the processes.
+        let _turn = self.turn(&name).await;
         let lock = match EntryLock::take(&self.dir.join(format!("{name}{LOCK_SUFFIX}")), stopped).await {
             Ok(Some(lock)) => Some(lock),
             Ok(None) => return Err(Attempt::Fatal(LoaderError::Stopped)),
@@ -771,6 +804,17 @@ impl DiskCache {
         Ok(Some(entry))
     }
 
+    /// Waits until no other thread of this process is fetching entry `name`, and holds that
+    /// turn until dropped.
+    async fn turn(&self, name: &str) -> Turn<'_> {
+        let queue = {
+            let mut fetching = self.fetching.lock().unwrap_or_else(PoisonError::into_inner);
+            fetching.entry(name.to_string()).or_default().clone()
+        };
+        let held = Some(queue.clone().lock_owned().await);
+        Turn { cache: self, name: name.to_string(), queue, held }
+    }
+
     /// Closes entry `name` if this process has it open.
     fn forget(&self, name: &str) {
         self.open.lock().unwrap_or_else(PoisonError::into_inner).pop(name);
@@ -877,10 +921,20 @@ fn write_ledger(file: &File, used: u64) -> io::Result<()> {
     file.write_all_at(&b, 0)
 }
 
-/// Reads the pieces of a block from its entry, checking the CRC of every chunk they touch.
-/// `Ok(false)` on a mismatch.
+/// Reads the pieces of a block from its entry and checks them: a whole stored page by its
+/// own CRC-32 from the data file's footer (one pass, end to end; the piece is then
+/// `verified`), anything else by the entry's CRCs of every chunk it touches. `Ok(false)` on
+/// a mismatch.
 fn read_pieces(entry: &OpenEntry, pieces: &mut [Dest<'_>]) -> io::Result<bool> {
     let h = &entry.header;
+    for p in pieces.iter_mut().filter(|p| p.check.is_some()) {
+        entry.file.read_exact_at(p.buf, h.len + p.off)?;
+        p.landed();
+        if !p.verified {
+            return Ok(false);
+        }
+    }
+    let mut pieces: Vec<&mut Dest<'_>> = pieces.iter_mut().filter(|p| p.check.is_none()).collect();
     let mut i = 0;
     while i < pieces.len() {
         // A run: pieces that share chunks, read and checked together.
@@ -895,7 +949,7 @@ fn read_pieces(entry: &OpenEntry, pieces: &mut [Dest<'_>]) -> io::Result<bool> {
         let want =
             h.crcs.get(first as usize..end as usize).ok_or_else(|| io::Error::other("chunk outside the entry"))?;
         let sound = if j == i + 1 {
-            read_one(entry, &span, &mut pieces[i], want)?
+            read_one(entry, &span, pieces[i], want)?
         } else {
             read_run(entry, &span, &mut pieces[i..j], want)?
         };
@@ -928,7 +982,12 @@ fn read_one(entry: &OpenEntry, span: &std::ops::Range<u64>, piece: &mut Dest<'_>
 }
 
 /// Pieces sharing chunks: their span read once, checked, and copied out.
-fn read_run(entry: &OpenEntry, span: &std::ops::Range<u64>, pieces: &mut [Dest<'_>], want: &[u32]) -> io::Result<bool> {
+fn read_run(
+    entry: &OpenEntry,
+    span: &std::ops::Range<u64>,
+    pieces: &mut [&mut Dest<'_>],
+    want: &[u32],
+) -> io::Result<bool> {
     SCRATCH.with(|s| {
         let mut bytes = s.borrow_mut();
         bytes.resize((span.end - span.start) as usize, 0);
