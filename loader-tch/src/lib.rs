@@ -82,7 +82,7 @@ pub mod transform;
 pub use batch::{Batch, ColumnTensors};
 pub use error::{LoaderError, Result};
 pub use loader::{EpochIter, Loader, loader_device, tch_device};
-pub use tessera_loader::IoStats;
+pub use tessera_loader::{CacheStats, DiskCacheConfig, IoStats};
 /// Host-side augmentation by the loader's own threads (`LoaderConfig::with_transform`),
 /// before a batch becomes tensors; [`transform`] holds the tensor ops that run on the
 /// batch's device after delivery.

@@ -1,5 +1,6 @@
 //! Loader configuration, and rank/world discovery from torchrun's environment variables.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use tessera::{At, Limits};
@@ -94,6 +95,18 @@ impl RaggedOptions {
     pub fn layout_of(&self, name: &str) -> RaggedLayout {
         self.columns.iter().rev().find(|(n, _)| n == name).map_or(self.layout, |&(_, l)| l)
     }
+}
+
+/// A node-local disk cache of the data-file bytes read from an object store
+/// ([`LoaderConfig::with_cache_dir`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DiskCacheConfig {
+    /// The cache directory, shared by every loader (process, rank) of the node that names it;
+    /// created if missing. Best on a local file system (the cache relies on `flock`).
+    pub dir: PathBuf,
+    /// The most bytes of cached entries the directory holds, whatever the datasets (at least
+    /// 4 MiB); the least recently used are evicted beyond it.
+    pub max_bytes: u64,
 }
 
 /// Rank and world size of a data-parallel job.
@@ -241,6 +254,10 @@ pub struct LoaderConfig {
     /// Per-column augmentation, run on the filling threads into the batch slots
     /// ([`Transform`]; at most one entry per column). Checked when the loader opens.
     pub transforms: Vec<ColumnTransform>,
+    /// Object stores: keep the data-file bytes read in a node-local disk cache, so later
+    /// epochs (and the other ranks of the node) read them from disk. `None` (the default)
+    /// reads the store every epoch. A local dataset directory never uses it.
+    pub disk_cache: Option<DiskCacheConfig>,
 }
 
 impl LoaderConfig {
@@ -272,6 +289,7 @@ impl LoaderConfig {
             limits: Limits::default(),
             u64_as_i64_bits: false,
             transforms: Vec::new(),
+            disk_cache: None,
         }
     }
 
@@ -295,6 +313,26 @@ impl LoaderConfig {
         let column = column.into();
         self.transforms.retain(|t| t.column != column);
         self.transforms.push(ColumnTransform { column, ops: ops.into_iter().collect() });
+        self
+    }
+
+    /// Caches the data-file bytes read from an object store in directory `dir`, at most
+    /// `max_bytes` of them (least recently used evicted first). The ranks of a node share
+    /// one directory safely: each block of a file is fetched once, and a reader never sees a
+    /// partial or corrupt entry. A local dataset directory does not use the cache (its files
+    /// are local already). An unusable directory fails [`Loader::open`](crate::Loader::open)
+    /// with [`LoaderError::Config`]; see [`IoStats::cache`](crate::IoStats::cache) for hits,
+    /// misses and evictions.
+    ///
+    /// ```
+    /// use tessera_loader::LoaderConfig;
+    ///
+    /// let config = LoaderConfig::new("s3://bucket/ds").with_cache_dir("/local/nvme/tessera-cache", 200 << 30);
+    /// assert_eq!(config.disk_cache.unwrap().max_bytes, 200 << 30);
+    /// ```
+    #[must_use]
+    pub fn with_cache_dir(mut self, dir: impl Into<PathBuf>, max_bytes: u64) -> Self {
+        self.disk_cache = Some(DiskCacheConfig { dir: dir.into(), max_bytes });
         self
     }
 
@@ -394,6 +432,15 @@ impl LoaderConfig {
         if self.view.is_some() && self.at != At::Latest {
             return bad("a view pins its own version: leave `at` unset when `view` is set");
         }
+        if let Some(c) = &self.disk_cache
+            && c.max_bytes < crate::disk_cache::MIN_CACHE_BYTES
+        {
+            return Err(LoaderError::config(format!(
+                "the disk cache's max_bytes ({}) must be at least {} (four cache blocks)",
+                c.max_bytes,
+                crate::disk_cache::MIN_CACHE_BYTES
+            )));
+        }
         if let ShuffleMode::Block { window_fragments: 0 } = self.shuffle {
             return bad("block shuffle needs window_fragments >= 1");
         }
@@ -457,6 +504,7 @@ mod tests {
             ok.clone().with_columns(&["a", "a"]),
             LoaderConfig { prefetch_batches: 1, ..ok.clone() },
             LoaderConfig { at: At::Version(2), ..ok.clone().with_view("v") },
+            ok.clone().with_cache_dir("/tmp/c", 1 << 20),
         ] {
             assert!(c.validate().is_err());
         }

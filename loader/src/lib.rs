@@ -120,6 +120,14 @@
 //! reports use and the high-water mark per [`MemoryUse`]. Backpressure: a bounded pool of
 //! batch buffers and a bounded channel.
 //!
+//! ## Node-local disk cache
+//! [`LoaderConfig::with_cache_dir`] keeps the data-file bytes read from an object store in a
+//! local directory within a byte bound, in 1 MiB blocks of each file, so epoch 2 onwards
+//! reads local disk; the ranks of a node share the directory (one download per block, no
+//! partial entry ever read, a corrupt entry dropped and fetched again, least recently used
+//! entries evicted). [`IoStats::cache`] counts hits, misses, bytes and evictions. Local
+//! dataset directories do not use it.
+//!
 //! ## Failures
 //! Transient storage errors are retried with exponential backoff and jitter
 //! ([`RetryPolicy`]). A checksum or decode failure is an error, unless
@@ -129,7 +137,7 @@
 //!
 //! ## Modules
 //! `config` (settings, torchrun env), [`sampler`] (order), `source` (local/object reads,
-//! retries), `pipeline` (an epoch's worker threads, batch claims, in-order hand-over, memory
+//! retries), `disk_cache` (the node-local cache of object-store data-file blocks), `pipeline` (an epoch's worker threads, batch claims, in-order hand-over, memory
 //! shares), `fill` (one batch's buffers from pages: local and object-store reads, the
 //! block-shuffle window, the page cache), `window` (block-shuffle cache), `catalog` (row →
 //! page index, through the reference's `ChunkIndex`), `assemble` (layout, padding), `pool`
@@ -144,6 +152,7 @@ pub mod buffer;
 mod catalog;
 mod config;
 mod depth;
+mod disk_cache;
 mod error;
 mod fill;
 mod flight;
@@ -160,7 +169,8 @@ pub use assemble::Elem;
 pub use batch::{HostBatch, HostColumn, SkippedSample};
 pub use buffer::{AlignedAllocator, AlignedBuffer, BUFFER_ALIGN, BufferAllocator, HostBuffer};
 pub use catalog::{version_id, view_id};
-pub use config::{Device, DistEnv, LoaderConfig, RaggedLayout, RaggedOptions, RetryPolicy};
+pub use config::{Device, DiskCacheConfig, DistEnv, LoaderConfig, RaggedLayout, RaggedOptions, RetryPolicy};
+pub use disk_cache::CacheStats;
 pub use error::{LoaderError, Result};
 pub use loader::{EpochIter, Loader};
 pub use memory::{MemoryStats, MemoryUse, UseStats, WindowBufferStats};

@@ -11,6 +11,7 @@ use crate::batch::{HostBatch as Batch, SkippedSample};
 use crate::buffer::{AlignedAllocator, BufferAllocator};
 use crate::catalog::Catalog;
 use crate::config::LoaderConfig;
+use crate::disk_cache::DiskCache;
 use crate::error::{LoaderError, Result};
 use crate::fill::page_cache::PageCache;
 use crate::fill::staging::StagePool;
@@ -80,7 +81,14 @@ impl Loader {
     }
 
     fn open_with(store: &Store, source: Source, config: LoaderConfig, alloc: Arc<dyn BufferAllocator>) -> Result<Self> {
-        let fetcher = Arc::new(Fetcher::new(source, config.retry.clone()));
+        let mut fetcher = Fetcher::new(source, config.retry.clone());
+        if let Some(c) = &config.disk_cache
+            && !fetcher.is_local()
+        {
+            // Entries are kept per dataset location (with `open_store`, its label).
+            fetcher = fetcher.with_cache(DiskCache::open(&c.dir, c.max_bytes, &config.location)?);
+        }
+        let fetcher = Arc::new(fetcher);
         let never = AtomicBool::new(false);
         let what = || match &config.view {
             Some(view) => format!("opening view {view:?} of {}", config.location),

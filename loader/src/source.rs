@@ -9,6 +9,10 @@
 //!   slots, a reused staging arena), and [`LinkModel`] measures latency and bandwidth to size
 //!   the gaps worth coalescing. Data-file indexes still go through one `get_ranges` call.
 //!
+//! With a node-local disk cache (`LoaderConfig::with_cache_dir`), an object store's data-file
+//! reads go through `crate::disk_cache` instead: whole cache blocks are fetched once
+//! ([`Fetcher::get_body`]) and later served from disk; a local source never uses it.
+//!
 //! Both retry transient failures with exponential backoff and full jitter ([`RetryPolicy`]).
 //! Time a thread spends waiting on an object store is summed per thread ([`WaitTimer`]), for
 //! the pipeline's self-tuned depth (`crate::depth`).
@@ -30,11 +34,15 @@ use tessera::datafile::Block;
 
 use crate::config::RetryPolicy;
 use crate::depth::DepthModel;
+use crate::disk_cache::{CacheStats, DiskCache};
 use crate::error::{LoaderError, Result};
 use crate::flight::FlightLimit;
 
 /// Files kept open by a local source before the handle cache is flushed.
 const MAX_OPEN_FILES: usize = 256;
+/// Cache blocks fetched at once for [`Fetcher::fetch`] through the disk cache (a data file's
+/// index blocks: a few, usually in one block).
+const FETCH_CONCURRENCY: usize = 16;
 
 /// The outcome of one attempt, as the retry loop sees it.
 #[derive(Debug)]
@@ -95,6 +103,9 @@ pub struct IoStats {
     /// Object stores with streamed bodies: the adapted limit of requests in flight across
     /// the loader's threads (it shrinks while requests queue at the server).
     pub in_flight_limit: u64,
+    /// The node-local disk cache's traffic (all zero without one, and on local files).
+    /// `requests` and `bytes` above count only what reached the store.
+    pub cache: CacheStats,
 }
 
 /// Runs `attempt` until it succeeds, fails fatally, or `policy.max_retries` retries are spent.
@@ -127,7 +138,7 @@ pub(crate) fn with_retry<T>(
 }
 
 /// Copies the part of `chunk` (at offset `pos` of its body) that each destination wants.
-fn scatter(dests: &mut [Dest<'_>], pos: u64, chunk: &[u8]) {
+pub(crate) fn scatter(dests: &mut [Dest<'_>], pos: u64, chunk: &[u8]) {
     let end = pos + chunk.len() as u64;
     for d in dests {
         if d.off >= end {
@@ -148,7 +159,7 @@ fn scatter(dests: &mut [Dest<'_>], pos: u64, chunk: &[u8]) {
 
 /// Sleeps for `sleep` in steps of 10 ms, returning [`LoaderError::Stopped`] as soon as the
 /// epoch is stopped, so a shutdown never waits out a long backoff.
-fn backoff_sleep(sleep: Duration, stopped: &AtomicBool) -> Result<()> {
+pub(crate) fn backoff_sleep(sleep: Duration, stopped: &AtomicBool) -> Result<()> {
     let step = Duration::from_millis(10);
     let mut slept = Duration::ZERO;
     while slept < sleep {
@@ -163,7 +174,7 @@ fn backoff_sleep(sleep: Duration, stopped: &AtomicBool) -> Result<()> {
 }
 
 /// A uniform value in `[0, 1)` for backoff jitter (not part of any data order).
-fn jitter() -> f64 {
+pub(crate) fn jitter() -> f64 {
     use std::hash::{BuildHasher, RandomState};
     let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
     let h = RandomState::new().hash_one(nanos);
@@ -189,7 +200,7 @@ pub(crate) fn classify(context: &str, e: tessera::Error) -> Attempt {
     }
 }
 
-fn classify_io(path: &str, e: std::io::Error) -> Attempt {
+pub(crate) fn classify_io(path: &str, e: std::io::Error) -> Attempt {
     use std::io::ErrorKind as K;
     match e.kind() {
         K::NotFound | K::PermissionDenied => {
@@ -355,6 +366,17 @@ impl LinkModel {
     }
 }
 
+/// Where the body of [`Fetcher::get_body`] goes, in order.
+pub(crate) trait BodySink {
+    /// The body will be `len` bytes (called once, before any chunk).
+    ///
+    /// # Errors
+    /// A fatal attempt when the body cannot serve what the caller wants.
+    fn start(&mut self, len: u64) -> std::result::Result<(), Attempt>;
+    /// The next `bytes` of the body, at offset `pos` of the range.
+    fn chunk(&mut self, pos: u64, bytes: &[u8]);
+}
+
 /// One range GET of an object whose body lands in place: `dests` ascend by offset; bytes no
 /// destination wants are skipped (streamed past, or never read from a local file).
 pub(crate) struct RangeRequest<'a> {
@@ -382,12 +404,12 @@ impl<'a> Dest<'a> {
         Self { off, buf, check: None, verified: false }
     }
 
-    fn end(&self) -> u64 {
+    pub(crate) fn end(&self) -> u64 {
         self.off + self.buf.len() as u64
     }
 
     /// Verifies the landed bytes against `check` (the reference's rule), if any.
-    fn landed(&mut self) {
+    pub(crate) fn landed(&mut self) {
         if let Some(block) = self.check {
             self.verified = tessera::datafile::verify_block(block, self.buf, true, &String::new).is_ok();
         }
@@ -406,6 +428,8 @@ pub(crate) struct Fetcher {
     pub(crate) depth: DepthModel,
     /// Streamed object-store requests in flight, adapted to the link.
     pub(crate) flight: FlightLimit,
+    /// The node-local disk cache of data-file bytes (object stores, when configured).
+    pub(crate) cache: Option<DiskCache>,
 }
 
 impl Fetcher {
@@ -417,7 +441,17 @@ impl Fetcher {
             link: LinkModel::default(),
             depth: DepthModel::default(),
             flight: FlightLimit::default(),
+            cache: None,
         }
+    }
+
+    /// Serves the object store's data-file reads through `cache` (a local source ignores it:
+    /// its files are on this machine already).
+    pub(crate) fn with_cache(mut self, cache: DiskCache) -> Self {
+        if !self.is_local() {
+            self.cache = Some(cache);
+        }
+        self
     }
 
     pub(crate) fn is_local(&self) -> bool {
@@ -437,6 +471,7 @@ impl Fetcher {
             retries: self.counters.retries.load(Ordering::Relaxed),
             depth: self.depth.last() as u64,
             in_flight_limit: self.flight.limit() as u64,
+            cache: self.cache.as_ref().map(DiskCache::stats).unwrap_or_default(),
         }
     }
 
@@ -488,6 +523,23 @@ impl Fetcher {
             return Err(LoaderError::WorkerPanicked("range requests need an object store".into()));
         };
         let _waiting = WaitTimer::start();
+        match &self.cache {
+            Some(cache) => cache.run(self, store, requests, concurrency, stopped),
+            None => self.run_direct(store, requests, concurrency, stopped),
+        }
+    }
+
+    /// [`Fetcher::run_requests`] straight from the store (no disk cache).
+    ///
+    /// # Errors
+    /// As [`Fetcher::run_requests`].
+    pub(crate) fn run_direct(
+        &self,
+        store: &tessera::Store,
+        requests: &mut [RangeRequest<'_>],
+        concurrency: usize,
+        stopped: &AtomicBool,
+    ) -> Result<()> {
         let mut done = vec![false; requests.len()];
         let mut tries = vec![0u32; requests.len()];
         loop {
@@ -586,7 +638,84 @@ impl Fetcher {
         Ok(())
     }
 
-    /// Reads byte ranges of object `key` in one call (the object store coalesces them).
+    /// One attempt of a range GET of `range` of object `key` whose whole body goes to `sink`,
+    /// in order. The store may end the range early at the object's end (a file's last cache
+    /// block); the body's length, returned, is what the store's answer says the range is, and
+    /// it must be `range` cut at the object's size. A short body is transient, a long one or
+    /// an answer for other bytes fatal. Counted, limited and measured as [`Fetcher::get_into`].
+    pub(crate) async fn get_body(
+        &self,
+        store: &tessera::Store,
+        key: &str,
+        range: Range<u64>,
+        sink: &mut dyn BodySink,
+    ) -> std::result::Result<u64, Attempt> {
+        /// Bytes read at a time from a local file handle body (below glibc's mmap threshold:
+        /// a buffer per request then costs no page faults).
+        const FILE_PIECE: u64 = 64 << 10;
+        let io = |e: object_store::Error| classify(key, tessera::Error::Io { path: key.to_string(), source: e });
+        let permit = if self.link.gaps_free() { None } else { self.flight.acquire().await };
+        self.counters.requests.fetch_add(1, Ordering::Relaxed);
+        let t0 = Instant::now();
+        let opts = GetOptions { range: Some(GetRange::Bounded(range.clone())), ..GetOptions::default() };
+        let got = store.object_store().get_opts(&store.path(key), opts).await.map_err(io)?;
+        let first_byte = t0.elapsed();
+        let end = range.end.min(got.meta.size);
+        if range.start >= end || got.range != (range.start..end) {
+            return Err(Attempt::Fatal(LoaderError::corrupt(
+                key,
+                format!(
+                    "asked for bytes {range:?} of an object of {} bytes, the store answered {:?}",
+                    got.meta.size, got.range
+                ),
+            )));
+        }
+        let len = end - range.start;
+        sink.start(len)?;
+        let t1 = Instant::now();
+        let file_body = matches!(got.payload, GetResultPayload::File(..));
+        match got.payload {
+            GetResultPayload::File(file, _) => {
+                let mut buf = vec![0u8; len.min(FILE_PIECE) as usize];
+                let mut pos = 0u64;
+                while pos < len {
+                    let n = (len - pos).min(FILE_PIECE) as usize;
+                    file.read_exact_at(&mut buf[..n], range.start + pos).map_err(|e| classify_io(key, e))?;
+                    sink.chunk(pos, &buf[..n]);
+                    pos += n as u64;
+                }
+            }
+            GetResultPayload::Stream(mut body) => {
+                let mut pos = 0u64;
+                while let Some(chunk) = body.next().await {
+                    let chunk = chunk.map_err(io)?;
+                    let chunk_end = pos + chunk.len() as u64;
+                    if chunk_end > len {
+                        return Err(Attempt::Fatal(LoaderError::corrupt(
+                            key,
+                            format!("asked for bytes {range:?}, the body goes on past {len}"),
+                        )));
+                    }
+                    sink.chunk(pos, &chunk);
+                    pos = chunk_end;
+                }
+                if pos != len {
+                    return Err(Attempt::Transient(
+                        format!("{key}: asked for bytes {range:?}, the body ended after {pos} of {len}").into(),
+                    ));
+                }
+            }
+        }
+        self.link.observe(first_byte, len, t1.elapsed(), file_body);
+        if let Some(permit) = permit {
+            self.flight.done(permit, len, first_byte, self.link.idle_latency());
+        }
+        self.counters.bytes.fetch_add(len, Ordering::Relaxed);
+        Ok(len)
+    }
+
+    /// Reads byte ranges of object `key` in one call (the object store coalesces them), or
+    /// through the disk cache when there is one.
     ///
     /// # Errors
     /// Storage errors after retries; [`LoaderError::Corrupt`] when a range comes back short.
@@ -606,6 +735,18 @@ impl Fetcher {
                 }
                 Ok(out)
             })?,
+            Source::Object(_) if self.cache.is_some() && DiskCache::caches(key) => {
+                // Each range lands in its own buffer, through the cache's blocks.
+                let mut bufs: Vec<Vec<u8>> = ranges.iter().map(|r| vec![0u8; (r.end - r.start) as usize]).collect();
+                let mut requests: Vec<RangeRequest<'_>> = ranges
+                    .iter()
+                    .zip(&mut bufs)
+                    .map(|(r, buf)| RangeRequest { key, range: r.clone(), dests: vec![Dest::new(0, buf)] })
+                    .collect();
+                self.run_requests(&mut requests, FETCH_CONCURRENCY, stopped)?;
+                drop(requests);
+                return Ok(bufs.into_iter().map(Bytes::from).collect());
+            }
             Source::Object(store) => {
                 let _waiting = WaitTimer::start();
                 with_retry(&self.retry, stopped, &self.counters, &|| key.to_string(), || {

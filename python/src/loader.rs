@@ -19,7 +19,8 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 use tessera::DType;
 use tessera_loader::{
-    DistEnv, Elem, EpochIter, HostBatch, Lease, Loader, LoaderConfig, LoaderState, RaggedLayout, ShuffleMode,
+    DiskCacheConfig, DistEnv, Elem, EpochIter, HostBatch, Lease, Loader, LoaderConfig, LoaderState, RaggedLayout,
+    ShuffleMode,
 };
 
 use crate::buffer::{PyAllocator, PyHostBuffer};
@@ -64,7 +65,7 @@ impl PyLoader {
         location, *, version=None, tag=None, branch=None, view=None, batch_size=32, columns=None, shuffle="global",
         window_fragments=4, seed=0, drop_last=false, workers=2, prefetch_batches=6, memory_budget=None,
         rank=None, world_size=None, verify_checksums=true, skip_bad_samples=false, u64_as_i64_bits=false,
-        ragged_offsets=false, ragged="padded", transforms=None,
+        ragged_offsets=false, ragged="padded", transforms=None, cache_dir=None, cache_bytes=None,
     ))]
     #[allow(clippy::too_many_arguments, clippy::fn_params_excessive_bools)] // keyword-only Python options
     fn new(
@@ -91,6 +92,8 @@ impl PyLoader {
         ragged_offsets: bool,
         ragged: &str,
         transforms: Option<Vec<(String, Vec<Bound<'_, PyDict>>)>>,
+        cache_dir: Option<std::path::PathBuf>,
+        cache_bytes: Option<u64>,
     ) -> PyResult<Self> {
         let mut cfg = LoaderConfig::new(location);
         cfg.at = at_of(version, tag, branch)?;
@@ -123,6 +126,11 @@ impl PyLoader {
             let ops = ops.iter().map(crate::transform::op).collect::<PyResult<Vec<_>>>()?;
             cfg = cfg.with_transform(column, ops);
         }
+        cfg.disk_cache = match (cache_dir, cache_bytes) {
+            (None, None) => None,
+            (Some(dir), Some(max_bytes)) => Some(DiskCacheConfig { dir, max_bytes }),
+            _ => return Err(usage("give both cache_dir and cache_bytes (the cache's bound), or neither")),
+        };
         cfg.dist = match (rank, world_size) {
             (None, None) => DistEnv::from_env().py_err()?,
             (Some(rank), Some(world_size)) => DistEnv { rank, world_size, local_rank: rank },
@@ -197,6 +205,30 @@ impl PyLoader {
     /// Peak bytes held per memory use since the loader opened.
     fn memory_high_water(&self) -> u64 {
         self.inner.memory_stats().high_water
+    }
+
+    /// Storage traffic since the loader opened, as a dict: `requests`, `bytes` and `retries`
+    /// (what reached the store), and the disk cache's `cache_hits`, `cache_misses`,
+    /// `cache_read_bytes`, `cache_written_bytes`, `cache_evictions`, `cache_corrupt`,
+    /// `cache_errors` (zero without `cache_dir`).
+    fn io_stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let s = self.inner.io_stats();
+        let d = PyDict::new(py);
+        for (k, v) in [
+            ("requests", s.requests),
+            ("bytes", s.bytes),
+            ("retries", s.retries),
+            ("cache_hits", s.cache.hits),
+            ("cache_misses", s.cache.misses),
+            ("cache_read_bytes", s.cache.read_bytes),
+            ("cache_written_bytes", s.cache.written_bytes),
+            ("cache_evictions", s.cache.evictions),
+            ("cache_corrupt", s.cache.corrupt),
+            ("cache_errors", s.cache.errors),
+        ] {
+            d.set_item(k, v)?;
+        }
+        Ok(d)
     }
 
     /// Every sample replaced so far (`skip_bad_samples=True`), as dicts: `epoch`, `batch`,

@@ -515,6 +515,16 @@ class Dataset:
         ``transforms={"image": [tessera.transforms.RandomResizedCrop(224), …]}`` augments
         columns on the loader's threads, deterministically (see :mod:`tessera.transforms`);
         ``batch_transform=fn`` calls ``fn(batch)`` on this thread for each batch.
+
+        ``cache_dir=PATH, cache_bytes=N`` (both, or neither) keep the data-file bytes read from
+        an object store (``s3://``, ``gs://``, …) in a node-local disk cache of at most ``N``
+        bytes (at least 4 MiB; least recently used evicted first), so epoch 2 onwards reads
+        local disk. The ranks of a node can share one directory: each 1 MiB block of a file is
+        downloaded once, no rank reads a partial entry, and a corrupt entry is fetched again.
+        A local dataset directory does not use it. An unusable directory raises
+        :class:`UsageError` when the loader is made; ``loader.io_stats()`` reports hits,
+        misses and evictions. All of this holds for :meth:`numpy`, :meth:`jax` and
+        :meth:`tensorflow` too.
         """
         kwargs = _loader_kwargs(
             batch_size, columns, shuffle, seed, drop_last, workers, memory_budget, rank, world_size, view, options

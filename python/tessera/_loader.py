@@ -108,6 +108,14 @@ class Loader:
         ``replacement`` and ``error``."""
         return self._native.skipped()
 
+    def io_stats(self) -> Dict[str, int]:
+        """Storage traffic since the loader opened: ``requests``, ``bytes`` and ``retries``
+        (what reached the store), and the disk cache's (``cache_dir=``) ``cache_hits`` and
+        ``cache_misses`` (1 MiB blocks of data files), ``cache_read_bytes``,
+        ``cache_written_bytes``, ``cache_evictions``, ``cache_corrupt`` (entries found
+        corrupt, fetched again) and ``cache_errors`` (cache failures served from the store)."""
+        return self._native.io_stats()
+
     def plan_rows(self, epoch: int):
         """The global rows of this rank's batches of ``epoch``, in order (reads no data)."""
         return self._native.plan_rows(int(epoch))
