@@ -73,7 +73,7 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Ingest image folders, WebDataset shards, NumPy files or JSON Lines as a new version.
-    Ingest(cmd::ingest::Args),
+    Ingest(Box<cmd::ingest::Args>),
     /// Show schema, rows, version, sizes and compression ratios.
     Info(cmd::info::Args),
     /// List the versions in a version's history, newest first.
@@ -119,7 +119,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let ctx = cmd::Ctx { json: cli.json, quiet: cli.quiet };
     let result = match cli.command {
-        Command::Ingest(a) => cmd::ingest::run(ctx, a),
+        Command::Ingest(a) => cmd::ingest::run(ctx, *a),
         Command::Info(a) => cmd::info::run(ctx, &a),
         Command::Log(a) => cmd::log::run(ctx, &a),
         Command::Diff(a) => cmd::diff::run(ctx, &a),

@@ -88,8 +88,10 @@ pub(crate) fn commit_change(base: &Dataset, change: &Change, message: &str, opti
             // The new version is the base plus the delta: no segment is read back, so a commit
             // costs O(change) requests whatever the size of the dataset [SEG-08].
             Published::Ours(crc) => {
-                let log = apply_delta(&base, delta);
-                return Dataset::from_log(store, manifest, crc, log, options.limits.clone());
+                // Under a new schema every fragment is checked again [SEG-06].
+                let schema_changed = manifest.schema != *base.schema();
+                let log = apply_delta(&base, delta).into_iter().map(|(f, new)| (f, new || schema_changed));
+                return Dataset::from_log_marked(store, manifest, crc, log, options.limits.clone());
             }
             Published::Theirs => {
                 let latest = latest_version(&store, base.branch())?;
@@ -139,18 +141,20 @@ fn check_rebase(base: &Dataset, newer: &Dataset, change: &Change) -> Result<()> 
     Ok(())
 }
 
-/// The fragments of `base` with a segment applied. Appends (ids above every existing one) only
-/// extend the shared list.
-fn apply_delta(base: &Dataset, delta: Option<Segment>) -> Vec<Arc<Fragment>> {
-    let existing = base.fragments().iter().map(|f| f.fragment.clone());
+/// The fragments of `base` with a segment applied, each marked `true` when it is new (to be
+/// checked against the schema) and `false` when it is the base's (checked when the base was
+/// opened). Appends (ids above every existing one) only extend the shared list.
+fn apply_delta(base: &Dataset, delta: Option<Segment>) -> Vec<(Arc<Fragment>, bool)> {
+    let existing = base.fragments().iter().map(|f| (f.fragment.clone(), false));
     let Some(seg) = delta else { return existing.collect() };
     let max = base.fragments().last().map(|f| f.fragment.id);
     if seg.removed.is_empty() && seg.fragments.first().is_none_or(|f| max.is_none_or(|m| f.id > m)) {
-        return existing.chain(seg.fragments.into_iter().map(Arc::new)).collect();
+        return existing.chain(seg.fragments.into_iter().map(|f| (Arc::new(f), true))).collect();
     }
-    let mut log: BTreeMap<u64, Arc<Fragment>> = existing.map(|f| (f.id, f)).collect();
+    let mut log: BTreeMap<u64, Arc<Fragment>> = existing.map(|(f, _)| (f.id, f)).collect();
+    let new: std::collections::HashSet<u64> = seg.fragments.iter().map(|f| f.id).collect();
     crate::dataset::apply_segment(&mut log, seg);
-    log.into_values().collect()
+    log.into_values().map(|f| (f.clone(), new.contains(&f.id))).collect()
 }
 
 /// The manifest of the next version on top of `base` for `change`, writing the new index
@@ -275,7 +279,8 @@ fn build(
                 let base_tree = FragmentTree::open(store, bm, limits.clone())?;
                 tree::apply(store, Some(&base_tree), &seg.removed, &seg.fragments, &final_schema, node_bytes, &limits)?
             } else {
-                let all: Vec<Fragment> = apply_delta(base, Some(seg.clone())).iter().map(|f| (**f).clone()).collect();
+                let all: Vec<Fragment> =
+                    apply_delta(base, Some(seg.clone())).iter().map(|(f, _)| (**f).clone()).collect();
                 tree::apply(store, None, &[], &all, &final_schema, node_bytes, &limits)?
             };
             segments = written.root.into_iter().collect();

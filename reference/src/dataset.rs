@@ -157,11 +157,26 @@ impl Dataset {
         log: impl IntoIterator<Item = Arc<Fragment>>,
         limits: Limits,
     ) -> Result<Self> {
+        Self::from_log_marked(store, manifest, manifest_crc32, log.into_iter().map(|f| (f, true)), limits)
+    }
+
+    /// As [`Dataset::from_log`], checking the schema's columns `[SEG-06]` only on fragments
+    /// marked `true`: a commit's new version keeps its base's fragments, checked when the base
+    /// was opened, so a commit costs no schema check per existing fragment.
+    pub(crate) fn from_log_marked(
+        store: Store,
+        manifest: Manifest,
+        manifest_crc32: u32,
+        log: impl IntoIterator<Item = (Arc<Fragment>, bool)>,
+        limits: Limits,
+    ) -> Result<Self> {
         let log = log.into_iter();
         let mut fragments = Vec::with_capacity(log.size_hint().0);
         let mut first_row = 0u64;
-        for fragment in log {
-            fragment.check_columns(&manifest.schema)?;
+        for (fragment, check) in log {
+            if check {
+                fragment.check_columns(&manifest.schema)?;
+            }
             let live = fragment.live_rows();
             fragments.push(FragmentInfo { fragment, first_row });
             first_row = first_row.checked_add(live).ok_or_else(|| Error::invalid("manifest", "row counts overflow"))?;

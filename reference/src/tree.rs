@@ -37,6 +37,9 @@ pub const DEFAULT_NODE_BYTES: u64 = 256 << 10;
 /// Body bytes of a node besides its entries: `level` and the lengths of its two lists.
 const NODE_FIXED: u64 = 4 + 8 + 8;
 
+/// Node reads [`FragmentTree::locate_many`] keeps in flight at once.
+pub const CONCURRENT_NODE_READS: usize = 32;
+
 /// Bytes of decoded nodes a [`FragmentTree`] keeps by default.
 pub const DEFAULT_NODE_CACHE_BYTES: u64 = 64 << 20;
 
@@ -287,12 +290,11 @@ impl FragmentTree {
     /// `usage` for a version indexed by a fragment log (open it with
     /// [`crate::Dataset::open_at`]); as [`crate::Dataset::open_at`] otherwise.
     pub fn open_at(store: &Store, at: &crate::dataset::At, limits: Limits) -> Result<(Manifest, Self)> {
-        let (manifest, _) = match at {
-            crate::dataset::At::Tag(name) => crate::refs::load_tagged_manifest(store, name, &limits)?,
-            _ => {
-                let (branch, version) = crate::dataset::resolve(store, at, &limits)?;
-                crate::dataset::load_manifest(store, &branch, version, &limits)?
-            }
+        let (manifest, _) = if let crate::dataset::At::Tag(name) = at {
+            crate::refs::load_tagged_manifest(store, name, &limits)?
+        } else {
+            let (branch, version) = crate::dataset::resolve(store, at, &limits)?;
+            crate::dataset::load_manifest(store, &branch, version, &limits)?
         };
         let (branch, version) = (&manifest.branch, manifest.version);
         if manifest.reader_flags & crate::manifest::READER_FLAG_FRAGMENT_TREE == 0 {
@@ -345,21 +347,31 @@ impl FragmentTree {
     /// store to the cache (a full walk reads each node once and must not flush what lookups
     /// keep there).
     fn fetch(&self, path: &str, parent: &Parent<'_>, keep: bool) -> Result<Arc<Loaded>> {
-        if let Some(hit) = self.cache.lock().map_err(|_| Error::usage("node cache poisoned"))?.get(path) {
+        if let Some(hit) = self.cached(path)? {
             return Ok(hit);
         }
         let max_body = self.limits.max_segment_body();
         let bytes =
             self.store.get_bounded(path, envelope::max_object_len(max_body)).map_err(|e| referenced(e, path))?;
+        self.check(path, &bytes, parent, keep)
+    }
+
+    fn cached(&self, path: &str) -> Result<Option<Arc<Loaded>>> {
+        Ok(self.cache.lock().map_err(|_| Error::usage("node cache poisoned"))?.get(path))
+    }
+
+    /// Checks a node's bytes against where it hangs `[VAL-20]` and caches it when `keep`.
+    fn check(&self, path: &str, bytes: &[u8], parent: &Parent<'_>, keep: bool) -> Result<Arc<Loaded>> {
+        let max_body = self.limits.max_segment_body();
         self.reads.fetch_add(1, Ordering::Relaxed);
         let (size, crc) = match parent {
             Parent::Root { sref, .. } => (sref.size, sref.crc32),
             Parent::Child { nref, .. } => (nref.size, nref.crc32),
         };
-        if bytes.len() as u64 != size || envelope::stored_crc(&bytes) != crc {
+        if bytes.len() as u64 != size || envelope::stored_crc(bytes) != crc {
             return Err(Error::invalid(path, "node size or CRC differs from its reference [TREE-02]"));
         }
-        let node: IndexNode = envelope::open(ObjectKind::Node, &bytes, max_body, path)?;
+        let node: IndexNode = envelope::open(ObjectKind::Node, bytes, max_body, path)?;
         let expected = match parent {
             Parent::Root { .. } => None,
             Parent::Child { level, .. } => Some(level.saturating_sub(1)),
@@ -400,35 +412,95 @@ impl FragmentTree {
     /// # Errors
     /// `usage` for a row at or past the row count; node read and validation errors.
     pub fn locate(&self, row: u64) -> Result<FragmentInfo> {
-        let Some((_, root)) = &self.root else {
-            return Err(Error::usage(format!("row {row} outside 0..0")));
-        };
-        if row >= root.summary.live_row_count {
-            return Err(Error::usage(format!("row {row} outside 0..{}", root.summary.live_row_count)));
+        let mut found = self.locate_many(&[row])?;
+        found.pop().ok_or_else(|| Error::usage("no fragment found"))
+    }
+
+    /// The fragments holding `rows` (global live rows, any order, repeats allowed), one per row
+    /// in the same order. The descent goes one level at a time for all rows together, and the
+    /// nodes a level needs are read concurrently (at most [`CONCURRENT_NODE_READS`] at once):
+    /// a batch of rows costs one round trip per level, not one per row and level `[TREE-07]`.
+    ///
+    /// # Errors
+    /// `usage` for a row at or past the row count; node read and validation errors.
+    pub fn locate_many(&self, rows: &[u64]) -> Result<Vec<FragmentInfo>> {
+        let total = self.row_count();
+        if let Some(&bad) = rows.iter().find(|&&r| r >= total) {
+            return Err(Error::usage(format!("row {bad} outside 0..{total}")));
         }
-        let (mut node, mut first) = (root.clone(), 0u64);
-        loop {
-            if node.node.level == 0 {
-                for f in &node.node.fragments {
+        let Some((_, root)) = &self.root else { return Ok(Vec::new()) };
+        // Per row: the node it is in, its offset among the node's live rows, and the live rows
+        // before the node.
+        let mut at: Vec<(Arc<Loaded>, u64, u64)> = rows.iter().map(|&r| (root.clone(), r, 0)).collect();
+        while at.iter().any(|(n, ..)| n.node.level > 0) {
+            let mut steps: Vec<Option<(usize, u64)>> = Vec::with_capacity(at.len());
+            let mut wanted: Vec<(NodeRef, u32)> = Vec::new();
+            let mut seen: std::collections::HashSet<&str> = std::collections::HashSet::new();
+            for (node, offset, _) in &at {
+                if node.node.level == 0 {
+                    steps.push(None);
+                    continue;
+                }
+                let (k, skipped) = child_holding(&node.node.children, *offset)?;
+                let c = &node.node.children[k];
+                if seen.insert(c.path.as_str()) {
+                    wanted.push((c.clone(), node.node.level));
+                }
+                steps.push(Some((k, skipped)));
+            }
+            let loaded = self.fetch_many(&wanted)?;
+            for (slot, step) in at.iter_mut().zip(steps) {
+                let Some((k, skipped)) = step else { continue };
+                let path = &slot.0.node.children[k].path;
+                let child = loaded.get(path).cloned().ok_or_else(|| Error::usage("a node was not read"))?;
+                *slot = (child, slot.1 - skipped, slot.2 + skipped);
+            }
+        }
+        at.iter()
+            .map(|(leaf, offset, before)| {
+                let (mut first, mut o) = (*before, *offset);
+                for f in &leaf.node.fragments {
                     let live = f.live_rows();
-                    if row < first + live {
+                    if o < live {
                         return Ok(FragmentInfo { fragment: Arc::new(f.clone()), first_row: first });
                     }
+                    o -= live;
                     first += live;
                 }
-                return Err(Error::invalid("fragment tree", "row not found below a node that counts it [TREE-05]"));
-            }
-            let mut next = None;
-            for c in &node.node.children {
-                if row < first + c.live_row_count {
-                    next = Some(c);
-                    break;
+                Err(Error::invalid("fragment tree", "row not found below a node that counts it [TREE-05]"))
+            })
+            .collect()
+    }
+
+    /// Reads the nodes `wanted` (each with its parent's level) that the cache does not hold,
+    /// concurrently, and checks each against its reference.
+    fn fetch_many(&self, wanted: &[(NodeRef, u32)]) -> Result<HashMap<String, Arc<Loaded>>> {
+        let mut out = HashMap::with_capacity(wanted.len());
+        let mut missing: Vec<&(NodeRef, u32)> = Vec::new();
+        for w in wanted {
+            match self.cached(&w.0.path)? {
+                Some(hit) => {
+                    out.insert(w.0.path.clone(), hit);
                 }
-                first += c.live_row_count;
+                None => missing.push(w),
             }
-            let c = next.ok_or_else(|| Error::invalid("fragment tree", "row not found in a node that counts it"))?;
-            node = self.load(&c.path, &Parent::Child { nref: c, level: node.node.level })?;
         }
+        let max = envelope::max_object_len(self.limits.max_segment_body());
+        let store = &self.store;
+        let bodies: Vec<Bytes> = crate::store::block_on(async {
+            use futures::{StreamExt, TryStreamExt};
+            futures::stream::iter(missing.iter().map(|(c, _)| async move {
+                store.get_bounded_async(&c.path, max).await.map_err(|e| referenced(e, &c.path))
+            }))
+            .buffered(CONCURRENT_NODE_READS)
+            .try_collect()
+            .await
+        })?;
+        for ((c, level), bytes) in missing.iter().zip(bodies) {
+            let node = self.check(&c.path, &bytes, &Parent::Child { nref: c, level: *level }, true)?;
+            out.insert(c.path.clone(), node);
+        }
+        Ok(out)
     }
 
     /// The fragment with id `id`, with its first row, or `None` when the version has none:
@@ -574,20 +646,19 @@ pub fn apply(
 ) -> Result<TreeWrite> {
     let max_body = limits.max_segment_body();
     let empty;
-    let reader = match base {
-        Some(t) => t,
-        None => {
-            empty = FragmentTree {
-                store: store.clone(),
-                root: None,
-                next_fragment_id: u64::MAX,
-                limits: limits.clone(),
-                cache: Mutex::default(),
-                cache_bytes: 0,
-                reads: AtomicU64::new(0),
-            };
-            &empty
-        }
+    let reader = if let Some(t) = base {
+        t
+    } else {
+        empty = FragmentTree {
+            store: store.clone(),
+            root: None,
+            next_fragment_id: u64::MAX,
+            limits: limits.clone(),
+            cache: Mutex::default(),
+            cache_bytes: 0,
+            reads: AtomicU64::new(0),
+        };
+        &empty
     };
     let mut w = TreeWriter {
         store,
@@ -602,28 +673,25 @@ pub fn apply(
         removed.iter().map(|&id| (id, None)).chain(upserts.iter().map(|f| (f.id, Some(f)))).collect();
     // A stable sort keeps a removal before an insert of the same id: removals apply first.
     edits.sort_by_key(|e| e.0);
-    let mut top: Vec<Placed> = match &reader.root {
-        Some((sref, root)) => {
-            if edits.is_empty() {
-                return Ok(TreeWrite { root: Some(sref.clone()), ..TreeWrite::default() });
-            }
-            let root_ref = NodeRef {
-                path: sref.path.clone(),
-                size: sref.size,
-                crc32: sref.crc32,
-                first_id: root.summary.first_id,
-                last_id: root.summary.last_id,
-                fragment_count: root.summary.fragment_count,
-                row_count: root.summary.row_count,
-                live_row_count: root.summary.live_row_count,
-                stats: Vec::new(),
-            };
-            w.rewrite(root, &root_ref, &edits)?
+    let mut top: Vec<Placed> = if let Some((sref, root)) = &reader.root {
+        if edits.is_empty() {
+            return Ok(TreeWrite { root: Some(sref.clone()), ..TreeWrite::default() });
         }
-        None => {
-            let fragments: Vec<Fragment> = collapse(&edits).into_iter().filter_map(|(_, f)| f.cloned()).collect();
-            w.write_leaves(fragments)?
-        }
+        let root_ref = NodeRef {
+            path: sref.path.clone(),
+            size: sref.size,
+            crc32: sref.crc32,
+            first_id: root.summary.first_id,
+            last_id: root.summary.last_id,
+            fragment_count: root.summary.fragment_count,
+            row_count: root.summary.row_count,
+            live_row_count: root.summary.live_row_count,
+            stats: Vec::new(),
+        };
+        w.rewrite(root, &root_ref, &edits)?
+    } else {
+        let fragments: Vec<Fragment> = collapse(&edits).into_iter().filter_map(|(_, f)| f.cloned()).collect();
+        w.write_leaves(fragments)?
     };
     // One node at the top: the root; several: add a level over them.
     while top.len() > 1 {
@@ -868,4 +936,17 @@ pub(crate) fn aggregate(lists: &[&[ColumnStats]], schema: &Schema) -> Vec<Column
         schema.column_by_id(s.column_id).is_some() && lists.iter().all(|l| l.iter().any(|x| x.column_id == s.column_id))
     });
     merged
+}
+
+/// The child of an inner node holding the node's live row `offset`, and the live rows of the
+/// children before it `[TREE-07]`.
+fn child_holding(children: &[NodeRef], offset: u64) -> Result<(usize, u64)> {
+    let mut before = 0u64;
+    for (k, c) in children.iter().enumerate() {
+        if offset < before + c.live_row_count {
+            return Ok((k, before));
+        }
+        before += c.live_row_count;
+    }
+    Err(Error::invalid("fragment tree", "row not found in a node that counts it [TREE-05]"))
 }

@@ -22,6 +22,9 @@ use crate::paths;
 use crate::store::{Created, Store};
 use crate::writer::WriteOptions;
 
+/// Rows of a list view located together in a fragment tree (memory per chunk, not per view).
+const VIEW_LOCATE_CHUNK: usize = 4096;
+
 /// Prefix of view objects.
 pub const VIEWS_DIR: &str = "views";
 /// Suffix of a view object's key.
@@ -767,8 +770,19 @@ impl Dataset {
         };
         match &view.rows {
             ViewRows::List(rows) => {
-                for &r in rows {
-                    take(r, r + 1)?;
+                // Ascending, in chunks located together (one round trip per level each), rows
+                // of a fragment already found skipped.
+                let mut sorted = rows.clone();
+                sorted.sort_unstable();
+                for chunk in sorted.chunks(VIEW_LOCATE_CHUNK) {
+                    let wanted: Vec<u64> = chunk
+                        .iter()
+                        .copied()
+                        .filter(|r| !found.range(..=*r).next_back().is_some_and(|(_, f)| f.rows().contains(r)))
+                        .collect();
+                    for info in tree.locate_many(&wanted)? {
+                        found.entry(info.first_row).or_insert(info);
+                    }
                 }
             }
             ViewRows::Runs(runs) => {

@@ -66,7 +66,7 @@ fn nodes(store: &Store) -> Vec<(String, u64)> {
         .list_recursive("index")
         .unwrap()
         .into_iter()
-        .filter(|(k, _)| k.ends_with(".tsn"))
+        .filter(|(k, _)| std::path::Path::new(k).extension().is_some_and(|e| e == "tsn"))
         .map(|(k, size)| (k, size - frame))
         .collect()
 }
@@ -136,6 +136,19 @@ fn lookups_read_one_node_per_level() {
         assert_eq!((got.fragment.id, got.first_row), (want.fragment.id, want.first_row), "row {row}");
         assert!(tree.node_reads() <= u64::from(depth), "row {row}: {} reads at depth {depth}", tree.node_reads());
     }
+    // All rows at once, in a scrambled order with repeats: the same answers, and each node is
+    // read once (one round trip per level).
+    let rows: Vec<u64> = (0..reopened.row_count()).map(|i| (i * 37) % reopened.row_count()).chain([0, 0]).collect();
+    let tree = tree_of(&store, &ds);
+    let many = tree.locate_many(&rows).unwrap();
+    for (row, got) in rows.iter().zip(&many) {
+        let want = all.iter().find(|f| f.rows().contains(row)).unwrap();
+        assert_eq!((got.fragment.id, got.first_row), (want.fragment.id, want.first_row), "row {row}");
+    }
+    let nodes_in_tree = nodes(&store).len() as u64;
+    assert!(tree.node_reads() <= nodes_in_tree, "{} reads for {nodes_in_tree} node objects", tree.node_reads());
+    assert!(tree.locate_many(&[]).unwrap().is_empty());
+    assert_eq!(tree.locate_many(&[0, reopened.row_count()]).unwrap_err().class(), ErrorClass::Usage);
     let tree = tree_of(&store, &ds);
     for f in all {
         let got = tree.fragment(f.fragment.id).unwrap().unwrap();

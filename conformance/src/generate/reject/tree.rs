@@ -114,6 +114,7 @@ fn view_args() -> Args {
     Args { view: Some("sel".into()), ..Args::default() }
 }
 
+#[allow(clippy::too_many_lines)] // one case after another
 pub(in crate::generate) fn valid(em: &mut Emitter) -> Result<()> {
     em.valid(
         Spec::new(
