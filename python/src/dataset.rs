@@ -342,13 +342,17 @@ impl PyDataset {
         Ok(Self { inner: inner.py_err()?, location })
     }
 
-    /// Creates a dataset (version 1, no rows) from a list of column spec dicts.
+    /// Creates a dataset (version 1, no rows) from a list of column spec dicts, its fragments
+    /// indexed by `index`: `log` or `tree` (SPEC.md §8.3).
     #[staticmethod]
+    #[pyo3(signature = (location, columns, index="log"))]
     #[allow(clippy::needless_pass_by_value)] // pyo3 hands arguments over as owned values
-    fn create(py: Python<'_>, location: String, columns: Vec<Bound<'_, PyDict>>) -> PyResult<Self> {
+    fn create(py: Python<'_>, location: String, columns: Vec<Bound<'_, PyDict>>, index: &str) -> PyResult<Self> {
+        let index = index.parse::<tessera::IndexLayout>().py_err()?;
         let cols = columns.iter().map(parse_column).collect::<PyResult<Vec<_>>>()?;
         let schema = Schema::new(cols).py_err()?;
-        let inner = py.detach(|| Dataset::create(&location, schema, &WriteOptions::default())).py_err()?;
+        let options = WriteOptions { index, ..WriteOptions::default() };
+        let inner = py.detach(|| Dataset::create(&location, schema, &options)).py_err()?;
         Ok(Self { inner, location })
     }
 
@@ -382,6 +386,16 @@ impl PyDataset {
     #[getter]
     fn branch(&self) -> &str {
         self.inner.branch()
+    }
+
+    /// How the version indexes its fragments: `log` or `tree`.
+    #[getter]
+    fn index(&self) -> &'static str {
+        if self.inner.manifest().reader_flags & tessera::manifest::READER_FLAG_FRAGMENT_TREE == 0 {
+            "log"
+        } else {
+            "tree"
+        }
     }
 
     /// Live rows.

@@ -100,7 +100,7 @@ def open(
     return Dataset(_native.Dataset.open(str(url), version=version, tag=tag, branch=branch))
 
 
-def create(url: str, schema: Sequence[Mapping[str, Any]]) -> "Dataset":
+def create(url: str, schema: Sequence[Mapping[str, Any]], index: str = "log") -> "Dataset":
     """Creates a dataset (version 1, no rows) at ``url``.
 
     ``schema`` lists the columns as dicts: ``name`` and ``dtype`` (``bool``, ``u8`` … ``u64``,
@@ -112,9 +112,15 @@ def create(url: str, schema: Sequence[Mapping[str, Any]]) -> "Dataset":
     1 to 22, or ``encoded`` for u8 images) and ``metadata`` (a dict of str).
     ``Dataset.schema`` returns the same keys.
 
-    Raises :class:`ConflictError` when a dataset exists there.
+    ``index`` chooses how versions index their fragments: ``"log"`` (the default, readable by
+    every 1.0 reader) or ``"tree"`` (bounded index nodes: opening a version and finding a row
+    cost the same at any number of fragments, SPEC.md §8.3; readers before revision 8 of the
+    format refuse it). Every later version keeps the choice.
+
+    Raises :class:`ConflictError` when a dataset exists there, :class:`UsageError` for another
+    ``index``.
     """
-    return Dataset(_native.Dataset.create(str(url), [dict(c) for c in schema]))
+    return Dataset(_native.Dataset.create(str(url), [dict(c) for c in schema], index=index))
 
 
 def _to_bf16_bits(values: np.ndarray) -> np.ndarray:
@@ -300,6 +306,11 @@ class Dataset:
     def branch_name(self) -> str:
         """The branch of the version."""
         return self._native.branch
+
+    @property
+    def index(self) -> str:
+        """How the version indexes its fragments: ``"log"`` or ``"tree"`` (see :func:`create`)."""
+        return self._native.index
 
     @property
     def schema(self) -> List[Dict[str, Any]]:

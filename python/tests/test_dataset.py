@@ -272,3 +272,22 @@ def test_bf16_and_bool_columns_check_values(tmp_path):
     assert got["b"][0] == np.float32(1.0 + 2**-7)
     assert np.isnan(got["b"][1]) and got["b"][2] == -np.inf
     assert got["flag"].tolist() == [True, False, True]
+
+
+def test_a_fragment_tree_reads_like_a_log(tmp_path):
+    """index="tree" (SPEC.md §8.3): every version keeps it, rows and loaders read the same."""
+    schema = [{"name": "x", "dtype": "i64"}]
+    tree = tessera.create(str(tmp_path / "tree"), schema, index="tree")
+    log = tessera.create(str(tmp_path / "log"), schema)
+    assert (tree.index, log.index) == ("tree", "log")
+    for i in range(5):
+        rows = {"x": np.arange(10 * i, 10 * i + 10, dtype=np.int64)}
+        tree.append(rows)
+        log.append(rows)
+    assert tree.index == "tree" and len(tree) == len(log) == 50
+    assert np.array_equal(tree.read()["x"], log.read()["x"])
+    got = np.concatenate([b["x"] for b in tree.numpy(batch_size=7, shuffle="global", seed=3)])
+    want = np.concatenate([b["x"] for b in log.numpy(batch_size=7, shuffle="global", seed=3)])
+    assert set(got.tolist()) == set(range(50)) and got.shape == want.shape == (56,)
+    with pytest.raises(tessera.UsageError):
+        tessera.create(str(tmp_path / "bad"), schema, index="btree")
