@@ -247,15 +247,27 @@ fn measure(dir: &Path, layout: Layout, rank: u64, a: &Args) {
     };
     let first_s = t.elapsed().as_secs_f64();
     let c = counts.snapshot();
+    let peak_first = peak_rss();
+    // Rank 0 of a tree also opens the whole version as `Dataset::open_at` does (every node, a
+    // level or a chunk of leaves at a time): what a reader of every fragment pays.
+    let eager = (layout == Layout::Tree && rank == 0).then(|| {
+        let before = counts.snapshot();
+        let t = Instant::now();
+        let ds = Dataset::open_at(&store, &At::Latest, Limits::default()).expect("open whole tree");
+        let s = t.elapsed().as_secs_f64();
+        let after = counts.snapshot();
+        json!({"whole_open_s": s, "whole_open_requests": after[0] - before[0], "fragments": ds.fragments().len()})
+    });
     let out = json!({
         "layout": layout.name(), "rank": rank, "rows": total_rows,
         "open_s": open_s, "open_requests": open_counts[0] + open_counts[4], "open_bytes": open_counts[1],
         "first_batch_lookup_s": first_s,
         "requests_before_first_batch": c[0] + c[4], "metadata_bytes_before_first_batch": c[1],
-        "peak_rss_mb": peak_rss() as f64 / 1e6,
+        "peak_rss_mb": peak_first as f64 / 1e6,
         "rss_at_start_mb": rss0 as f64 / 1e6,
-        "peak_rss_over_start_mb": peak_rss().saturating_sub(rss0) as f64 / 1e6,
+        "peak_rss_over_start_mb": peak_first.saturating_sub(rss0) as f64 / 1e6,
         "fragments_located": located.len(),
+        "whole_open": eager,
     });
     println!("{out}");
 }
@@ -335,7 +347,9 @@ fn main() {
             let worst = |k: &str| ranks.iter().filter_map(|r| r[k].as_f64()).fold(0.0, f64::max);
             let commit = append(&dir, layout);
             let fresh_s = fresh.iter().find(|(l, _)| *l == layout).map_or(f64::NAN, |x| x.1);
+            let whole = ranks.iter().find_map(|r| r["whole_open"].as_object().cloned());
             let row = json!({
+                "whole_open": whole,
                 "layout": layout.name(), "fragments": fragments, "rows": fragments * a.rows_per_fragment,
                 "index_bytes": index_bytes, "build_s": build_s, "latency_ms": a.latency_ms,
                 "open_s_max": worst("open_s"), "first_batch_lookup_s_max": worst("first_batch_lookup_s"),
@@ -351,7 +365,7 @@ fn main() {
             } else {
                 println!(
                     "{:<4} {:>9} fragments {:>12} rows: open {:>7.3} s, first-batch lookups {:>7.3} s, {:>5} requests, \
-                     {:>11} B metadata, peak RSS {:>8.1} MB over start; append {:>6.3} s ({:.2}x fresh), {:>8} B written",
+                     {:>11} B metadata, peak RSS {:>8.1} MB over start; append {:>6.3} s ({:.2}x fresh), {:>8} B written{}",
                     layout.name(),
                     fragments,
                     fragments * a.rows_per_fragment,
@@ -363,6 +377,11 @@ fn main() {
                     commit["commit_s"].as_f64().unwrap_or(f64::NAN),
                     row["append_commit_ratio"].as_f64().unwrap_or(f64::NAN),
                     commit["commit_bytes_written"],
+                    row["whole_open"].as_object().map_or(String::new(), |w| format!(
+                        "; whole tree read {:.3} s, {} requests",
+                        w["whole_open_s"].as_f64().unwrap_or(f64::NAN),
+                        w["whole_open_requests"]
+                    )),
                 );
             }
             rows_out.push(row);
