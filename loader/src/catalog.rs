@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::Duration;
 
 use lru::LruCache;
@@ -30,8 +30,10 @@ pub(crate) struct FileEntry {
 #[derive(Clone, Debug)]
 pub(crate) struct FragmentEntry {
     pub(crate) info: FragmentInfo,
-    /// Physical row of each live row, when the fragment has deletions.
-    pub(crate) physical: Option<Arc<Vec<u64>>>,
+    /// Physical row of each live row, for a fragment with deletions and a live row: read from
+    /// its deletion vector when a row of the fragment is first located, not when the loader
+    /// opens (a rank reads only the vectors of the fragments it reads, SPEC VAL-19).
+    physical: OnceLock<Arc<Vec<u64>>>,
     pub(crate) files: Vec<FileEntry>,
     /// For each projected column: the index in `files` of the file holding it and the
     /// column's position in that file's `columns`.
@@ -43,12 +45,9 @@ impl FragmentEntry {
         self.info.fragment.live_rows()
     }
 
-    /// The physical row (within the fragment's files) of live row `live`.
-    pub(crate) fn physical_row(&self, live: u64) -> u64 {
-        match &self.physical {
-            Some(map) => map.get(live as usize).copied().unwrap_or(u64::MAX),
-            None => live,
-        }
+    /// Whether live rows are not physical rows: the fragment has deleted rows and a live one.
+    fn has_deletions(&self) -> bool {
+        self.info.fragment.deletion.is_some() && self.live_rows() > 0
     }
 }
 
@@ -221,23 +220,13 @@ impl Catalog {
                     },
                 ));
             }
-            // A fragment with no live row contributes nothing, so its deletion vector is not
-            // read (SPEC VAL-16: nothing of a fragment with no live row is read).
-            let physical = if info.fragment.deletion.is_some() && info.fragment.live_rows() > 0 {
-                let live = dataset
-                    .physical_rows(info, 0..info.fragment.live_rows())
-                    .map_err(|e| LoaderError::dataset("reading a deletion vector", e))?;
-                Some(Arc::new(live))
-            } else {
-                None
-            };
             let mut column_file = vec![(usize::MAX, 0); columns.len()];
             for (fi, f) in files.iter().enumerate() {
                 for (pos, &c) in f.columns.iter().enumerate() {
                     column_file[c] = (fi, pos);
                 }
             }
-            fragments.push(FragmentEntry { info: info.clone(), physical, files, column_file });
+            fragments.push(FragmentEntry { info: info.clone(), physical: OnceLock::new(), files, column_file });
         }
         let fragment_rows = fragments.iter().map(FragmentEntry::live_rows).collect();
         let first_rows = fragments.iter().map(|f| f.info.first_row).collect();
@@ -361,13 +350,35 @@ impl Catalog {
     }
 
     /// The fragment and physical row of plan position `pos`: global (live) row `pos`, or the
-    /// view's row at `pos`.
-    pub(crate) fn locate(&self, pos: u64) -> Option<(usize, u64)> {
+    /// view's row at `pos`; `None` outside the dataset. The first row located in a fragment with
+    /// deletions reads its deletion vector (a fragment with no live row is never located, so its
+    /// vector is never read: SPEC VAL-16, VAL-19).
+    ///
+    /// # Errors
+    /// The deletion vector's read and validation errors.
+    pub(crate) fn locate(&self, pos: u64) -> Result<Option<(usize, u64)>> {
         let row = self.row_id(pos);
-        let f = self.first_rows.partition_point(|&first| first <= row).checked_sub(1)?;
+        let Some(f) = self.first_rows.partition_point(|&first| first <= row).checked_sub(1) else { return Ok(None) };
         let frag = &self.fragments[f];
         let live = row - frag.info.first_row;
-        (live < frag.live_rows()).then(|| (f, frag.physical_row(live)))
+        if live >= frag.live_rows() {
+            return Ok(None);
+        }
+        if !frag.has_deletions() {
+            return Ok(Some((f, live)));
+        }
+        let map = if let Some(map) = frag.physical.get() {
+            map
+        } else {
+            let rows = self
+                .dataset
+                .physical_rows(&frag.info, 0..frag.live_rows())
+                .map_err(|e| LoaderError::dataset("reading a deletion vector", e))?;
+            // Two threads may read it at once; both get the same rows, one is kept.
+            let _ = frag.physical.set(Arc::new(rows));
+            frag.physical.get().ok_or_else(|| LoaderError::WorkerPanicked("deletion map not kept".into()))?
+        };
+        Ok(map.get(live as usize).map(|&p| (f, p)))
     }
 
     /// Whether the index of file `file` of fragment `frag` is cached.

@@ -219,7 +219,7 @@ fn slots(sh: &Shared, index: usize, rows: &mut Vec<u64>) -> Result<Vec<SlotRow>>
         let pos = sh.position(index, j);
         let (frag, phys) = sh
             .catalog
-            .locate(row)
+            .locate(row)?
             .ok_or_else(|| LoaderError::WorkerPanicked(format!("row {row} is outside the dataset")))?;
         slots.push(SlotRow { row: sh.catalog.row_id(row), frag, phys, pos, real: pos < sh.rows_n });
     }
@@ -321,7 +321,7 @@ impl Worker {
         let pos = slot.pos + 1;
         let row = sh.plan.row_at(pos).ok_or_else(|| LoaderError::corrupt("dataset", "no readable rows"))?;
         let (frag, phys) =
-            sh.catalog.locate(row).ok_or_else(|| LoaderError::WorkerPanicked(format!("row {row} is outside")))?;
+            sh.catalog.locate(row)?.ok_or_else(|| LoaderError::WorkerPanicked(format!("row {row} is outside")))?;
         Ok(SlotRow { row: sh.catalog.row_id(row), frag, phys, pos, real: false })
     }
 

@@ -400,7 +400,7 @@ fn block_schedule(
                 continue; // padding: read directly, not through the window
             }
             let (f, phys) = catalog
-                .locate(row)
+                .locate(row)?
                 .ok_or_else(|| LoaderError::WorkerPanicked(format!("row {row} is outside the dataset")))?;
             needed[f].push(phys);
             uses[f] += 1;

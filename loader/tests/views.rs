@@ -231,3 +231,27 @@ fn the_loader_trains_on_a_runs_view_like_on_a_list_view() {
         Err(LoaderError::Resume(_))
     ));
 }
+
+/// A rank reads the deletion vector of a fragment only when it reads a row of it (SPEC VAL-19):
+/// with fragment 2's vector gone from the store, a view of rows outside fragment 2 opens and
+/// reads its epoch, and one with a row of fragment 2 opens but fails when it reaches that row.
+#[test]
+fn deletion_vectors_are_read_only_for_fragments_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().to_str().unwrap();
+    // Row 30 is in fragment 2 (rows 24..36); after the delete, fragment 2 holds live rows
+    // 24..35, fragment 3 35..47 and fragment 4 47..59.
+    let ds = dataset(root).delete_rows(&[30], "one row of fragment 2", &WriteOptions::default()).unwrap();
+    ds.save_view("sel", &[0, 5, 13, 40, 50], "outside fragment 2").unwrap();
+    ds.save_view("bad", &[0, 25], "a row of fragment 2").unwrap();
+    for entry in std::fs::read_dir(dir.path().join("deletions")).unwrap() {
+        std::fs::remove_file(entry.unwrap().path()).unwrap();
+    }
+    let loader = Loader::open(config(root, ShuffleMode::None)).unwrap();
+    let read: Vec<i64> = epoch(&loader, 0).into_iter().flat_map(|(ids, _)| ids).collect();
+    assert_eq!(read[..5], [0, 50, 130, 410, 510], "view rows 40 and 50 are physical rows 41 and 51");
+
+    let bad = Loader::open(config(root, ShuffleMode::None).with_view("bad")).unwrap();
+    let outcome: Result<Vec<_>, LoaderError> = bad.epoch(0).unwrap().collect();
+    assert!(outcome.is_err(), "the row of fragment 2 needs its missing deletion vector");
+}
