@@ -76,7 +76,7 @@ use futures::StreamExt;
 use rustix::fs::{FlockOperation, flock};
 
 use crate::error::{LoaderError, Result};
-use crate::source::{Attempt, BodySink, Dest, Fetcher, RangeRequest, backoff_sleep, jitter, scatter};
+use crate::source::{Attempt, BodySink, Dest, Fetcher, RangeRequest, Rounds, scatter};
 
 /// Bytes of a file per cache entry (aligned; a file's last block is shorter).
 pub(crate) const BLOCK_BYTES: u64 = 1 << 20;
@@ -595,34 +595,18 @@ impl DiskCache {
         concurrency: usize,
         stopped: &AtomicBool,
     ) -> Result<()> {
-        let mut done = vec![false; jobs.len()];
-        let mut tries = vec![0u32; jobs.len()];
+        let mut rounds = Rounds::new(jobs.len());
         loop {
             if stopped.load(Ordering::Acquire) {
                 return Err(LoaderError::Stopped);
             }
-            let pending = jobs.iter_mut().zip(&done).enumerate().filter(|(_, (_, d))| !**d);
-            let futs = pending.map(|(i, (job, _))| async move { (i, self.serve(f, store, job, stopped).await) });
+            let pending = jobs.iter_mut().enumerate().filter(|(i, _)| !rounds.done[*i]);
+            let futs = pending.map(|(i, job)| async move { (i, self.serve(f, store, job, stopped).await) });
             let results: Vec<(usize, std::result::Result<(), Attempt>)> = tessera::store::runtime()
                 .block_on(futures::stream::iter(futs).buffer_unordered(concurrency.max(1)).collect());
-            let mut worst = None;
-            for (i, r) in results {
-                match r {
-                    Ok(()) => done[i] = true,
-                    Err(Attempt::Fatal(e)) => return Err(e),
-                    Err(Attempt::Transient(e)) => {
-                        if tries[i] >= f.retry.max_retries {
-                            let path = jobs[i].key.to_string();
-                            return Err(LoaderError::Storage { path, attempts: tries[i] + 1, source: e });
-                        }
-                        tries[i] += 1;
-                        bump(&f.counters.retries, 1);
-                        worst = worst.max(Some(tries[i] - 1));
-                    }
-                }
+            if rounds.settle(f, results, &|i| jobs[i].key.to_string(), stopped)? {
+                return Ok(());
             }
-            let Some(retry) = worst else { return Ok(()) };
-            backoff_sleep(f.retry.backoff_bound(retry).mul_f64(jitter()), stopped)?;
         }
     }
 

@@ -416,6 +416,54 @@ impl<'a> Dest<'a> {
     }
 }
 
+/// The bookkeeping of jobs driven concurrently in rounds, each failed one tried again after a
+/// backoff (range GETs, [`Fetcher::run_direct`]; disk-cache blocks, `disk_cache.rs`): which are
+/// done and how often each was tried. The caller runs the pending jobs of a round; [`Rounds::settle`]
+/// takes their outcomes.
+pub(crate) struct Rounds {
+    /// Whether job `i` has succeeded.
+    pub(crate) done: Vec<bool>,
+    tries: Vec<u32>,
+}
+
+impl Rounds {
+    pub(crate) fn new(jobs: usize) -> Self {
+        Self { done: vec![false; jobs], tries: vec![0; jobs] }
+    }
+
+    /// Records one round's outcomes: `Ok(true)` when every job is done; otherwise sleeps the
+    /// backoff of the most-tried failed job and returns `Ok(false)` for another round.
+    ///
+    /// # Errors
+    /// A fatal outcome; a job out of retries (`Storage`, naming `key(i)`); `Stopped`.
+    pub(crate) fn settle(
+        &mut self,
+        f: &Fetcher,
+        results: Vec<(usize, std::result::Result<(), Attempt>)>,
+        key: &dyn Fn(usize) -> String,
+        stopped: &AtomicBool,
+    ) -> Result<bool> {
+        let mut worst = None;
+        for (i, r) in results {
+            match r {
+                Ok(()) => self.done[i] = true,
+                Err(Attempt::Fatal(e)) => return Err(e),
+                Err(Attempt::Transient(e)) => {
+                    if self.tries[i] >= f.retry.max_retries {
+                        return Err(LoaderError::Storage { path: key(i), attempts: self.tries[i] + 1, source: e });
+                    }
+                    self.tries[i] += 1;
+                    f.counters.retries.fetch_add(1, Ordering::Relaxed);
+                    worst = worst.max(Some(self.tries[i] - 1));
+                }
+            }
+        }
+        let Some(retry) = worst else { return Ok(true) };
+        backoff_sleep(f.retry.backoff_bound(retry).mul_f64(jitter()), stopped)?;
+        Ok(false)
+    }
+}
+
 /// A source with its retry policy and counters.
 #[derive(Debug)]
 pub(crate) struct Fetcher {
@@ -540,34 +588,18 @@ impl Fetcher {
         concurrency: usize,
         stopped: &AtomicBool,
     ) -> Result<()> {
-        let mut done = vec![false; requests.len()];
-        let mut tries = vec![0u32; requests.len()];
+        let mut rounds = Rounds::new(requests.len());
         loop {
             if stopped.load(Ordering::Acquire) {
                 return Err(LoaderError::Stopped);
             }
-            let pending = requests.iter_mut().zip(&done).enumerate().filter(|(_, (_, d))| !**d);
-            let futs = pending.map(|(i, (req, _))| async move { (i, self.get_into(store, req).await) });
+            let pending = requests.iter_mut().enumerate().filter(|(i, _)| !rounds.done[*i]);
+            let futs = pending.map(|(i, req)| async move { (i, self.get_into(store, req).await) });
             let results: Vec<(usize, std::result::Result<(), Attempt>)> = tessera::store::runtime()
                 .block_on(futures::stream::iter(futs).buffer_unordered(concurrency.max(1)).collect());
-            let mut worst = None;
-            for (i, r) in results {
-                match r {
-                    Ok(()) => done[i] = true,
-                    Err(Attempt::Fatal(e)) => return Err(e),
-                    Err(Attempt::Transient(e)) => {
-                        if tries[i] >= self.retry.max_retries {
-                            let path = requests[i].key.to_string();
-                            return Err(LoaderError::Storage { path, attempts: tries[i] + 1, source: e });
-                        }
-                        tries[i] += 1;
-                        self.counters.retries.fetch_add(1, Ordering::Relaxed);
-                        worst = worst.max(Some(tries[i] - 1));
-                    }
-                }
+            if rounds.settle(self, results, &|i| requests[i].key.to_string(), stopped)? {
+                return Ok(());
             }
-            let Some(retry) = worst else { return Ok(()) };
-            backoff_sleep(self.retry.backoff_bound(retry).mul_f64(jitter()), stopped)?;
         }
     }
 
