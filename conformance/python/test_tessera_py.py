@@ -53,6 +53,16 @@ def seq(literals: bytes, offset=None, match_len=None, token_lit=None) -> bytes:
     return bytes(out)
 
 
+
+def write_objects(root, objs):
+    """Writes `{key: bytes}` under `root` and returns the store over it."""
+    for key, data in objs.items():
+        path = os.path.join(root, *key.split("/"))
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb") as f:
+            f.write(data)
+    return Store(root)
+
 class Lz4Tests(unittest.TestCase):
     def test_literals_only(self):
         self.assertEqual(lz4.decompress(seq(b"hello"), 5), b"hello")
@@ -330,12 +340,7 @@ class DeletionTests(unittest.TestCase):
         objs[self.MAN2] = seal(MAGIC_MANIFEST, bytes(man))
         if write_dv:
             objs[dv_path] = dv
-        for key, data in objs.items():
-            path = os.path.join(root, *key.split("/"))
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            with open(path, "wb") as f:
-                f.write(data)
-        return Store(root)
+        return write_objects(root, objs)
 
     def test_deleted_row_is_skipped(self):
         with tempfile.TemporaryDirectory() as root:
@@ -405,12 +410,7 @@ class TreeTests(unittest.TestCase):
             ref = bytes(man[i - 8:i + len(self.ROOT) + 28])
             man[i + len(self.ROOT) + 28:i + len(self.ROOT) + 28] = ref
         objs[DeletionTests.MAN2] = seal(MAGIC_MANIFEST, bytes(man))
-        for key, data in objs.items():
-            path = os.path.join(root, *key.split("/"))
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            with open(path, "wb") as f:
-                f.write(data)
-        return Store(root)
+        return write_objects(root, objs)
 
     def test_reads_back(self):
         with tempfile.TemporaryDirectory() as root:

@@ -248,14 +248,22 @@ def fragments_holding(store: Store, v: Version, rows: list) -> list:
     if v.fragments is None:
         from . import tree
         return tree.fragments_holding(store, v.manifest, v.root, rows)
-    out, at = [], 0
-    for f in v.fragments:
+    out = []
+    holding(v.fragments, rows, 0, out)
+    return out
+
+
+def holding(fragments, rows, at, out):
+    """Appends `(first global row, fragment)` to `out` for each of `fragments` (in row order,
+    the first starting at global row `at`) that holds one of `rows` (ascending); returns the
+    global row after the last fragment."""
+    for f in fragments:
         n = live_rows(f)
         i = bisect_left(rows, at)
         if i < len(rows) and rows[i] < at + n:
             out.append((at, f))
         at += n
-    return out
+    return at
 
 
 def read_rows(store: Store, v: Version, sink):

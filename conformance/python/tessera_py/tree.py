@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from . import model as M
 from .envelope import BODY_LIMIT_SEGMENT, MAGIC_NODE, check_envelope
 from .errors import invalid, limit
-from .reader import fetch_referenced, live_rows
+from .reader import fetch_referenced, holding, live_rows
 from .store import U64_MAX, Store
 from .validate import check_fragment_columns, check_fragment_entry, check_path
 
@@ -198,12 +198,7 @@ def fragments_holding(store: Store, m: M.Manifest, root, rows: list) -> list:
 def _descend(store, m, node, path, base, rows, out):
     at = base
     if node.level == 0:
-        for f in node.fragments:
-            n = live_rows(f)
-            i = bisect_left(rows, at)
-            if i < len(rows) and rows[i] < at + n:
-                out.append((at, f))
-            at += n
+        holding(node.fragments, rows, at, out)
         return
     for i, ref in enumerate(node.children):
         lo, hi = bisect_left(rows, at), bisect_left(rows, at + ref.live_row_count)
