@@ -2,7 +2,7 @@
 //! columns, and per-file indexes (page table, per-row byte offsets, ragged sizes, validity)
 //! that let a worker find any row's bytes without decoding anything else.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::Duration;
@@ -10,6 +10,7 @@ use std::time::Duration;
 use lru::LruCache;
 use tessera::datafile::{Block, ChunkIndex, DataFile};
 use tessera::manifest::DataFileRef;
+use tessera::tree::FragmentTree;
 use tessera::{Dataset, FragmentInfo, View, ViewRows};
 
 use crate::assemble::ColumnLayout;
@@ -27,8 +28,12 @@ pub(crate) struct FileEntry {
 }
 
 /// A fragment with its live-row mapping.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub(crate) struct FragmentEntry {
+    /// The fragment's position among the version's fragments (its id order): the key of its
+    /// files' indexes and pages in the loader's caches, the same whether the catalog holds
+    /// every fragment or finds them through the fragment tree.
+    pub(crate) index: usize,
     pub(crate) info: FragmentInfo,
     /// Physical row of each live row, for a fragment with deletions and a live row: read from
     /// its deletion vector when a row of the fragment is first located, not when the loader
@@ -41,6 +46,46 @@ pub(crate) struct FragmentEntry {
 }
 
 impl FragmentEntry {
+    /// The fragment's files that hold projected columns, and where each column is.
+    ///
+    /// # Errors
+    /// A live fragment whose files do not hold every projected column exactly once.
+    fn new(index: usize, info: FragmentInfo, columns: &[ColumnLayout]) -> Result<Self> {
+        let mut files = Vec::new();
+        for file in &info.fragment.files {
+            let idx: Vec<usize> =
+                (0..columns.len()).filter(|&i| file.column_ids.contains(&columns[i].column.id)).collect();
+            if !idx.is_empty() {
+                files.push(FileEntry { file: file.clone(), columns: idx });
+            }
+        }
+        let covered: usize = files.iter().map(|f| f.columns.len()).sum();
+        if covered != columns.len() && info.fragment.live_rows() > 0 {
+            return Err(LoaderError::dataset(
+                "resolving the projection",
+                tessera::Error::Invalid {
+                    what: format!("fragment {}", info.fragment.id),
+                    reason: "the fragment's files do not hold every projected column exactly once".into(),
+                },
+            ));
+        }
+        let mut column_file = vec![(usize::MAX, 0); columns.len()];
+        for (fi, f) in files.iter().enumerate() {
+            for (pos, &c) in f.columns.iter().enumerate() {
+                column_file[c] = (fi, pos);
+            }
+        }
+        Ok(Self { index, info, physical: OnceLock::new(), files, column_file })
+    }
+
+    /// Heap and inline bytes of the entry, estimated (what a lazy catalog's cache counts).
+    fn footprint(&self) -> u64 {
+        let f = &self.info.fragment;
+        let files: usize = f.files.iter().map(|d| 96 + d.path.len() + 8 * d.column_ids.len()).sum();
+        let stats = 64 * f.stats.len();
+        (size_of::<Self>() + size_of::<tessera::manifest::Fragment>() + files + stats + 48 * self.files.len()) as u64
+    }
+
     pub(crate) fn live_rows(&self) -> u64 {
         self.info.fragment.live_rows()
     }
@@ -137,16 +182,81 @@ impl Drop for Opener<'_> {
 pub(crate) struct Catalog {
     pub(crate) dataset: Dataset,
     pub(crate) columns: Vec<ColumnLayout>,
-    pub(crate) fragments: Vec<FragmentEntry>,
-    /// Live rows per fragment (the sampler's input).
+    fragments: Fragments,
+    /// The sampler's units: live rows per fragment (or per run of a view's positions in one
+    /// fragment); with a lazy catalog one entry, the row count (only block shuffle needs
+    /// fragment boundaries, and it opens the version whole).
     pub(crate) fragment_rows: Vec<u64>,
-    /// First live global row of each fragment.
-    first_rows: Vec<u64>,
     pub(crate) dataset_id: u64,
     /// When the loader reads a view: the view, whose position `p` is dataset row
     /// `view.rows.get(p)`. Plans then order positions, not dataset rows.
     pub(crate) view: Option<Arc<View>>,
     meta: Mutex<MetaCache>,
+}
+
+/// Where the catalog finds a row's fragment.
+#[derive(Debug)]
+enum Fragments {
+    /// Every fragment of the version (or of a view's partial dataset), loaded when the loader
+    /// opened: a version indexed by a fragment log, block shuffle, a view.
+    Eager {
+        entries: Vec<Arc<FragmentEntry>>,
+        /// First live global row of each entry.
+        first_rows: Vec<u64>,
+    },
+    /// Found through the version's fragment tree when a row is first located, and kept in a
+    /// bounded cache: what a rank reads and holds does not grow with the dataset.
+    Lazy(Box<Lazy>),
+}
+
+/// Bytes of fragment entries a lazy catalog keeps (charged to the metadata share).
+const LAZY_ENTRY_BYTES: u64 = 16 << 20;
+/// Bytes of decoded index nodes a lazy catalog's tree keeps (besides the root).
+const LAZY_NODE_BYTES: u64 = 16 << 20;
+/// Rows a lazy catalog looks up to estimate ragged columns' bytes per row at open.
+const LAZY_SAMPLE_ROWS: u64 = 16;
+
+/// A lazily read fragment tree and the fragments found so far.
+#[derive(Debug)]
+struct Lazy {
+    tree: FragmentTree,
+    found: Mutex<Found>,
+    acct: Arc<Accountant>,
+}
+
+/// The fragments a lazy catalog found, least recently used first out, within
+/// [`LAZY_ENTRY_BYTES`].
+#[derive(Debug)]
+struct Found {
+    by_index: LruCache<usize, (Arc<FragmentEntry>, Charge)>,
+    /// First live row → index, of the entries in `by_index`.
+    by_row: BTreeMap<u64, usize>,
+    bytes: u64,
+}
+
+impl Found {
+    /// The cached fragment holding global live row `row`.
+    fn holding(&mut self, row: u64) -> Option<Arc<FragmentEntry>> {
+        let (_, &index) = self.by_row.range(..=row).next_back()?;
+        let (entry, _) = self.by_index.get(&index)?;
+        (row - entry.info.first_row < entry.live_rows()).then(|| entry.clone())
+    }
+
+    fn insert(&mut self, entry: Arc<FragmentEntry>, acct: &Arc<Accountant>) {
+        if self.by_index.contains(&entry.index) {
+            return;
+        }
+        let bytes = entry.footprint();
+        while self.bytes + bytes > LAZY_ENTRY_BYTES {
+            let Some((_, (old, _))) = self.by_index.pop_lru() else { break };
+            self.by_row.remove(&old.info.first_row);
+            self.bytes -= old.footprint();
+        }
+        self.bytes += bytes;
+        self.by_row.insert(entry.info.first_row, entry.index);
+        let charge = acct.charge(MemoryUse::Metadata, bytes);
+        self.by_index.put(entry.index, (entry, charge));
+    }
 }
 
 /// The identity of a view that every order over it derives from: FNV-1a 64 of its name, the
@@ -189,10 +299,18 @@ pub fn version_id(branch: &str, version: u64, manifest_crc32: u32) -> u64 {
 }
 
 impl Catalog {
-    /// Resolves the projection and the fragments of an opened version. The catalog keeps the
-    /// files it opens in its own cache, inside the memory budget, so its handle of the dataset
-    /// keeps none (the caller's handle keeps its cache).
-    pub(crate) fn new(dataset: Dataset, projection: Option<&[String]>, u64_bits: bool) -> Result<Self> {
+    /// Resolves the projection and the fragments of an opened version: every fragment of
+    /// `dataset` when `tree` is `None`; through `tree` (the version's fragment tree, `dataset`
+    /// then holding none, [`Dataset::open_lazy`]) when a row is first located otherwise. The
+    /// catalog keeps the files it opens in its own cache, inside the memory budget, so its
+    /// handle of the dataset keeps none (the caller's handle keeps its cache).
+    pub(crate) fn new(
+        dataset: Dataset,
+        tree: Option<FragmentTree>,
+        projection: Option<&[String]>,
+        u64_bits: bool,
+        acct: &Arc<Accountant>,
+    ) -> Result<Self> {
         let dataset = dataset.with_cache_bytes(0);
         let names: Vec<&str> = match projection {
             Some(cols) => cols.iter().map(String::as_str).collect(),
@@ -200,47 +318,68 @@ impl Catalog {
         };
         let cols = dataset.project(Some(&names)).map_err(|e| LoaderError::config(format!("column projection: {e}")))?;
         let columns = cols.into_iter().map(|c| ColumnLayout::new(c, u64_bits)).collect::<Result<Vec<_>>>()?;
-        let mut fragments = Vec::with_capacity(dataset.fragments().len());
-        for info in dataset.fragments() {
-            let mut files = Vec::new();
-            for file in &info.fragment.files {
-                let idx: Vec<usize> =
-                    (0..columns.len()).filter(|&i| file.column_ids.contains(&columns[i].column.id)).collect();
-                if !idx.is_empty() {
-                    files.push(FileEntry { file: file.clone(), columns: idx });
-                }
-            }
-            let covered: usize = files.iter().map(|f| f.columns.len()).sum();
-            if covered != columns.len() && info.fragment.live_rows() > 0 {
-                return Err(LoaderError::dataset(
-                    "resolving the projection",
-                    tessera::Error::Invalid {
-                        what: format!("fragment {}", info.fragment.id),
-                        reason: "the fragment's files do not hold every projected column exactly once".into(),
-                    },
-                ));
-            }
-            let mut column_file = vec![(usize::MAX, 0); columns.len()];
-            for (fi, f) in files.iter().enumerate() {
-                for (pos, &c) in f.columns.iter().enumerate() {
-                    column_file[c] = (fi, pos);
-                }
-            }
-            fragments.push(FragmentEntry { info: info.clone(), physical: OnceLock::new(), files, column_file });
-        }
-        let fragment_rows = fragments.iter().map(FragmentEntry::live_rows).collect();
-        let first_rows = fragments.iter().map(|f| f.info.first_row).collect();
         let dataset_id = version_id(dataset.branch(), dataset.version(), dataset.manifest_crc32());
-        let view = None;
-        Ok(Self { dataset, columns, fragments, fragment_rows, first_rows, dataset_id, view, meta: Mutex::default() })
+        let (fragments, fragment_rows) = match tree {
+            None => {
+                let entries = (dataset.fragments().iter().enumerate())
+                    .map(|(i, info)| FragmentEntry::new(i, info.clone(), &columns).map(Arc::new))
+                    .collect::<Result<Vec<_>>>()?;
+                let fragment_rows = entries.iter().map(|e| e.live_rows()).collect();
+                let first_rows = entries.iter().map(|f| f.info.first_row).collect();
+                (Fragments::Eager { entries, first_rows }, fragment_rows)
+            }
+            Some(tree) => {
+                let rows = tree.row_count();
+                let found = Found { by_index: LruCache::unbounded(), by_row: BTreeMap::new(), bytes: 0 };
+                let lazy =
+                    Lazy { tree: tree.with_cache_bytes(LAZY_NODE_BYTES), found: Mutex::new(found), acct: acct.clone() };
+                (Fragments::Lazy(Box::new(lazy)), vec![rows])
+            }
+        };
+        let catalog =
+            Self { dataset, columns, fragments, fragment_rows, dataset_id, view: None, meta: Mutex::default() };
+        if matches!(catalog.fragments, Fragments::Lazy(_))
+            && catalog.columns.iter().any(|c| c.fixed_row_bytes.is_none())
+        {
+            // Ragged columns' slot estimates come from the fragments found: look up a few
+            // rows spread over the version (one round trip per level for all of them).
+            let n = catalog.rows();
+            let sample: Vec<u64> = (0..LAZY_SAMPLE_ROWS.min(n)).map(|i| i * n / LAZY_SAMPLE_ROWS.min(n)).collect();
+            catalog.find(&sample)?;
+        }
+        Ok(catalog)
     }
 
-    /// Reads `view` (of this catalog's version) instead of the whole version. The sampler's
-    /// "fragments" become the view's runs of consecutive positions whose rows lie in one
-    /// fragment, so block shuffle keeps rows of a fragment together as far as the view's
-    /// order allows; the order's identity becomes the view's ([`view_id`]).
+    /// Fragment `f` of an eager catalog (block shuffle's window works by index).
+    ///
+    /// # Errors
+    /// `WorkerPanicked` for a lazy catalog or an index past the end: the block schedule only
+    /// names fragments it found in [`Catalog::eager`].
+    pub(crate) fn eager_entry(&self, f: usize) -> Result<&Arc<FragmentEntry>> {
+        self.eager()
+            .and_then(|e| e.get(f))
+            .ok_or_else(|| LoaderError::WorkerPanicked(format!("fragment {f} is not in the block schedule's catalog")))
+    }
+
+    /// The fragments a catalog holds whole (every fragment of the version or of a view):
+    /// `None` for a lazy catalog. Block shuffle plans over these.
+    pub(crate) fn eager(&self) -> Option<&[Arc<FragmentEntry>]> {
+        match &self.fragments {
+            Fragments::Eager { entries, .. } => Some(entries),
+            Fragments::Lazy(_) => None,
+        }
+    }
+
+    /// Reads `view` (of this catalog's version, whose fragments it holds) instead of the whole
+    /// version. The sampler's "fragments" become the view's runs of consecutive positions
+    /// whose rows lie in one fragment, so block shuffle keeps rows of a fragment together as
+    /// far as the view's order allows; the order's identity becomes the view's ([`view_id`]).
     pub(crate) fn with_view(mut self, view: Arc<View>) -> Result<Self> {
         let outside = |row: u64| LoaderError::config(format!("view {:?}: row {row} is outside the version", view.name));
+        let Fragments::Eager { entries, first_rows } = &self.fragments else {
+            return Err(LoaderError::config("a view is read through a catalog of its fragments"));
+        };
+        let fragment_of = |row: u64| first_rows.partition_point(|&first| first <= row).checked_sub(1);
         let mut runs: Vec<u64> = Vec::new();
         let mut last = usize::MAX;
         let mut add = |f: usize, n: u64| {
@@ -253,7 +392,7 @@ impl Catalog {
         match &view.rows {
             ViewRows::List(rows) => {
                 for &row in rows {
-                    add(self.fragment_of(row).ok_or_else(|| outside(row))?, 1);
+                    add(fragment_of(row).ok_or_else(|| outside(row))?, 1);
                 }
             }
             // A run splits at fragment ends: O(runs + fragments), whatever the row count.
@@ -261,9 +400,9 @@ impl Catalog {
                 for run in r.runs() {
                     let (mut row, end) = (run.start, run.start + run.len);
                     while row < end {
-                        let f = self.fragment_of(row).ok_or_else(|| outside(row))?;
-                        let frag_end = self.first_rows[f] + self.fragments[f].live_rows();
-                        let n = end.min(frag_end) - row;
+                        let f = fragment_of(row).ok_or_else(|| outside(row))?;
+                        let frag_end = first_rows[f] + entries[f].live_rows();
+                        let n = end.min(frag_end).saturating_sub(row);
                         if n == 0 {
                             return Err(outside(row));
                         }
@@ -277,11 +416,6 @@ impl Catalog {
         self.dataset_id = view_id(&view);
         self.view = Some(view);
         Ok(self)
-    }
-
-    /// The fragment holding global live row `row`: the last one starting at or before it.
-    fn fragment_of(&self, row: u64) -> Option<usize> {
-        self.first_rows.partition_point(|&first| first <= row).checked_sub(1)
     }
 
     /// The dataset row at plan position `pos` (the position itself without a view): O(1) for
@@ -300,7 +434,8 @@ impl Catalog {
 
     /// Estimated output bytes per row of projected column `c`: exact for fixed shapes; for
     /// ragged columns twice the average stored bytes per row of the files holding it (an
-    /// allowance for padding to the batch's longest row).
+    /// allowance for padding to the batch's longest row), over every fragment of an eager
+    /// catalog and over the fragments found so far (a sample at open) of a lazy one.
     pub(crate) fn estimated_slot_bytes(&self, c: usize) -> u64 {
         let layout = &self.columns[c];
         let scale = |b: u64| b * layout.out_item as u64 / layout.in_item.max(1) as u64;
@@ -308,13 +443,24 @@ impl Catalog {
             return scale(b);
         }
         let (mut bytes, mut rows) = (0u64, 0u64);
-        for f in &self.fragments {
+        self.for_each_known(&mut |f| {
             if let Some(fe) = f.files.get(f.column_file[c].0) {
                 bytes += self.variable_share(fe, f.info.fragment.row_count);
                 rows += f.info.fragment.row_count;
             }
-        }
+        });
         scale(2 * bytes.checked_div(rows).unwrap_or(0)).max(64)
+    }
+
+    /// Calls `visit` on every fragment the catalog holds now.
+    fn for_each_known(&self, visit: &mut dyn FnMut(&FragmentEntry)) {
+        match &self.fragments {
+            Fragments::Eager { entries, .. } => entries.iter().for_each(|e| visit(e)),
+            Fragments::Lazy(lazy) => {
+                let found = lazy.found.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                found.by_index.iter().for_each(|(_, (e, _))| visit(e));
+            }
+        }
     }
 
     /// What one variable-size column of data file `fe` (of `rows` rows) stores, estimated
@@ -334,9 +480,8 @@ impl Catalog {
         fe.file.size.saturating_sub(fixed) / variable.max(1)
     }
 
-    /// Estimated decoded bytes of fragment `frag`'s projected columns.
-    pub(crate) fn estimated_fragment_bytes(&self, frag: usize) -> u64 {
-        let f = &self.fragments[frag];
+    /// Estimated decoded bytes of fragment `f`'s projected columns.
+    pub(crate) fn estimated_fragment_bytes(&self, f: &FragmentEntry) -> u64 {
         let mut total = 0u64;
         for fe in &f.files {
             let fixed: Option<u64> =
@@ -349,23 +494,95 @@ impl Catalog {
         total
     }
 
+    /// Finds the fragments holding plan positions `positions` that a lazy catalog does not
+    /// hold yet, all together: one round trip per level of the tree for a whole batch, not
+    /// one per row. Nothing to do for an eager catalog.
+    ///
+    /// # Errors
+    /// The tree's read and validation errors; a fragment that breaks SEG-06.
+    pub(crate) fn find(&self, positions: &[u64]) -> Result<()> {
+        let Fragments::Lazy(lazy) = &self.fragments else { return Ok(()) };
+        let total = self.rows();
+        let missing: Vec<u64> = {
+            let mut found = lazy.found.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            let mut rows: Vec<u64> = positions
+                .iter()
+                .map(|&p| self.row_id(p))
+                .filter(|&r| r < total && found.holding(r).is_none())
+                .collect();
+            rows.sort_unstable();
+            rows.dedup();
+            rows
+        };
+        if missing.is_empty() {
+            return Ok(());
+        }
+        let located = lazy
+            .tree
+            .locate_many_indexed(&missing)
+            .map_err(|e| LoaderError::dataset("finding fragments in the fragment tree", e))?;
+        let mut entries = Vec::with_capacity(located.len());
+        for (index, info) in located {
+            if entries.iter().any(|e: &Arc<FragmentEntry>| e.info.first_row == info.first_row) {
+                continue;
+            }
+            self.dataset.check_fragment(&info).map_err(|e| LoaderError::dataset("checking a found fragment", e))?;
+            let index = usize::try_from(index).map_err(|_| LoaderError::config("fragment index overflows usize"))?;
+            entries.push(Arc::new(FragmentEntry::new(index, info, &self.columns)?));
+        }
+        let mut found = lazy.found.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        for e in entries {
+            found.insert(e, &lazy.acct);
+        }
+        Ok(())
+    }
+
+    /// The fragment holding global live row `row`, if any: an eager catalog's by binary
+    /// search, a lazy one's from its cache or else through the tree.
+    fn fragment_holding(&self, row: u64) -> Result<Option<Arc<FragmentEntry>>> {
+        match &self.fragments {
+            Fragments::Eager { entries, first_rows } => {
+                let Some(f) = first_rows.partition_point(|&first| first <= row).checked_sub(1) else {
+                    return Ok(None);
+                };
+                let e = &entries[f];
+                Ok((row - e.info.first_row < e.live_rows()).then(|| e.clone()))
+            }
+            Fragments::Lazy(lazy) => {
+                if row >= self.dataset.row_count() {
+                    return Ok(None);
+                }
+                let hit = lazy.found.lock().unwrap_or_else(std::sync::PoisonError::into_inner).holding(row);
+                if let Some(e) = hit {
+                    return Ok(Some(e));
+                }
+                let (index, info) = (lazy.tree.locate_many_indexed(&[row]))
+                    .map_err(|e| LoaderError::dataset("finding a fragment in the fragment tree", e))?
+                    .pop()
+                    .ok_or_else(|| LoaderError::WorkerPanicked(format!("no fragment for row {row}")))?;
+                self.dataset.check_fragment(&info).map_err(|e| LoaderError::dataset("checking a found fragment", e))?;
+                let index =
+                    usize::try_from(index).map_err(|_| LoaderError::config("fragment index overflows usize"))?;
+                let entry = Arc::new(FragmentEntry::new(index, info, &self.columns)?);
+                lazy.found.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(entry.clone(), &lazy.acct);
+                Ok(Some(entry))
+            }
+        }
+    }
+
     /// The fragment and physical row of plan position `pos`: global (live) row `pos`, or the
     /// view's row at `pos`; `None` outside the dataset. The first row located in a fragment with
     /// deletions reads its deletion vector (a fragment with no live row is never located, so its
     /// vector is never read: SPEC VAL-16, VAL-19).
     ///
     /// # Errors
-    /// The deletion vector's read and validation errors.
-    pub(crate) fn locate(&self, pos: u64) -> Result<Option<(usize, u64)>> {
+    /// The deletion vector's read and validation errors; a lazy catalog's tree errors.
+    pub(crate) fn locate(&self, pos: u64) -> Result<Option<(Arc<FragmentEntry>, u64)>> {
         let row = self.row_id(pos);
-        let Some(f) = self.first_rows.partition_point(|&first| first <= row).checked_sub(1) else { return Ok(None) };
-        let frag = &self.fragments[f];
+        let Some(frag) = self.fragment_holding(row)? else { return Ok(None) };
         let live = row - frag.info.first_row;
-        if live >= frag.live_rows() {
-            return Ok(None);
-        }
         if !frag.has_deletions() {
-            return Ok(Some((f, live)));
+            return Ok(Some((frag, live)));
         }
         let map = if let Some(map) = frag.physical.get() {
             map
@@ -378,26 +595,27 @@ impl Catalog {
             let _ = frag.physical.set(Arc::new(rows));
             frag.physical.get().ok_or_else(|| LoaderError::WorkerPanicked("deletion map not kept".into()))?
         };
-        Ok(map.get(live as usize).map(|&p| (f, p)))
+        let phys = map.get(live as usize).copied();
+        Ok(phys.map(|p| (frag.clone(), p)))
     }
 
-    /// Whether the index of file `file` of fragment `frag` is cached.
+    /// Whether the index of file `file` of fragment `frag` (its index) is cached.
     pub(crate) fn has_meta(&self, frag: usize, file: usize) -> bool {
         self.meta.lock().unwrap_or_else(std::sync::PoisonError::into_inner).entries.contains(&(frag, file))
     }
 
-    /// The index of file `file` of fragment `frag`, from the cache or built (one footer read
+    /// The index of file `file` of fragment `entry`, from the cache or built (one footer read
     /// and one ranged read of the shape and validity blocks).
     pub(crate) fn file_meta(
         &self,
-        frag: usize,
+        entry: &FragmentEntry,
         file: usize,
         fetcher: &Fetcher,
         acct: &Arc<Accountant>,
         cap: u64,
         stopped: &AtomicBool,
     ) -> Result<Arc<FileMeta>> {
-        let key = (frag, file);
+        let key = (entry.index, file);
         let opening = loop {
             let waiting = {
                 let mut cache = self.meta.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -420,7 +638,7 @@ impl Catalog {
             }
         };
         let mut opener = Opener { cache: &self.meta, key, opening, outcome: Outcome::Failed };
-        let meta = match self.build_meta(frag, file, fetcher, acct, stopped) {
+        let meta = match self.build_meta(entry, file, fetcher, acct, stopped) {
             Ok(meta) => Arc::new(meta),
             Err(e) => {
                 if let Some(fault) = Fault::of(&e) {
@@ -447,13 +665,12 @@ impl Catalog {
 
     fn build_meta(
         &self,
-        frag: usize,
+        entry: &FragmentEntry,
         file: usize,
         fetcher: &Fetcher,
         acct: &Arc<Accountant>,
         stopped: &AtomicBool,
     ) -> Result<FileMeta> {
-        let entry = &self.fragments[frag];
         let fe = &entry.files[file];
         let key = fe.file.path.as_str();
         let waiting = (!fetcher.is_local()).then(WaitTimer::start);

@@ -31,7 +31,7 @@ use tessera::datafile::{self, Block, ChunkIndex};
 
 use crate::assemble::ColumnPlan;
 use crate::batch::{HostBatch as Batch, SkippedSample};
-use crate::catalog::{FileEntry, FileMeta};
+use crate::catalog::{FileEntry, FileMeta, FragmentEntry};
 use crate::error::{LoaderError, Result, from_format};
 use crate::memory::{Charge, MemoryUse};
 use crate::pipeline::Shared;
@@ -41,10 +41,13 @@ use crate::transform;
 use crate::window::{Fault, FragmentData};
 
 /// One row slot of a batch being assembled.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 struct SlotRow {
     row: u64,
+    /// The fragment's index ([`FragmentEntry::index`]).
     frag: usize,
+    /// The fragment, held for the batch (a lazy catalog may drop it from its cache meanwhile).
+    entry: Arc<FragmentEntry>,
     phys: u64,
     /// Position in the padded global order this slot's row comes from (advances on
     /// substitution).
@@ -214,14 +217,16 @@ fn slots(sh: &Shared, index: usize, rows: &mut Vec<u64>) -> Result<Vec<SlotRow>>
     if !sh.plan.batch_into(index, rows) {
         return Err(LoaderError::WorkerPanicked(format!("no batch {index}")));
     }
+    // A lazy catalog finds the batch's new fragments together (one round trip per level).
+    sh.catalog.find(rows)?;
     let mut slots = Vec::with_capacity(rows.len());
     for (j, &row) in rows.iter().enumerate() {
         let pos = sh.position(index, j);
-        let (frag, phys) = sh
+        let (entry, phys) = sh
             .catalog
             .locate(row)?
             .ok_or_else(|| LoaderError::WorkerPanicked(format!("row {row} is outside the dataset")))?;
-        slots.push(SlotRow { row: sh.catalog.row_id(row), frag, phys, pos, real: pos < sh.rows_n });
+        slots.push(SlotRow { row: sh.catalog.row_id(row), frag: entry.index, entry, phys, pos, real: pos < sh.rows_n });
     }
     Ok(slots)
 }
@@ -307,7 +312,7 @@ impl Worker {
                             replacement: slots[j].row,
                             error: e.to_string(),
                         });
-                        slots[j] = self.substitute(slots[j])?;
+                        slots[j] = self.substitute(&slots[j])?;
                     }
                 }
             }
@@ -316,13 +321,13 @@ impl Worker {
     }
 
     /// The next row of the epoch's order after `slot`'s position (wrapping), as a substitute.
-    fn substitute(&self, slot: SlotRow) -> Result<SlotRow> {
+    fn substitute(&self, slot: &SlotRow) -> Result<SlotRow> {
         let sh = &self.sh;
         let pos = slot.pos + 1;
         let row = sh.plan.row_at(pos).ok_or_else(|| LoaderError::corrupt("dataset", "no readable rows"))?;
-        let (frag, phys) =
+        let (entry, phys) =
             sh.catalog.locate(row)?.ok_or_else(|| LoaderError::WorkerPanicked(format!("row {row} is outside")))?;
-        Ok(SlotRow { row: sh.catalog.row_id(row), frag, phys, pos, real: false })
+        Ok(SlotRow { row: sh.catalog.row_id(row), frag: entry.index, entry, phys, pos, real: false })
     }
 
     /// Runs each transformed column's pipeline from its staged rows into its output buffer,
@@ -421,13 +426,13 @@ impl Worker {
         let mut metas: HashMap<(usize, usize), Arc<FileMeta>> = HashMap::new();
         let mut bad_frags: BTreeMap<usize, LoaderError> = BTreeMap::new();
         for s in slots {
-            for fi in 0..cat.fragments[s.frag].files.len() {
+            for fi in 0..s.entry.files.len() {
                 if metas.contains_key(&(s.frag, fi)) || bad_frags.contains_key(&s.frag) {
                     continue;
                 }
                 let meta = opened
                     .remove(&(s.frag, fi))
-                    .unwrap_or_else(|| cat.file_meta(s.frag, fi, &sh.fetcher, &sh.acct, sh.meta_cap, &sh.stopped));
+                    .unwrap_or_else(|| cat.file_meta(&s.entry, fi, &sh.fetcher, &sh.acct, sh.meta_cap, &sh.stopped));
                 match meta {
                     Ok(m) => {
                         if s.phys >= m.data_file.footer().row_count {
@@ -461,7 +466,7 @@ impl Worker {
             let mut sizes = Vec::with_capacity(b * layout.ragged);
             let mut valid = Vec::with_capacity(if layout.nullable { b } else { 0 });
             for s in slots {
-                let (fi, pos) = cat.fragments[s.frag].column_file[c];
+                let (fi, pos) = s.entry.column_file[c];
                 let m = metas
                     .get(&(s.frag, fi))
                     .ok_or_else(|| FillError::Fatal(LoaderError::WorkerPanicked("file index missing".into())))?;
@@ -480,7 +485,7 @@ impl Worker {
         // Group slots by data file; serve window rows from memory, the rest from storage.
         let mut groups: BTreeMap<(usize, usize), Vec<usize>> = BTreeMap::new();
         for (j, s) in slots.iter().enumerate() {
-            for fi in 0..cat.fragments[s.frag].files.len() {
+            for fi in 0..s.entry.files.len() {
                 groups.entry((s.frag, fi)).or_default().push(j);
             }
         }
@@ -489,7 +494,9 @@ impl Worker {
             let meta: &FileMeta = metas
                 .get(&(frag, fi))
                 .ok_or_else(|| FillError::Fatal(LoaderError::WorkerPanicked("file index missing".into())))?;
-            let file = FileRef { frag, fi, entry: &cat.fragments[frag].files[fi], meta };
+            // Every slot of the group holds the fragment: the first one's entry serves.
+            let entry = &slots[js[0]].entry.files[fi];
+            let file = FileRef { frag, fi, entry, meta };
             let window_data = held.get(&frag).cloned().or_else(|| sh.window.as_ref().and_then(|w| w.resident(frag)));
             let direct = match window_data {
                 Some(data) => self.fill_from_window(&mut fill, &data, file, &js)?,
@@ -515,16 +522,16 @@ impl Worker {
     /// Opens the object-store data files of `slots` whose indexes are not cached, together
     /// ([`Worker::open_files`]).
     fn open_together(&self, slots: &[SlotRow]) -> HashMap<(usize, usize), Result<Arc<FileMeta>>> {
-        self.open_files(slots.iter().map(|s| s.frag))
+        self.open_files(slots.iter().map(|s| &s.entry))
     }
 
     /// Opens the object-store data files of `frags` whose indexes are not cached, each on a
     /// scoped thread of its own (at most `max_requests_in_flight` at once): about one footer
     /// and one index round trip for all of them. Local files and a single missing file are
     /// left to the caller.
-    pub(super) fn open_files(
+    pub(super) fn open_files<'e>(
         &self,
-        frags: impl IntoIterator<Item = usize>,
+        frags: impl IntoIterator<Item = &'e Arc<FragmentEntry>>,
     ) -> HashMap<(usize, usize), Result<Arc<FileMeta>>> {
         let sh = &self.sh;
         let cat = &sh.catalog;
@@ -532,10 +539,10 @@ impl Worker {
         if sh.fetcher.is_local() {
             return out;
         }
-        let mut missing: Vec<(usize, usize)> = Vec::new();
+        let mut missing: Vec<(&FragmentEntry, usize)> = Vec::new();
         for f in frags {
-            for fi in 0..cat.fragments[f].files.len() {
-                if !missing.contains(&(f, fi)) && !cat.has_meta(f, fi) {
+            for fi in 0..f.files.len() {
+                if !missing.iter().any(|(m, mfi)| m.index == f.index && *mfi == fi) && !cat.has_meta(f.index, fi) {
                     missing.push((f, fi));
                 }
             }
@@ -552,7 +559,7 @@ impl Worker {
                     .map(|&(f, fi)| {
                         let h =
                             scope.spawn(move || cat.file_meta(f, fi, &sh.fetcher, &sh.acct, sh.meta_cap, &sh.stopped));
-                        ((f, fi), h)
+                        ((f.index, fi), h)
                     })
                     .collect();
                 for (key, h) in handles {

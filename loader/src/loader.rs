@@ -47,7 +47,11 @@ pub struct Loader {
 
 impl Loader {
     /// Opens the version `config.at` of the dataset at `config.location` and resolves the
-    /// projection. Nothing but the manifest, its index segments and deletion vectors is read.
+    /// projection. Nothing but the manifest and its fragment index is read: every index
+    /// segment of a fragment log; only the root of a fragment tree, whose other nodes are
+    /// read when a batch first needs a fragment below them (block shuffle reads the whole
+    /// tree, as it plans over every fragment). Deletion vectors are read with a fragment's
+    /// first row.
     ///
     /// # Errors
     /// [`LoaderError::Config`] for a bad configuration or unknown column;
@@ -94,21 +98,26 @@ impl Loader {
             Some(view) => format!("opening view {view:?} of {}", config.location),
             None => format!("opening version {:?} of {}", config.at, config.location),
         };
-        let (dataset, view) = with_retry(&config.retry, &never, &fetcher.counters, &what, || {
+        // A version indexed by a fragment tree opens lazily (its manifest and root; each
+        // fragment found when a batch first needs it) unless block shuffle, which plans over
+        // every fragment, asks for it whole.
+        let lazy = !matches!(config.shuffle, ShuffleMode::Block { .. });
+        let (dataset, tree, view) = with_retry(&config.retry, &never, &fetcher.counters, &what, || {
             match &config.view {
-                Some(name) => Dataset::open_view(store, name, config.limits.clone()).map(|(d, v)| (d, Some(v))),
-                None => Dataset::open_at(store, &config.at, config.limits.clone()).map(|d| (d, None)),
+                Some(name) => Dataset::open_view(store, name, config.limits.clone()).map(|(d, v)| (d, None, Some(v))),
+                None if lazy => Dataset::open_lazy(store, &config.at, config.limits.clone()).map(|(d, t)| (d, t, None)),
+                None => Dataset::open_at(store, &config.at, config.limits.clone()).map(|d| (d, None, None)),
             }
             .map_err(|e| classify(&what(), e))
         })?;
-        let mut catalog = Catalog::new(dataset, config.columns.as_deref(), config.u64_as_i64_bits)?;
+        let acct = Accountant::new(config.memory_budget);
+        let mut catalog = Catalog::new(dataset, tree, config.columns.as_deref(), config.u64_as_i64_bits, &acct)?;
         crate::assemble::apply_ragged(&mut catalog.columns, &config.ragged)?;
         let transforms = crate::transform::plan_columns(&mut catalog.columns, &config.transforms)?;
         if let Some(view) = view {
             catalog = catalog.with_view(Arc::new(view))?;
         }
         let catalog = Arc::new(catalog);
-        let acct = Accountant::new(config.memory_budget);
         let mut loader = Self {
             window_pool: ExtentPool::new(acct.clone()),
             pages: Arc::new(PageCache::new(&acct, 0)),
@@ -246,7 +255,10 @@ impl Loader {
         })
     }
 
-    /// The opened dataset version.
+    /// The opened dataset version. For a version indexed by a fragment tree (read without
+    /// block shuffle) or a view of one, the handle is partial ([`Dataset::is_partial`]): the
+    /// loader finds fragments as it needs them, so the handle lists none (or the view's);
+    /// [`Dataset::checkout`] opens the whole version.
     #[must_use]
     pub fn dataset(&self) -> &Dataset {
         &self.catalog.dataset

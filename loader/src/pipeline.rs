@@ -387,7 +387,10 @@ fn block_schedule(
     rows_n: u64,
     position: &dyn Fn(usize, usize) -> u64,
 ) -> Result<(Vec<Vec<u64>>, WindowCache, u64, u64)> {
-    let frags = catalog.fragments.len();
+    let entries = catalog
+        .eager()
+        .ok_or_else(|| LoaderError::config("block shuffle reads a version opened whole, not through a lazy catalog"))?;
+    let frags = entries.len();
     let mut needed: Vec<Vec<u64>> = vec![Vec::new(); frags];
     let mut first = vec![usize::MAX; frags];
     let mut last = vec![0usize; frags];
@@ -399,9 +402,10 @@ fn block_schedule(
             if position(i, j) >= rows_n {
                 continue; // padding: read directly, not through the window
             }
-            let (f, phys) = catalog
+            let (entry, phys) = catalog
                 .locate(row)?
                 .ok_or_else(|| LoaderError::WorkerPanicked(format!("row {row} is outside the dataset")))?;
+            let f = entry.index;
             needed[f].push(phys);
             uses[f] += 1;
             first[f] = first[f].min(i);
@@ -412,7 +416,7 @@ fn block_schedule(
         n.sort_unstable();
         n.dedup();
     }
-    let est: Vec<u64> = (0..frags).map(|f| catalog.estimated_fragment_bytes(f)).collect();
+    let est: Vec<u64> = entries.iter().map(|e| catalog.estimated_fragment_bytes(e)).collect();
     let batches = plan.batches_per_rank();
     // Pages land in extents of one regular size (from the window's size); a fragment takes
     // whole extents, and an extent's end that cannot hold the next page stays unused: allow
@@ -421,7 +425,7 @@ fn block_schedule(
     let est: Vec<u64> = est
         .iter()
         .enumerate()
-        .map(|(f, &b)| (b + b / 16).div_ceil(extent) * extent + extent * catalog.fragments[f].files.len() as u64)
+        .map(|(f, &b)| (b + b / 16).div_ceil(extent) * extent + extent * entries[f].files.len() as u64)
         .collect();
     let peak = sweep_peak(&first, &last, &est, batches);
     let largest = est.iter().copied().max().unwrap_or(0);

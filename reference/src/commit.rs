@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use crate::dataset::{At, Dataset, latest_version, load_manifest};
+use crate::dataset::{At, Dataset, FragmentInfo, latest_version, load_manifest};
 use crate::envelope::{self, ObjectKind};
 use crate::error::{Error, Result};
 use crate::limits::Limits;
@@ -74,6 +74,10 @@ pub(crate) struct Rewrite {
 /// landed (appends always; deletes when the fragments they touch are unchanged).
 pub(crate) fn commit_change(base: &Dataset, change: &Change, message: &str, options: &WriteOptions) -> Result<Dataset> {
     let store = base.store().clone();
+    if !matches!(change, Change::Append(_)) {
+        // Deletes and rewrites look up and re-aggregate fragments a partial handle lacks.
+        base.require_whole("a change other than an append")?;
+    }
     let mut base = base.clone();
     for _ in 0..MAX_REBASES {
         let unknown = base.manifest().writer_flags & !KNOWN_WRITER_FLAGS;
@@ -87,6 +91,18 @@ pub(crate) fn commit_change(base: &Dataset, change: &Change, message: &str, opti
         match publish(&store, &manifest, &base.limits().tightest(&options.limits))? {
             // The new version is the base plus the delta: no segment is read back, so a commit
             // costs O(change) requests whatever the size of the dataset [SEG-08].
+            Published::Ours(crc) if base.is_partial() => {
+                // A partial base gives a partial version: the fragments it had, then the new
+                // ones after every row of the base.
+                let mut loaded = base.fragments().to_vec();
+                let mut first_row = base.row_count();
+                for f in delta.map(|d| d.fragments).unwrap_or_default() {
+                    let live = f.live_rows();
+                    loaded.push(FragmentInfo { fragment: Arc::new(f), first_row });
+                    first_row += live;
+                }
+                return Dataset::from_located(store, manifest, crc, loaded, options.limits.clone());
+            }
             Published::Ours(crc) => {
                 // Under a new schema every fragment is checked again [SEG-06].
                 let schema_changed = manifest.schema != *base.schema();
@@ -95,7 +111,12 @@ pub(crate) fn commit_change(base: &Dataset, change: &Change, message: &str, opti
             }
             Published::Theirs => {
                 let latest = latest_version(&store, base.branch())?;
-                let newer = base.checkout(&At::BranchVersion(base.branch().to_string(), latest))?;
+                let at = At::BranchVersion(base.branch().to_string(), latest);
+                let newer = if base.is_partial() {
+                    Dataset::open_lazy(&store, &at, base.limits().clone())?.0
+                } else {
+                    base.checkout(&at)?
+                };
                 check_rebase(&base, &newer, change)?;
                 base = newer;
             }
@@ -176,8 +197,9 @@ fn build(
     let mut removed = Vec::new();
     let mut row_count = bm.row_count;
     // Appends extend the aggregate; other changes recompute it from the resulting fragments.
-    let mut stats_lists: Vec<Vec<ColumnStats>> =
-        if base.fragments().is_empty() { Vec::new() } else { vec![bm.stats.clone()] };
+    // A partial base lists only some fragments: a tree version has none when it has no root.
+    let no_fragments = if base.is_partial() { bm.segments.is_empty() } else { base.fragments().is_empty() };
+    let mut stats_lists: Vec<Vec<ColumnStats>> = if no_fragments { Vec::new() } else { vec![bm.stats.clone()] };
     match change {
         Change::Append(pending) => {
             for p in pending {
@@ -372,6 +394,7 @@ impl Dataset {
     /// `usage` for an index out of range; `conflict` if a concurrent commit changed the same
     /// fragments; storage errors.
     pub fn delete_rows(&self, rows: &[u64], message: &str, options: &WriteOptions) -> Result<Dataset> {
+        self.require_whole("deleting rows")?;
         let mut per: BTreeMap<u64, Vec<u64>> = BTreeMap::new();
         let mut sorted = rows.to_vec();
         sorted.sort_unstable();

@@ -113,6 +113,40 @@ impl Dataset {
         Self::from_manifest(store.clone(), manifest, crc, limits)
     }
 
+    /// Opens a version for a reader that finds its rows' fragments itself, so that what it
+    /// reads before its first lookup does not grow with the dataset: a version indexed by a
+    /// fragment tree reads its manifest and root only and comes back partial, with no fragment
+    /// loaded, together with its tree (the caller locates rows through it and admits each
+    /// fragment it reads with [`Dataset::check_fragment`], SPEC VAL-19); a version indexed by a
+    /// fragment log opens whole, with no tree.
+    ///
+    /// # Errors
+    /// As [`Dataset::open_at`], less the checks of the nodes a tree's reader never reads.
+    pub fn open_lazy(store: &Store, at: &At, limits: Limits) -> Result<(Self, Option<FragmentTree>)> {
+        let (manifest, crc) = if let At::Tag(name) = at {
+            crate::refs::load_tagged_manifest(store, name, &limits)?
+        } else {
+            let (branch, version) = resolve(store, at, &limits)?;
+            load_manifest(store, &branch, version, &limits)?
+        };
+        if manifest.reader_flags & READER_FLAG_FRAGMENT_TREE == 0 {
+            return Ok((Self::from_manifest(store.clone(), manifest, crc, limits)?, None));
+        }
+        let tree = FragmentTree::open(store, &manifest, limits.clone())?;
+        let ds = Self::from_located(store.clone(), manifest, crc, Vec::new(), limits)?;
+        Ok((ds, Some(tree)))
+    }
+
+    /// Checks a fragment found through this version's fragment tree against the schema before
+    /// its rows are read `[SEG-06]`, `[VAL-19]` (what [`Dataset::open_at`] checks on every
+    /// fragment at open).
+    ///
+    /// # Errors
+    /// `invalid` when the fragment's files do not hold the schema's columns as SEG-06 says.
+    pub fn check_fragment(&self, info: &FragmentInfo) -> Result<()> {
+        info.fragment.check_columns(&self.manifest.schema)
+    }
+
     /// Opens another version of the same dataset.
     ///
     /// # Errors
@@ -254,6 +288,19 @@ impl Dataset {
     #[must_use]
     pub fn is_partial(&self) -> bool {
         self.partial
+    }
+
+    /// `usage` when this handle is partial: `what` needs every fragment of the version.
+    pub(crate) fn require_whole(&self, what: &str) -> Result<()> {
+        if self.partial {
+            return Err(Error::usage(format!(
+                "{what} needs every fragment of {}@{}, and this handle was opened partially (lazily, or for a \
+                 view); open the whole version with Dataset::checkout",
+                self.branch(),
+                self.version()
+            )));
+        }
+        Ok(())
     }
 
     /// A dataset of some fragments of a version indexed by a fragment tree, found through it

@@ -40,6 +40,8 @@ impl Dataset {
     /// # Errors
     /// Errors reading deletion vectors.
     pub fn diff_from(&self, older: &Dataset) -> Result<Diff> {
+        self.require_whole("a diff")?;
+        older.require_whole("a diff")?;
         let mut d = Diff::default();
         let (a_schema, b_schema) = (older.schema(), self.schema());
         for c in &b_schema.columns {

@@ -57,6 +57,7 @@ impl Dataset {
         message: &str,
         options: &WriteOptions,
     ) -> Result<Dataset> {
+        self.require_whole("adding a column")?;
         let mut column = column;
         column.id = self.manifest().next_column_id;
         let mut schema = self.schema().clone();
@@ -149,6 +150,7 @@ impl Dataset {
     /// # Errors
     /// `usage` for bad rows or values; `conflict` if a concurrent commit changed the fragments.
     pub fn update_rows(&self, rows: &[u64], values: &Batch, message: &str, options: &WriteOptions) -> Result<Dataset> {
+        self.require_whole("updating rows")?;
         if values.num_rows() != rows.len() {
             return Err(Error::usage(format!("{} value rows for {} row indices", values.num_rows(), rows.len())));
         }
@@ -221,6 +223,7 @@ impl Dataset {
     /// # Errors
     /// Storage and validation errors; `conflict` if a concurrent commit changed the fragments.
     pub fn compact(&self, target_rows: u64, message: &str, options: &WriteOptions) -> Result<Dataset> {
+        self.require_whole("compaction")?;
         let target_rows = target_rows.max(1);
         let small = |f: &FragmentInfo| f.fragment.deletion.is_some() || f.fragment.live_rows() < target_rows / 2;
         let mut groups: Vec<Vec<&FragmentInfo>> = Vec::new();

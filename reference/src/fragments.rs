@@ -112,15 +112,18 @@ impl Dataset {
         message: &str,
         options: &WriteOptions,
     ) -> Result<Dataset> {
+        if mode == CommitMode::Overwrite {
+            self.require_whole("an overwrite")?;
+        }
         // Check on a handle with an empty data-file cache, so every record's files are read
         // now, even ones this handle validated before (they may have been collected since).
-        let fresh = Dataset::from_log(
-            self.store().clone(),
-            self.manifest().clone(),
-            self.manifest_crc32(),
-            self.fragments().iter().map(|f| f.fragment.clone()),
-            self.limits().clone(),
-        )?;
+        let (store, manifest, crc, limits) =
+            (self.store().clone(), self.manifest().clone(), self.manifest_crc32(), self.limits().clone());
+        let fresh = if self.is_partial() {
+            Dataset::from_located(store, manifest, crc, self.fragments().to_vec(), limits)?
+        } else {
+            Dataset::from_log(store, manifest, crc, self.fragments().iter().map(|f| f.fragment.clone()), limits)?
+        };
         let fragments =
             records.iter().enumerate().map(|(i, r)| fresh.check_record(r, i)).collect::<Result<Vec<_>>>()?;
         let change = match mode {

@@ -54,6 +54,7 @@ impl Dataset {
     /// `conflict` with a report of the fragments or schema changes both sides made; storage
     /// errors.
     pub fn merge_into(&self, target: &str, message: &str, options: &WriteOptions) -> Result<MergeOutcome> {
+        self.require_whole("a merge")?;
         paths::validate_ref_name(target)?;
         let head_version = latest_version(self.store(), target)?;
         let head = self.checkout(&At::BranchVersion(target.to_string(), head_version))?;

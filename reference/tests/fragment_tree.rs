@@ -125,6 +125,8 @@ fn lookups_read_one_node_per_level() {
         ds = ds.append(&ids(&[i, i + 1000]), "two rows", opts.clone()).unwrap();
     }
     ds = ds.delete_rows(&[3, 4, 5, 200], "a few", &opts).unwrap();
+    // Both rows of one fragment: a fragment with no live row before the ones that follow.
+    ds = ds.delete_rows(&[40, 41], "a whole fragment", &opts).unwrap();
     let reopened = open(&store, ds.version());
     let all = reopened.fragments();
     let depth = tree_of(&store, &ds).depth();
@@ -144,6 +146,13 @@ fn lookups_read_one_node_per_level() {
     for (row, got) in rows.iter().zip(&many) {
         let want = all.iter().find(|f| f.rows().contains(row)).unwrap();
         assert_eq!((got.fragment.id, got.first_row), (want.fragment.id, want.first_row), "row {row}");
+    }
+    // Each fragment's index is its position among the version's fragments (a fully deleted
+    // fragment, which holds no row, still counts).
+    let tree = tree_of(&store, &ds);
+    for (row, (index, got)) in rows.iter().zip(tree.locate_many_indexed(&rows).unwrap()) {
+        let want = usize::try_from(index).unwrap();
+        assert_eq!(all[want].fragment.id, got.fragment.id, "row {row}: index {index}");
     }
     let nodes_in_tree = nodes(&store).len() as u64;
     assert!(tree.node_reads() <= nodes_in_tree, "{} reads for {nodes_in_tree} node objects", tree.node_reads());
@@ -411,4 +420,49 @@ fn a_view_loads_only_its_fragments() {
     );
     assert_eq!(view_ds.read_rows(0..5, None).unwrap_err().class(), ErrorClass::Usage);
     assert_eq!(view_ds.verify().unwrap().files, 40);
+}
+
+/// A version opened lazily (`Dataset::open_lazy`: the manifest and the root) takes appends: the
+/// commit reads only the nodes on its path and writes exactly the version an append on the
+/// whole version writes; the new handle stays partial and reads its new rows. Deletes and
+/// rewrites, which need fragments a partial handle lacks, are `usage` errors.
+#[test]
+fn a_lazily_opened_version_takes_appends() {
+    let opts = tree_options();
+    let limits = Limits::default().with_max_segment_body(BODY_LIMIT);
+    let mut versions = Vec::new();
+    for name in ["memory://tree-lazy-append-a", "memory://tree-lazy-append-b"] {
+        let (store, mut ds) = create(name, &opts);
+        for i in 0..60i64 {
+            ds = ds.append(&ids(&[i, -i]), "append", opts.clone()).unwrap();
+        }
+        versions.push((store, ds));
+    }
+    let ((lazy_store, _), (_, whole)) = (&versions[0], &versions[1]);
+    let (lazy, tree) = Dataset::open_lazy(lazy_store, &At::Latest, limits.clone()).unwrap();
+    assert!(lazy.is_partial() && lazy.fragments().is_empty());
+    assert!(tree.unwrap().depth() >= 2);
+    let appended = lazy.append(&ids(&[100, 101]), "on a partial handle", opts.clone()).unwrap();
+    let reference = whole.append(&ids(&[100, 101]), "on a partial handle", opts.clone()).unwrap();
+    assert!(appended.is_partial());
+    assert_eq!(appended.manifest(), reference.manifest(), "the same version either way");
+    let got = appended.read_rows(120..122, None).unwrap();
+    assert_eq!(got.columns()[0].1.to_vec::<i64>().unwrap(), [100, 101]);
+    assert_eq!(appended.read_rows(0..2, None).unwrap_err().class(), ErrorClass::Usage);
+    assert_rows(&open(lazy_store, appended.version()), &{
+        let mut all: Vec<i64> = (0..60).flat_map(|i| [i, -i]).collect();
+        all.extend([100, 101]);
+        all
+    });
+    assert_eq!(appended.delete_rows(&[0], "needs fragment 0", &opts).unwrap_err().class(), ErrorClass::Usage);
+
+    // A lost race rebases onto the newer version, lazily.
+    let (stale, _) = Dataset::open_lazy(lazy_store, &At::Latest, limits).unwrap();
+    let winner = open(lazy_store, stale.version()).append(&ids(&[200]), "first", opts.clone()).unwrap();
+    let second = stale.append(&ids(&[201]), "second", opts.clone()).unwrap();
+    assert_eq!(second.version(), winner.version() + 1);
+    assert!(second.is_partial());
+    let last: Vec<i64> =
+        open(lazy_store, second.version()).read_rows(122..124, None).unwrap().columns()[0].1.to_vec().unwrap();
+    assert_eq!(last, [200, 201]);
 }

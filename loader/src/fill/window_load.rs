@@ -215,7 +215,7 @@ impl Worker {
         ahead: bool,
     ) -> Result<Option<(Vec<std::result::Result<Vec<PageMap>, Fault>>, Vec<Job>)>> {
         let sh = self.sh.clone();
-        let entry = &sh.catalog.fragments[f];
+        let entry = sh.catalog.eager_entry(f)?;
         let needed = &sh.needed[f];
         let stage = (sh.allowance / 2).max(1);
         let mut files = Vec::with_capacity(entry.files.len());
@@ -227,11 +227,13 @@ impl Worker {
         // theirs open.
         let unopened = (0..entry.files.len()).any(|fi| !sh.catalog.has_meta(f, fi));
         let also = if unopened { OPEN_AHEAD } else { 0 };
-        let mut opened = self.open_files(window.upcoming(f, 1 + also));
+        let upcoming = window.upcoming(f, 1 + also).into_iter().map(|u| sh.catalog.eager_entry(u));
+        let upcoming = upcoming.collect::<Result<Vec<_>>>()?;
+        let mut opened = self.open_files(upcoming);
         for fi in 0..entry.files.len() {
             let opened = opened.remove(&(f, fi));
             let meta = match opened
-                .unwrap_or_else(|| sh.catalog.file_meta(f, fi, &sh.fetcher, &sh.acct, sh.meta_cap, &sh.stopped))
+                .unwrap_or_else(|| sh.catalog.file_meta(entry, fi, &sh.fetcher, &sh.acct, sh.meta_cap, &sh.stopped))
             {
                 Ok(m) => m,
                 Err(e) => match Fault::of(&e) {
@@ -283,8 +285,8 @@ impl Worker {
     /// pass over the whole extent afterwards. Returns each job's page data faults.
     fn run_jobs(&mut self, jobs: &mut [Job]) -> Result<Vec<Vec<PageFault>>> {
         let sh = self.sh.clone();
-        let keys: Vec<String> =
-            jobs.iter().map(|j| sh.catalog.fragments[j.frag].files[j.fi].file.path.clone()).collect();
+        let keys = jobs.iter().map(|j| Ok(sh.catalog.eager_entry(j.frag)?.files[j.fi].file.path.clone()));
+        let keys: Vec<String> = keys.collect::<Result<_>>()?;
         // Per job, per page of its direct runs (in run order): verified as it landed.
         let mut verified: Vec<Vec<bool>> =
             jobs.iter().map(|j| vec![false; j.runs.iter().filter(|r| r.direct).map(|r| r.pages.len()).sum()]).collect();
