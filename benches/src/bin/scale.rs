@@ -228,6 +228,7 @@ fn measure(dir: &Path, layout: Layout, rank: u64, a: &Args) {
     let store = Store::from_object_store(counter.clone(), "", true);
     // The process's own start (libtorch is linked into the bench binaries) is not the rank's.
     let rss0 = tessera_benches::procfs::status_bytes("VmRSS:");
+    let threads = tessera_benches::procfs::watch_threads();
     let t = Instant::now();
     let cfg = LoaderConfig::new(format!("scale-{}", layout.name()))
         .with_batch_size(usize::try_from(a.batch).expect("batch fits usize"))
@@ -246,6 +247,7 @@ fn measure(dir: &Path, layout: Layout, rank: u64, a: &Args) {
     let gets = counter.gets();
     let data_gets = gets.iter().filter(|(p, _)| p.starts_with("data/")).count() as u64;
     let peak_first = peak_rss();
+    let threads_first = threads.peak();
     let steady_t = Instant::now();
     let mut samples = 0usize;
     for b in epoch.by_ref().take(STEADY_BATCHES) {
@@ -253,6 +255,8 @@ fn measure(dir: &Path, layout: Layout, rank: u64, a: &Args) {
     }
     let steady_s = steady_t.elapsed().as_secs_f64();
     drop((first, epoch));
+    let threads_steady = threads.peak();
+    drop(threads);
     // Rank 0 of a tree also opens the whole version as `Dataset::open_at` does (every node, a
     // level or a chunk of leaves at a time): what a reader of every fragment pays.
     let eager = (layout == Layout::Tree && rank == 0).then(|| {
@@ -277,6 +281,8 @@ fn measure(dir: &Path, layout: Layout, rank: u64, a: &Args) {
         "rss_at_start_mb": rss0 as f64 / 1e6,
         "peak_rss_over_start_mb": peak_first.saturating_sub(rss0) as f64 / 1e6,
         "steady_samples_per_s": samples as f64 / steady_s,
+        "threads_peak_before_first_batch": threads_first,
+        "threads_peak": threads_steady,
         "whole_open": eager,
     });
     println!("{out}");
@@ -388,6 +394,7 @@ fn main() {
                 "metadata_requests_before_first_batch_max": worst("metadata_requests_before_first_batch"),
                 "bytes_before_first_batch_max": worst("bytes_before_first_batch"),
                 "steady_samples_per_s_min": ranks.iter().filter_map(|r| r["steady_samples_per_s"].as_f64()).fold(f64::INFINITY, f64::min),
+                "threads_peak_max": worst("threads_peak"),
                 "memory_budget_mb": ranks.first().map_or(Value::Null, |r| r["memory_budget_mb"].clone()),
                 "peak_rss_mb_max": worst("peak_rss_mb"),
                 "peak_rss_over_start_mb_max": worst("peak_rss_over_start_mb"),
@@ -399,7 +406,7 @@ fn main() {
             } else {
                 println!(
                     "{:<4} {:>9} fragments {:>12} rows: open {:>7.3} s, first batch {:>7.3} s, {:>5} requests \
-                     ({} metadata), {:>11} B read, peak RSS {:>8.1} MB over start, {:>7.0} samples/s after; \
+                     ({} metadata), {:>11} B read, peak RSS {:>8.1} MB over start, {:>7.0} samples/s after, {} threads at most; \
                      append {:>6.3} s ({:.2}x fresh), {:>8} B written{}",
                     layout.name(),
                     fragments,
@@ -411,6 +418,7 @@ fn main() {
                     worst("bytes_before_first_batch"),
                     worst("peak_rss_over_start_mb"),
                     row["steady_samples_per_s_min"].as_f64().unwrap_or(f64::NAN),
+                    row["threads_peak_max"],
                     commit["commit_s"].as_f64().unwrap_or(f64::NAN),
                     row["append_commit_ratio"].as_f64().unwrap_or(f64::NAN),
                     commit["commit_bytes_written"],
