@@ -5,7 +5,8 @@
 //! ```text
 //! cargo run --release -p tessera-benches --bin scale -- [--json] [--max-fragments N]
 //!     [--rows-per-fragment R] [--latency-ms L] [--ranks 0,499,999] [--world 1000] [--batch 64]
-//!     [--log-max-fragments N] [--together] [--node-bytes N] [--dir D]
+//!     [--log-max-fragments N] [--together] [--node-bytes N] [--budget-mb M] [--max-requests K]
+//!     [--dir D]
 //! ```
 //!
 //! Each dataset is real metadata over one real data file: version 2 appends `R` rows normally,
@@ -81,6 +82,10 @@ struct Args {
     together: bool,
     /// Body size the tree's nodes aim at.
     node_bytes: u64,
+    /// Each rank's memory budget, in MB (the loader's default when `None`).
+    budget_mb: Option<u64>,
+    /// Each rank's `max_requests_in_flight` (the loader's default when `None`).
+    max_requests: Option<u64>,
     dir: Option<PathBuf>,
 }
 
@@ -99,6 +104,8 @@ fn parse() -> Result<(Args, Option<Measure>), String> {
         batch: 64,
         together: false,
         node_bytes: tree::DEFAULT_NODE_BYTES,
+        budget_mb: None,
+        max_requests: None,
         dir: None,
     };
     let mut measure = None;
@@ -111,6 +118,8 @@ fn parse() -> Result<(Args, Option<Measure>), String> {
             "--json" => a.json = true,
             "--together" => a.together = true,
             "--node-bytes" => a.node_bytes = num(it.next(), &arg)?.max(1),
+            "--budget-mb" => a.budget_mb = Some(num(it.next(), &arg)?.max(1)),
+            "--max-requests" => a.max_requests = Some(num(it.next(), &arg)?.max(1)),
             "--max-fragments" => a.max_fragments = num(it.next(), &arg)?,
             "--log-max-fragments" => a.log_max_fragments = num(it.next(), &arg)?,
             "--rows-per-fragment" => a.rows_per_fragment = num(it.next(), &arg)?.max(1),
@@ -135,7 +144,7 @@ fn parse() -> Result<(Args, Option<Measure>), String> {
             "-h" | "--help" => {
                 println!(
                     "scale [--json] [--max-fragments N] [--log-max-fragments N] [--rows-per-fragment R] \
-                     [--latency-ms L] [--ranks a,b,c] [--world W] [--batch B] [--together] [--node-bytes N] [--dir D]"
+                     [--latency-ms L] [--ranks a,b,c] [--world W] [--batch B] [--together] [--node-bytes N] [--budget-mb M] [--max-requests K] [--dir D]"
                 );
                 std::process::exit(0);
             }
@@ -235,6 +244,13 @@ fn measure(dir: &Path, layout: Layout, rank: u64, a: &Args) {
         .with_shuffle(ShuffleMode::Global)
         .with_seed(SHUFFLE_KEY)
         .with_rank(usize::try_from(rank).expect("rank"), usize::try_from(a.world).expect("world"));
+    let mut cfg = cfg;
+    if let Some(mb) = a.budget_mb {
+        cfg = cfg.with_memory_budget(mb << 20);
+    }
+    if let Some(k) = a.max_requests {
+        cfg.max_requests_in_flight = usize::try_from(k).expect("max requests fit usize");
+    }
     let budget = cfg.memory_budget;
     let loader = Loader::open_store(&store, cfg, Arc::new(AlignedAllocator)).expect("open a loader");
     let open_s = t.elapsed().as_secs_f64();
@@ -324,6 +340,8 @@ fn run_ranks(dir: &Path, layout: Layout, ranks: &[u64], a: &Args) -> Vec<Value> 
             .args(["--measure", &dir.to_string_lossy(), layout.name(), &rank.to_string()])
             .args(["--latency-ms", &a.latency_ms.to_string(), "--batch", &a.batch.to_string()])
             .args(["--world", &a.world.to_string()])
+            .args(a.budget_mb.map(|m| ["--budget-mb".to_string(), m.to_string()]).into_iter().flatten())
+            .args(a.max_requests.map(|k| ["--max-requests".to_string(), k.to_string()]).into_iter().flatten())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
             .spawn()
