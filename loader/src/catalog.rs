@@ -502,14 +502,18 @@ impl Catalog {
     /// The tree's read and validation errors; a fragment that breaks SEG-06.
     pub(crate) fn find(&self, positions: &[u64]) -> Result<()> {
         let Fragments::Lazy(lazy) = &self.fragments else { return Ok(()) };
-        let total = self.rows();
+        let rows: Vec<u64> = positions.iter().map(|&p| self.row_id(p)).collect();
+        self.find_rows(lazy, &rows)
+    }
+
+    /// Finds, through the tree, the fragments holding dataset rows `rows` that `lazy` does not
+    /// hold yet, checks each (SEG-06) and keeps them.
+    fn find_rows(&self, lazy: &Lazy, rows: &[u64]) -> Result<()> {
+        let total = self.dataset.row_count();
         let missing: Vec<u64> = {
             let mut found = lazy.found.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            let mut rows: Vec<u64> = positions
-                .iter()
-                .map(|&p| self.row_id(p))
-                .filter(|&r| r < total && found.holding(r).is_none())
-                .collect();
+            let mut rows: Vec<u64> =
+                rows.iter().copied().filter(|&r| r < total && found.holding(r).is_none()).collect();
             rows.sort_unstable();
             rows.dedup();
             rows
@@ -552,20 +556,16 @@ impl Catalog {
                 if row >= self.dataset.row_count() {
                     return Ok(None);
                 }
-                let hit = lazy.found.lock().unwrap_or_else(std::sync::PoisonError::into_inner).holding(row);
-                if let Some(e) = hit {
+                let found =
+                    |lazy: &Lazy| lazy.found.lock().unwrap_or_else(std::sync::PoisonError::into_inner).holding(row);
+                if let Some(e) = found(lazy) {
                     return Ok(Some(e));
                 }
-                let (index, info) = (lazy.tree.locate_many_indexed(&[row]))
-                    .map_err(|e| LoaderError::dataset("finding a fragment in the fragment tree", e))?
-                    .pop()
-                    .ok_or_else(|| LoaderError::WorkerPanicked(format!("no fragment for row {row}")))?;
-                self.dataset.check_fragment(&info).map_err(|e| LoaderError::dataset("checking a found fragment", e))?;
-                let index =
-                    usize::try_from(index).map_err(|_| LoaderError::config("fragment index overflows usize"))?;
-                let entry = Arc::new(FragmentEntry::new(index, info, &self.columns)?);
-                lazy.found.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(entry.clone(), &lazy.acct);
-                Ok(Some(entry))
+                self.find_rows(lazy, &[row])?;
+                // Just inserted; a cache too small to keep even it would be a bug.
+                found(lazy)
+                    .map(Some)
+                    .ok_or_else(|| LoaderError::WorkerPanicked(format!("no fragment kept for row {row}")))
             }
         }
     }
