@@ -123,12 +123,7 @@ impl Dataset {
     /// # Errors
     /// As [`Dataset::open_at`], less the checks of the nodes a tree's reader never reads.
     pub fn open_lazy(store: &Store, at: &At, limits: Limits) -> Result<(Self, Option<FragmentTree>)> {
-        let (manifest, crc) = if let At::Tag(name) = at {
-            crate::refs::load_tagged_manifest(store, name, &limits)?
-        } else {
-            let (branch, version) = resolve(store, at, &limits)?;
-            load_manifest(store, &branch, version, &limits)?
-        };
+        let (manifest, crc) = load_manifest_at(store, at, &limits)?;
         if manifest.reader_flags & READER_FLAG_FRAGMENT_TREE == 0 {
             return Ok((Self::from_manifest(store.clone(), manifest, crc, limits)?, None));
         }
@@ -679,6 +674,17 @@ pub(crate) fn open_file(
         &footer
     };
     DataFile::open(what, tail, footer_bytes, file.footer_crc32, rows, columns, limits)
+}
+
+/// The manifest of version `at` (a tag's exactly, checked against the tag record) and its CRC,
+/// with every check of VAL-05 and VAL-06 (what [`Dataset::open_lazy`] and
+/// [`FragmentTree::open_at`] start from).
+pub(crate) fn load_manifest_at(store: &Store, at: &At, limits: &Limits) -> Result<(Manifest, u32)> {
+    if let At::Tag(name) = at {
+        return crate::refs::load_tagged_manifest(store, name, limits);
+    }
+    let (branch, version) = resolve(store, at, limits)?;
+    load_manifest(store, &branch, version, limits)
 }
 
 /// Finds (branch, version) for a request: one LIST for "latest" `[VER-02]`; a tag is read and

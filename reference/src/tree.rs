@@ -315,12 +315,7 @@ impl FragmentTree {
     /// `usage` for a version indexed by a fragment log (open it with
     /// [`crate::Dataset::open_at`]); as [`crate::Dataset::open_at`] otherwise.
     pub fn open_at(store: &Store, at: &crate::dataset::At, limits: Limits) -> Result<(Manifest, Self)> {
-        let (manifest, _) = if let crate::dataset::At::Tag(name) = at {
-            crate::refs::load_tagged_manifest(store, name, &limits)?
-        } else {
-            let (branch, version) = crate::dataset::resolve(store, at, &limits)?;
-            crate::dataset::load_manifest(store, &branch, version, &limits)?
-        };
+        let (manifest, _) = crate::dataset::load_manifest_at(store, at, &limits)?;
         let (branch, version) = (&manifest.branch, manifest.version);
         if manifest.reader_flags & crate::manifest::READER_FLAG_FRAGMENT_TREE == 0 {
             return Err(Error::usage(format!(
@@ -467,7 +462,7 @@ impl FragmentTree {
         let mut at: Vec<At> =
             rows.iter().map(|&r| At { node: root.clone(), offset: r, rows_before: 0, fragments_before: 0 }).collect();
         while at.iter().any(|a| a.node.node.level > 0) {
-            let mut steps: Vec<Option<(usize, u64)>> = Vec::with_capacity(at.len());
+            let mut steps: Vec<Option<(usize, u64, u64)>> = Vec::with_capacity(at.len());
             let mut wanted: Vec<(NodeRef, u32)> = Vec::new();
             let mut seen: std::collections::HashSet<&str> = std::collections::HashSet::new();
             for a in &at {
@@ -475,20 +470,19 @@ impl FragmentTree {
                     steps.push(None);
                     continue;
                 }
-                let (k, skipped) = child_holding(&a.node.node.children, a.offset)?;
+                let (k, skipped, fragments) = child_holding(&a.node.node.children, a.offset)?;
                 let c = &a.node.node.children[k];
                 if seen.insert(c.path.as_str()) {
                     wanted.push((c.clone(), a.node.node.level));
                 }
-                steps.push(Some((k, skipped)));
+                steps.push(Some((k, skipped, fragments)));
             }
             let loaded = self.fetch_many(&wanted, true)?;
             for (a, step) in at.iter_mut().zip(steps) {
-                let Some((k, skipped)) = step else { continue };
+                let Some((k, skipped, fragments)) = step else { continue };
                 let children = &a.node.node.children;
                 let child =
                     loaded.get(&children[k].path).cloned().ok_or_else(|| Error::usage("a node was not read"))?;
-                let fragments: u64 = children[..k].iter().map(|c| c.fragment_count).sum();
                 *a = At {
                     node: child,
                     offset: a.offset - skipped,
@@ -1035,15 +1029,16 @@ pub(crate) fn aggregate(lists: &[&[ColumnStats]], schema: &Schema) -> Vec<Column
     merged
 }
 
-/// The child of an inner node holding the node's live row `offset`, and the live rows of the
-/// children before it `[TREE-07]`.
-fn child_holding(children: &[NodeRef], offset: u64) -> Result<(usize, u64)> {
-    let mut before = 0u64;
+/// The child of an inner node holding the node's live row `offset`, and the live rows and the
+/// fragments of the children before it `[TREE-07]`.
+fn child_holding(children: &[NodeRef], offset: u64) -> Result<(usize, u64, u64)> {
+    let (mut rows, mut fragments) = (0u64, 0u64);
     for (k, c) in children.iter().enumerate() {
-        if offset < before + c.live_row_count {
-            return Ok((k, before));
+        if offset < rows + c.live_row_count {
+            return Ok((k, rows, fragments));
         }
-        before += c.live_row_count;
+        rows += c.live_row_count;
+        fragments += c.fragment_count;
     }
     Err(Error::invalid("fragment tree", "row not found in a node that counts it [TREE-05]"))
 }
