@@ -70,8 +70,12 @@ pub struct HostColumn {
 pub struct HostBatch {
     /// The columns, in projection order.
     pub columns: Vec<HostColumn>,
-    /// The global (live) row of each sample.
+    /// The global (live) row of each sample, in its source's version (a mixture's rows are
+    /// rows of the source in [`HostBatch::sources`]).
     pub rows: Vec<u64>,
+    /// A mixture's source (index into [`Mixture::sources`](crate::Mixture)) of each sample;
+    /// empty when the loader reads one dataset.
+    pub sources: Vec<u32>,
     /// Epoch.
     pub epoch: u64,
     /// Index among this rank's batches of the epoch.

@@ -34,6 +34,8 @@ pub(crate) struct FragmentEntry {
     /// files' indexes and pages in the loader's caches, the same whether the catalog holds
     /// every fragment or finds them through the fragment tree.
     pub(crate) index: usize,
+    /// The catalog part (mixture source) the fragment belongs to; 0 for a lone version.
+    pub(crate) part: usize,
     pub(crate) info: FragmentInfo,
     /// Physical row of each live row, for a fragment with deletions and a live row: read from
     /// its deletion vector when a row of the fragment is first located, not when the loader
@@ -50,11 +52,10 @@ impl FragmentEntry {
     ///
     /// # Errors
     /// A live fragment whose files do not hold every projected column exactly once.
-    fn new(index: usize, info: FragmentInfo, columns: &[ColumnLayout]) -> Result<Self> {
+    fn new(index: usize, part: usize, info: FragmentInfo, columns: &[tessera::Column]) -> Result<Self> {
         let mut files = Vec::new();
         for file in &info.fragment.files {
-            let idx: Vec<usize> =
-                (0..columns.len()).filter(|&i| file.column_ids.contains(&columns[i].column.id)).collect();
+            let idx: Vec<usize> = (0..columns.len()).filter(|&i| file.column_ids.contains(&columns[i].id)).collect();
             if !idx.is_empty() {
                 files.push(FileEntry { file: file.clone(), columns: idx });
             }
@@ -75,7 +76,7 @@ impl FragmentEntry {
                 column_file[c] = (fi, pos);
             }
         }
-        Ok(Self { index, info, physical: OnceLock::new(), files, column_file })
+        Ok(Self { index, part, info, physical: OnceLock::new(), files, column_file })
     }
 
     /// Heap and inline bytes of the entry, estimated (what a lazy catalog's cache counts).
@@ -177,21 +178,40 @@ impl Drop for Opener<'_> {
     }
 }
 
-/// The opened version as the loader sees it.
+/// The opened version (or the sources of a mixture) as the loader sees it.
 #[derive(Debug)]
 pub(crate) struct Catalog {
-    pub(crate) dataset: Dataset,
+    /// The projected columns' output layout (the first part's; every part has the same).
     pub(crate) columns: Vec<ColumnLayout>,
-    fragments: Fragments,
+    /// One part per source: a lone version or view is one part.
+    parts: Vec<Part>,
     /// The sampler's units: live rows per fragment (or per run of a view's positions in one
     /// fragment); with a lazy catalog one entry, the row count (only block shuffle needs
-    /// fragment boundaries, and it opens the version whole).
+    /// fragment boundaries, and it opens the version whole). A mixture plans without them.
     pub(crate) fragment_rows: Vec<u64>,
     pub(crate) dataset_id: u64,
-    /// When the loader reads a view: the view, whose position `p` is dataset row
-    /// `view.rows.get(p)`. Plans then order positions, not dataset rows.
-    pub(crate) view: Option<Arc<View>>,
+    /// Batches report each sample's part (a mixture, even of one source).
+    pub(crate) mixture: bool,
     meta: Mutex<MetaCache>,
+}
+
+/// One source of the catalog: a version (or a view of one) and the store it is read from.
+#[derive(Debug)]
+pub(crate) struct Part {
+    pub(crate) dataset: Dataset,
+    /// The projected columns as this part's schema declares them (ids differ between
+    /// datasets), in output order.
+    columns: Vec<tessera::Column>,
+    fragments: Fragments,
+    /// When the part is a view: its position `p` is dataset row `view.rows.get(p)`.
+    pub(crate) view: Option<Arc<View>>,
+    pub(crate) fetcher: Arc<Fetcher>,
+    /// First plan position of the part (the parts' positions are laid end to end).
+    first: u64,
+    /// Added to the part's fragment indexes, so they are unique across parts.
+    index_base: usize,
+    /// The identity every order over the part derives from.
+    pub(crate) id: u64,
 }
 
 /// Where the catalog finds a row's fragment.
@@ -298,31 +318,30 @@ pub fn version_id(branch: &str, version: u64, manifest_crc32: u32) -> u64 {
     h
 }
 
-impl Catalog {
-    /// Resolves the projection and the fragments of an opened version: every fragment of
-    /// `dataset` when `tree` is `None`; through `tree` (the version's fragment tree, `dataset`
-    /// then holding none, [`Dataset::open_lazy`]) when a row is first located otherwise. The
-    /// catalog keeps the files it opens in its own cache, inside the memory budget, so its
-    /// handle of the dataset keeps none (the caller's handle keeps its cache).
-    pub(crate) fn new(
+impl Part {
+    /// A part over `dataset`: every fragment when `tree` is `None`, found through `tree`
+    /// otherwise ([`Dataset::open_lazy`]).
+    fn new(
         dataset: Dataset,
         tree: Option<FragmentTree>,
-        projection: Option<&[String]>,
-        u64_bits: bool,
+        fetcher: Arc<Fetcher>,
+        names: &[&str],
+        part: usize,
+        index_base: usize,
         acct: &Arc<Accountant>,
-    ) -> Result<Self> {
+    ) -> Result<(Self, Vec<ColumnLayout>, Vec<u64>)> {
         let dataset = dataset.with_cache_bytes(0);
-        let names: Vec<&str> = match projection {
-            Some(cols) => cols.iter().map(String::as_str).collect(),
-            None => dataset.schema().columns.iter().map(|c| c.name.as_str()).collect(),
-        };
-        let cols = dataset.project(Some(&names)).map_err(|e| LoaderError::config(format!("column projection: {e}")))?;
-        let columns = cols.into_iter().map(|c| ColumnLayout::new(c, u64_bits)).collect::<Result<Vec<_>>>()?;
-        let dataset_id = version_id(dataset.branch(), dataset.version(), dataset.manifest_crc32());
+        let cols: Vec<tessera::Column> = (dataset.project(Some(names)))
+            .map_err(|e| LoaderError::config(format!("column projection: {e}")))?
+            .into_iter()
+            .cloned()
+            .collect();
+        let layouts = cols.iter().map(|c| ColumnLayout::new(c, false)).collect::<Result<Vec<_>>>()?;
+        let id = version_id(dataset.branch(), dataset.version(), dataset.manifest_crc32());
         let (fragments, fragment_rows) = match tree {
             None => {
                 let entries = (dataset.fragments().iter().enumerate())
-                    .map(|(i, info)| FragmentEntry::new(i, info.clone(), &columns).map(Arc::new))
+                    .map(|(i, info)| FragmentEntry::new(index_base + i, part, info.clone(), &cols).map(Arc::new))
                     .collect::<Result<Vec<_>>>()?;
                 let fragment_rows = entries.iter().map(|e| e.live_rows()).collect();
                 let first_rows = entries.iter().map(|f| f.info.first_row).collect();
@@ -336,45 +355,22 @@ impl Catalog {
                 (Fragments::Lazy(Box::new(lazy)), vec![rows])
             }
         };
-        let catalog =
-            Self { dataset, columns, fragments, fragment_rows, dataset_id, view: None, meta: Mutex::default() };
-        if matches!(catalog.fragments, Fragments::Lazy(_))
-            && catalog.columns.iter().any(|c| c.fixed_row_bytes.is_none())
-        {
-            // Ragged columns' slot estimates come from the fragments found: look up a few
-            // rows spread over the version (one round trip per level for all of them).
-            let n = catalog.rows();
-            let sample: Vec<u64> = (0..LAZY_SAMPLE_ROWS.min(n)).map(|i| i * n / LAZY_SAMPLE_ROWS.min(n)).collect();
-            catalog.find(&sample)?;
-        }
-        Ok(catalog)
+        let part = Self { dataset, columns: cols, fragments, view: None, fetcher, first: 0, index_base, id };
+        Ok((part, layouts, fragment_rows))
     }
 
-    /// Fragment `f` of an eager catalog (block shuffle's window works by index).
-    ///
-    /// # Errors
-    /// `WorkerPanicked` for a lazy catalog or an index past the end: the block schedule only
-    /// names fragments it found in [`Catalog::eager`].
-    pub(crate) fn eager_entry(&self, f: usize) -> Result<&Arc<FragmentEntry>> {
-        self.eager()
-            .and_then(|e| e.get(f))
-            .ok_or_else(|| LoaderError::WorkerPanicked(format!("fragment {f} is not in the block schedule's catalog")))
-    }
-
-    /// The fragments a catalog holds whole (every fragment of the version or of a view):
-    /// `None` for a lazy catalog. Block shuffle plans over these.
-    pub(crate) fn eager(&self) -> Option<&[Arc<FragmentEntry>]> {
+    /// Fragments of the part, for the next part's index base.
+    fn fragment_count(&self) -> usize {
         match &self.fragments {
-            Fragments::Eager { entries, .. } => Some(entries),
-            Fragments::Lazy(_) => None,
+            Fragments::Eager { entries, .. } => entries.len(),
+            Fragments::Lazy(lazy) => usize::try_from(lazy.tree.fragment_count()).unwrap_or(usize::MAX / 2),
         }
     }
 
-    /// Reads `view` (of this catalog's version, whose fragments it holds) instead of the whole
-    /// version. The sampler's "fragments" become the view's runs of consecutive positions
-    /// whose rows lie in one fragment, so block shuffle keeps rows of a fragment together as
-    /// far as the view's order allows; the order's identity becomes the view's ([`view_id`]).
-    pub(crate) fn with_view(mut self, view: Arc<View>) -> Result<Self> {
+    /// Reads `view` (of this part's version) instead of the whole version; returns the
+    /// view's runs of consecutive positions whose rows lie in one fragment (block shuffle's
+    /// units). The part's identity becomes the view's ([`view_id`]).
+    fn with_view(&mut self, view: Arc<View>) -> Result<Vec<u64>> {
         let outside = |row: u64| LoaderError::config(format!("view {:?}: row {row} is outside the version", view.name));
         let Fragments::Eager { entries, first_rows } = &self.fragments else {
             return Err(LoaderError::config("a view is read through a catalog of its fragments"));
@@ -412,24 +408,264 @@ impl Catalog {
                 }
             }
         }
-        self.fragment_rows = runs;
-        self.dataset_id = view_id(&view);
+        self.id = view_id(&view);
         self.view = Some(view);
-        Ok(self)
+        Ok(runs)
     }
 
-    /// The dataset row at plan position `pos` (the position itself without a view): O(1) for
-    /// a list view, O(log runs) for a runs view.
-    pub(crate) fn row_id(&self, pos: u64) -> u64 {
+    /// The dataset row at the part's position `pos` (the position itself without a view).
+    fn row_id(&self, pos: u64) -> u64 {
         match &self.view {
             Some(v) => v.rows.get(pos).unwrap_or(u64::MAX),
             None => pos,
         }
     }
 
-    /// Rows one epoch reads (before padding): the version's, or the view's.
-    pub(crate) fn rows(&self) -> u64 {
+    /// Positions of the part: the version's rows, or the view's.
+    fn rows(&self) -> u64 {
         self.view.as_ref().map_or(self.dataset.row_count(), |v| v.rows.len())
+    }
+
+    /// Finds, through the tree, the fragments holding dataset rows `rows` that `lazy` does not
+    /// hold yet, checks each (SEG-06) and keeps them.
+    fn find_rows(&self, part: usize, lazy: &Lazy, rows: &[u64]) -> Result<()> {
+        let total = self.dataset.row_count();
+        let missing: Vec<u64> = {
+            let mut found = lazy.found.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            let mut rows: Vec<u64> =
+                rows.iter().copied().filter(|&r| r < total && found.holding(r).is_none()).collect();
+            rows.sort_unstable();
+            rows.dedup();
+            rows
+        };
+        if missing.is_empty() {
+            return Ok(());
+        }
+        let located = lazy
+            .tree
+            .locate_many_indexed(&missing)
+            .map_err(|e| LoaderError::dataset("finding fragments in the fragment tree", e))?;
+        let mut entries = Vec::with_capacity(located.len());
+        for (index, info) in located {
+            if entries.iter().any(|e: &Arc<FragmentEntry>| e.info.first_row == info.first_row) {
+                continue;
+            }
+            self.dataset.check_fragment(&info).map_err(|e| LoaderError::dataset("checking a found fragment", e))?;
+            let index = usize::try_from(index).map_err(|_| LoaderError::config("fragment index overflows usize"))?;
+            entries.push(Arc::new(FragmentEntry::new(self.index_base + index, part, info, &self.columns)?));
+        }
+        let mut found = lazy.found.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        for e in entries {
+            found.insert(e, &lazy.acct);
+        }
+        Ok(())
+    }
+
+    /// The fragment holding global live row `row`, if any: an eager part's by binary
+    /// search, a lazy one's from its cache or else through the tree.
+    fn fragment_holding(&self, part: usize, row: u64) -> Result<Option<Arc<FragmentEntry>>> {
+        match &self.fragments {
+            Fragments::Eager { entries, first_rows } => {
+                let Some(f) = first_rows.partition_point(|&first| first <= row).checked_sub(1) else {
+                    return Ok(None);
+                };
+                let e = &entries[f];
+                Ok((row - e.info.first_row < e.live_rows()).then(|| e.clone()))
+            }
+            Fragments::Lazy(lazy) => {
+                if row >= self.dataset.row_count() {
+                    return Ok(None);
+                }
+                let found =
+                    |lazy: &Lazy| lazy.found.lock().unwrap_or_else(std::sync::PoisonError::into_inner).holding(row);
+                if let Some(e) = found(lazy) {
+                    return Ok(Some(e));
+                }
+                self.find_rows(part, lazy, &[row])?;
+                // Just inserted; a cache too small to keep even it would be a bug.
+                found(lazy)
+                    .map(Some)
+                    .ok_or_else(|| LoaderError::WorkerPanicked(format!("no fragment kept for row {row}")))
+            }
+        }
+    }
+}
+
+/// Whether two sources' layouts of a column can share one batch buffer.
+fn same_layout(a: &ColumnLayout, b: &ColumnLayout) -> bool {
+    a.column.dtype == b.column.dtype && a.column.shape == b.column.shape && a.nullable == b.nullable
+}
+
+impl Catalog {
+    /// Resolves the projection and the fragments of an opened version: every fragment of
+    /// `dataset` when `tree` is `None`; through `tree` (the version's fragment tree, `dataset`
+    /// then holding none, [`Dataset::open_lazy`]) when a row is first located otherwise. The
+    /// catalog keeps the files it opens in its own cache, inside the memory budget, so its
+    /// handle of the dataset keeps none (the caller's handle keeps its cache). Data files
+    /// are read through `fetcher`.
+    pub(crate) fn new(
+        dataset: Dataset,
+        tree: Option<FragmentTree>,
+        fetcher: Arc<Fetcher>,
+        projection: Option<&[String]>,
+        u64_bits: bool,
+        acct: &Arc<Accountant>,
+    ) -> Result<Self> {
+        let names: Vec<String> = match projection {
+            Some(cols) => cols.to_vec(),
+            None => dataset.schema().columns.iter().map(|c| c.name.clone()).collect(),
+        };
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        let (part, _, fragment_rows) = Part::new(dataset, tree, fetcher, &names, 0, 0, acct)?;
+        let columns = part.columns.iter().map(|c| ColumnLayout::new(c, u64_bits)).collect::<Result<Vec<_>>>()?;
+        let catalog = Self {
+            columns,
+            dataset_id: part.id,
+            parts: vec![part],
+            fragment_rows,
+            mixture: false,
+            meta: Mutex::default(),
+        };
+        if catalog.columns.iter().any(|c| c.fixed_row_bytes.is_none()) {
+            catalog.sample_lazy_parts()?;
+        }
+        Ok(catalog)
+    }
+
+    /// Ragged columns' slot estimates come from the fragments found: a lazy part looks up a
+    /// few rows spread over it (one round trip per level for all of them).
+    fn sample_lazy_parts(&self) -> Result<()> {
+        for (k, part) in self.parts.iter().enumerate() {
+            if let Fragments::Lazy(lazy) = &part.fragments {
+                let n = part.dataset.row_count();
+                let m = LAZY_SAMPLE_ROWS.min(n);
+                let sample: Vec<u64> = (0..m).map(|i| i * n / m).collect();
+                part.find_rows(k, lazy, &sample)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Adds a mixture source: `dataset` (read through `tree` when lazy, as a view when
+    /// `view` is given) on `fetcher`, with the same projected columns as the first part,
+    /// laid out in the same way (dtype, shape, nullability).
+    ///
+    /// # Errors
+    /// A projected column the source lacks or lays out differently; the view's rows outside
+    /// its version.
+    pub(crate) fn add_part(
+        &mut self,
+        dataset: Dataset,
+        tree: Option<FragmentTree>,
+        view: Option<Arc<View>>,
+        fetcher: Arc<Fetcher>,
+        acct: &Arc<Accountant>,
+    ) -> Result<()> {
+        let k = self.parts.len();
+        let label = view.as_ref().map_or_else(|| format!("source {k}"), |v| format!("source {k} (view {:?})", v.name));
+        let names: Vec<&str> = self.columns.iter().map(|c| c.name.as_str()).collect();
+        let base = self.parts.iter().map(|p| p.index_base + p.fragment_count()).max().unwrap_or(0);
+        let (mut part, layouts, _) = Part::new(dataset, tree, fetcher, &names, k, base, acct)
+            .map_err(|e| LoaderError::config(format!("{label}: {e}")))?;
+        for (want, got) in self.columns.iter().zip(&layouts) {
+            if !same_layout(want, got) {
+                return Err(LoaderError::config(format!(
+                    "{label}: column {:?} is {} {:?}{}, but the first source's is {} {:?}{}: a mixture's sources \
+                     share one batch layout",
+                    got.name,
+                    got.column.dtype.name(),
+                    got.column.shape,
+                    if got.nullable { " nullable" } else { "" },
+                    want.column.dtype.name(),
+                    want.column.shape,
+                    if want.nullable { " nullable" } else { "" },
+                )));
+            }
+        }
+        if let Some(v) = view {
+            part.with_view(v)?;
+        }
+        part.first = self.parts.last().map_or(0, |p| p.first + p.rows());
+        self.parts.push(part);
+        if self.columns.iter().any(|c| c.fixed_row_bytes.is_none()) {
+            self.sample_lazy_parts()?;
+        }
+        Ok(())
+    }
+
+    /// The first plan position of every part, and each part's identity and positions (what a
+    /// mixture's order is resolved over).
+    pub(crate) fn part_layout(&self) -> (Vec<u64>, Vec<(u64, u64)>) {
+        (self.parts.iter().map(|p| p.first).collect(), self.parts.iter().map(|p| (p.id, p.rows())).collect())
+    }
+
+    /// The first part's dataset (a lone loader's version).
+    pub(crate) fn dataset(&self) -> &Dataset {
+        &self.parts[0].dataset
+    }
+
+    /// The view a lone loader reads, if any.
+    pub(crate) fn view(&self) -> Option<&Arc<View>> {
+        self.parts[0].view.as_ref()
+    }
+
+    /// Part `k`'s fetcher.
+    pub(crate) fn fetcher(&self, k: usize) -> &Arc<Fetcher> {
+        &self.parts[k.min(self.parts.len() - 1)].fetcher
+    }
+
+    /// Every part's fetcher.
+    pub(crate) fn fetchers(&self) -> impl Iterator<Item = &Arc<Fetcher>> {
+        self.parts.iter().map(|p| &p.fetcher)
+    }
+
+    /// Fragment `f` of an eager catalog (block shuffle's window works by index).
+    ///
+    /// # Errors
+    /// `WorkerPanicked` for a lazy catalog or an index past the end: the block schedule only
+    /// names fragments it found in [`Catalog::eager`].
+    pub(crate) fn eager_entry(&self, f: usize) -> Result<&Arc<FragmentEntry>> {
+        self.eager()
+            .and_then(|e| e.get(f))
+            .ok_or_else(|| LoaderError::WorkerPanicked(format!("fragment {f} is not in the block schedule's catalog")))
+    }
+
+    /// The fragments a lone catalog holds whole (every fragment of the version or of a view):
+    /// `None` for a lazy catalog or a mixture. Block shuffle plans over these.
+    pub(crate) fn eager(&self) -> Option<&[Arc<FragmentEntry>]> {
+        match (&self.parts[..], self.parts.first().map(|p| &p.fragments)) {
+            ([_], Some(Fragments::Eager { entries, .. })) => Some(entries),
+            _ => None,
+        }
+    }
+
+    /// Reads `view` (of this catalog's version, whose fragments it holds) instead of the whole
+    /// version. The sampler's "fragments" become the view's runs of consecutive positions
+    /// whose rows lie in one fragment, so block shuffle keeps rows of a fragment together as
+    /// far as the view's order allows; the order's identity becomes the view's ([`view_id`]).
+    pub(crate) fn with_view(mut self, view: Arc<View>) -> Result<Self> {
+        self.fragment_rows = self.parts[0].with_view(view)?;
+        self.dataset_id = self.parts[0].id;
+        Ok(self)
+    }
+
+    /// The part holding plan position `pos`, and the position within it.
+    fn part_of(&self, pos: u64) -> (usize, u64) {
+        let k = self.parts.partition_point(|p| p.first <= pos).max(1) - 1;
+        (k, pos - self.parts[k].first)
+    }
+
+    /// The dataset row at plan position `pos` (the position itself for a lone version) within
+    /// its part.
+    pub(crate) fn row_id(&self, pos: u64) -> u64 {
+        let (k, local) = self.part_of(pos);
+        self.parts[k].row_id(local)
+    }
+
+    /// Rows one epoch reads (before padding): the version's, or the view's (a mixture: every
+    /// source's positions).
+    pub(crate) fn rows(&self) -> u64 {
+        self.parts.iter().map(Part::rows).sum()
     }
 
     /// Estimated output bytes per row of projected column `c`: exact for fixed shapes; for
@@ -445,7 +681,7 @@ impl Catalog {
         let (mut bytes, mut rows) = (0u64, 0u64);
         self.for_each_known(&mut |f| {
             if let Some(fe) = f.files.get(f.column_file[c].0) {
-                bytes += self.variable_share(fe, f.info.fragment.row_count);
+                bytes += self.variable_share(fe, f.part, f.info.fragment.row_count);
                 rows += f.info.fragment.row_count;
             }
         });
@@ -454,21 +690,23 @@ impl Catalog {
 
     /// Calls `visit` on every fragment the catalog holds now.
     fn for_each_known(&self, visit: &mut dyn FnMut(&FragmentEntry)) {
-        match &self.fragments {
-            Fragments::Eager { entries, .. } => entries.iter().for_each(|e| visit(e)),
-            Fragments::Lazy(lazy) => {
-                let found = lazy.found.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-                found.by_index.iter().for_each(|(_, (e, _))| visit(e));
+        for part in &self.parts {
+            match &part.fragments {
+                Fragments::Eager { entries, .. } => entries.iter().for_each(|e| visit(e)),
+                Fragments::Lazy(lazy) => {
+                    let found = lazy.found.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                    found.by_index.iter().for_each(|(_, (e, _))| visit(e));
+                }
             }
         }
     }
 
-    /// What one variable-size column of data file `fe` (of `rows` rows) stores, estimated
-    /// before its footer is read: the file's size less what its fixed-size columns take,
-    /// shared equally among its variable-size columns (a file of images and token ids gives
-    /// the token ids the bytes that are not images, not the whole file).
-    fn variable_share(&self, fe: &FileEntry, rows: u64) -> u64 {
-        let schema = self.dataset.schema();
+    /// What one variable-size column of data file `fe` (of `rows` rows, in part `part`)
+    /// stores, estimated before its footer is read: the file's size less what its fixed-size
+    /// columns take, shared equally among its variable-size columns (a file of images and
+    /// token ids gives the token ids the bytes that are not images, not the whole file).
+    fn variable_share(&self, fe: &FileEntry, part: usize, rows: u64) -> u64 {
+        let schema = self.parts[part].dataset.schema();
         let (mut fixed, mut variable) = (0u64, 0u64);
         for &id in &fe.file.column_ids {
             match schema.column_by_id(id).map(tessera::Column::fixed_row_bytes) {
@@ -494,92 +732,43 @@ impl Catalog {
         total
     }
 
-    /// Finds the fragments holding plan positions `positions` that a lazy catalog does not
-    /// hold yet, all together: one round trip per level of the tree for a whole batch, not
-    /// one per row. Nothing to do for an eager catalog.
+    /// Finds the fragments holding plan positions `positions` that lazy parts do not hold
+    /// yet, all together: one round trip per level of each tree for a whole batch, not one
+    /// per row. Nothing to do for eager parts.
     ///
     /// # Errors
     /// The tree's read and validation errors; a fragment that breaks SEG-06.
     pub(crate) fn find(&self, positions: &[u64]) -> Result<()> {
-        let Fragments::Lazy(lazy) = &self.fragments else { return Ok(()) };
-        let rows: Vec<u64> = positions.iter().map(|&p| self.row_id(p)).collect();
-        self.find_rows(lazy, &rows)
-    }
-
-    /// Finds, through the tree, the fragments holding dataset rows `rows` that `lazy` does not
-    /// hold yet, checks each (SEG-06) and keeps them.
-    fn find_rows(&self, lazy: &Lazy, rows: &[u64]) -> Result<()> {
-        let total = self.dataset.row_count();
-        let missing: Vec<u64> = {
-            let mut found = lazy.found.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            let mut rows: Vec<u64> =
-                rows.iter().copied().filter(|&r| r < total && found.holding(r).is_none()).collect();
-            rows.sort_unstable();
-            rows.dedup();
-            rows
-        };
-        if missing.is_empty() {
+        if self.parts.iter().all(|p| matches!(p.fragments, Fragments::Eager { .. })) {
             return Ok(());
         }
-        let located = lazy
-            .tree
-            .locate_many_indexed(&missing)
-            .map_err(|e| LoaderError::dataset("finding fragments in the fragment tree", e))?;
-        let mut entries = Vec::with_capacity(located.len());
-        for (index, info) in located {
-            if entries.iter().any(|e: &Arc<FragmentEntry>| e.info.first_row == info.first_row) {
-                continue;
-            }
-            self.dataset.check_fragment(&info).map_err(|e| LoaderError::dataset("checking a found fragment", e))?;
-            let index = usize::try_from(index).map_err(|_| LoaderError::config("fragment index overflows usize"))?;
-            entries.push(Arc::new(FragmentEntry::new(index, info, &self.columns)?));
+        let mut rows: Vec<Vec<u64>> = vec![Vec::new(); self.parts.len()];
+        for &p in positions {
+            let (k, local) = self.part_of(p);
+            rows[k].push(self.parts[k].row_id(local));
         }
-        let mut found = lazy.found.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        for e in entries {
-            found.insert(e, &lazy.acct);
+        for (k, (part, rows)) in self.parts.iter().zip(rows).enumerate() {
+            if let Fragments::Lazy(lazy) = &part.fragments
+                && !rows.is_empty()
+            {
+                part.find_rows(k, lazy, &rows)?;
+            }
         }
         Ok(())
     }
 
-    /// The fragment holding global live row `row`, if any: an eager catalog's by binary
-    /// search, a lazy one's from its cache or else through the tree.
-    fn fragment_holding(&self, row: u64) -> Result<Option<Arc<FragmentEntry>>> {
-        match &self.fragments {
-            Fragments::Eager { entries, first_rows } => {
-                let Some(f) = first_rows.partition_point(|&first| first <= row).checked_sub(1) else {
-                    return Ok(None);
-                };
-                let e = &entries[f];
-                Ok((row - e.info.first_row < e.live_rows()).then(|| e.clone()))
-            }
-            Fragments::Lazy(lazy) => {
-                if row >= self.dataset.row_count() {
-                    return Ok(None);
-                }
-                let found =
-                    |lazy: &Lazy| lazy.found.lock().unwrap_or_else(std::sync::PoisonError::into_inner).holding(row);
-                if let Some(e) = found(lazy) {
-                    return Ok(Some(e));
-                }
-                self.find_rows(lazy, &[row])?;
-                // Just inserted; a cache too small to keep even it would be a bug.
-                found(lazy)
-                    .map(Some)
-                    .ok_or_else(|| LoaderError::WorkerPanicked(format!("no fragment kept for row {row}")))
-            }
-        }
-    }
-
     /// The fragment and physical row of plan position `pos`: global (live) row `pos`, or the
-    /// view's row at `pos`; `None` outside the dataset. The first row located in a fragment with
-    /// deletions reads its deletion vector (a fragment with no live row is never located, so its
-    /// vector is never read: SPEC VAL-16, VAL-19).
+    /// view's row at `pos`, in the part holding it; `None` outside the dataset. The first row
+    /// located in a fragment with deletions reads its deletion vector (a fragment with no live
+    /// row is never located, so its vector is never read: SPEC VAL-16, VAL-19).
     ///
     /// # Errors
     /// The deletion vector's read and validation errors; a lazy catalog's tree errors.
     pub(crate) fn locate(&self, pos: u64) -> Result<Option<(Arc<FragmentEntry>, u64)>> {
-        let row = self.row_id(pos);
-        let Some(frag) = self.fragment_holding(row)? else { return Ok(None) };
+        let (k, local) = self.part_of(pos);
+        let part = &self.parts[k];
+        let row = part.row_id(local);
+        let Some(frag) = part.fragment_holding(k, row)? else { return Ok(None) };
         let live = row - frag.info.first_row;
         if !frag.has_deletions() {
             return Ok(Some((frag, live)));
@@ -587,7 +776,7 @@ impl Catalog {
         let map = if let Some(map) = frag.physical.get() {
             map
         } else {
-            let rows = self
+            let rows = part
                 .dataset
                 .physical_rows(&frag.info, 0..frag.live_rows())
                 .map_err(|e| LoaderError::dataset("reading a deletion vector", e))?;
@@ -610,11 +799,11 @@ impl Catalog {
         &self,
         entry: &FragmentEntry,
         file: usize,
-        fetcher: &Fetcher,
         acct: &Arc<Accountant>,
         cap: u64,
         stopped: &AtomicBool,
     ) -> Result<Arc<FileMeta>> {
+        let fetcher: &Fetcher = self.fetcher(entry.part);
         let key = (entry.index, file);
         let opening = loop {
             let waiting = {
@@ -671,11 +860,12 @@ impl Catalog {
         acct: &Arc<Accountant>,
         stopped: &AtomicBool,
     ) -> Result<FileMeta> {
+        let part = &self.parts[entry.part];
         let fe = &entry.files[file];
         let key = fe.file.path.as_str();
         let waiting = (!fetcher.is_local()).then(WaitTimer::start);
         let data_file = with_retry(&fetcher.retry, stopped, &fetcher.counters, &|| key.to_string(), || {
-            self.dataset.data_file(&entry.info.fragment, &fe.file).map_err(|e| classify(&format!("opening {key}"), e))
+            part.dataset.data_file(&entry.info.fragment, &fe.file).map_err(|e| classify(&format!("opening {key}"), e))
         })?;
         drop(waiting);
         // One ranged read for every projected column's validity and shape blocks; the
@@ -683,7 +873,7 @@ impl Catalog {
         let mut blocks: Vec<Block> = Vec::new();
         let mut counts = Vec::with_capacity(fe.columns.len());
         for &ci in &fe.columns {
-            let column = &self.columns[ci].column;
+            let column = &part.columns[ci];
             let b = data_file.index_blocks(column).map_err(|e| from_format(key, e))?;
             counts.push(b.len());
             blocks.extend(b);
@@ -695,7 +885,7 @@ impl Catalog {
         for (&ci, n) in fe.columns.iter().zip(counts) {
             let stored: Vec<&[u8]> = fetched[at..at + n].iter().map(AsRef::as_ref).collect();
             at += n;
-            let index = data_file.index_chunk(&self.columns[ci].column, &stored).map_err(|e| from_format(key, e))?;
+            let index = data_file.index_chunk(&part.columns[ci], &stored).map_err(|e| from_format(key, e))?;
             chunks.push(index);
         }
         let bytes = chunks.iter().map(ChunkIndex::heap_bytes).sum::<u64>() + data_file.heap_bytes();

@@ -6,6 +6,7 @@ use std::time::Duration;
 use tessera::{At, Limits};
 
 use crate::error::{LoaderError, Result};
+use crate::mixture::Mixture;
 use crate::sampler::ShuffleMode;
 use crate::transform::{ColumnTransform, Transform};
 
@@ -258,6 +259,11 @@ pub struct LoaderConfig {
     /// epochs (and the other ranks of the node) read them from disk. `None` (the default)
     /// reads the store every epoch. A local dataset directory never uses it.
     pub disk_cache: Option<DiskCacheConfig>,
+    /// Read a mixture of sources ([`Mixture`]) instead of one dataset: `location`, `at` and
+    /// `view` are then unused (`location` labels the loader). Every source must have the
+    /// projected columns with one layout; each is read in its own global-shuffle order
+    /// ([`ShuffleMode::Global`]) or sequentially ([`ShuffleMode::None`]).
+    pub mixture: Option<Mixture>,
 }
 
 impl LoaderConfig {
@@ -290,7 +296,23 @@ impl LoaderConfig {
             u64_as_i64_bits: false,
             transforms: Vec::new(),
             disk_cache: None,
+            mixture: None,
         }
+    }
+
+    /// The defaults for a mixture of sources (see [`LoaderConfig::mixture`]).
+    ///
+    /// ```
+    /// use tessera_loader::{LoaderConfig, MixSource, Mixture};
+    ///
+    /// let mix = Mixture::weighted([MixSource::new("/data/web"), MixSource::new("/data/code")], &[0.8, 0.2]);
+    /// let config = LoaderConfig::for_mixture(mix).with_batch_size(64);
+    /// assert_eq!(config.location, "/data/web");
+    /// ```
+    #[must_use]
+    pub fn for_mixture(mixture: Mixture) -> Self {
+        let label = mixture.sources.first().map_or_else(String::new, |s| s.location.clone());
+        Self { mixture: Some(mixture), ..Self::new(label) }
     }
 
     /// Augments column `column` with `ops`, in order (replacing earlier ops for it).
@@ -440,6 +462,17 @@ impl LoaderConfig {
                 c.max_bytes,
                 crate::disk_cache::MIN_CACHE_BYTES
             )));
+        }
+        if let Some(m) = &self.mixture {
+            if m.sources.is_empty() {
+                return bad("a mixture needs at least one source");
+            }
+            if m.sources.iter().any(|s| s.view.is_some() && s.at != At::Latest) {
+                return bad("a view pins its own version: leave a mixture source's `at` unset when its `view` is set");
+            }
+            if matches!(self.shuffle, ShuffleMode::Block { .. }) {
+                return bad("a mixture reads each source in global-shuffle or sequential order, not block shuffle");
+            }
         }
         if let ShuffleMode::Block { window_fragments: 0 } = self.shuffle {
             return bad("block shuffle needs window_fragments >= 1");

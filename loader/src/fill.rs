@@ -36,7 +36,7 @@ use crate::error::{LoaderError, Result, from_format};
 use crate::memory::{Charge, MemoryUse};
 use crate::pipeline::Shared;
 use crate::pool::{BufferSet, Lease};
-use crate::source::WaitTimer;
+use crate::source::{Fetcher, WaitTimer};
 use crate::transform;
 use crate::window::{Fault, FragmentData};
 
@@ -119,6 +119,8 @@ struct FileRef<'a> {
     fi: usize,
     entry: &'a FileEntry,
     meta: &'a FileMeta,
+    /// The storage of the file's source.
+    fetcher: &'a Fetcher,
 }
 
 impl<'a> FileRef<'a> {
@@ -396,6 +398,11 @@ impl Worker {
         Ok(Batch {
             columns,
             rows: slots.iter().map(|s| s.row).collect(),
+            sources: if sh.catalog.mixture {
+                slots.iter().map(|s| u32::try_from(s.entry.part).unwrap_or(u32::MAX)).collect()
+            } else {
+                Vec::new()
+            },
             epoch: sh.epoch,
             index,
             position: sh.position(index, 0),
@@ -432,7 +439,7 @@ impl Worker {
                 }
                 let meta = opened
                     .remove(&(s.frag, fi))
-                    .unwrap_or_else(|| cat.file_meta(&s.entry, fi, &sh.fetcher, &sh.acct, sh.meta_cap, &sh.stopped));
+                    .unwrap_or_else(|| cat.file_meta(&s.entry, fi, &sh.acct, sh.meta_cap, &sh.stopped));
                 match meta {
                     Ok(m) => {
                         if s.phys >= m.data_file.footer().row_count {
@@ -495,8 +502,8 @@ impl Worker {
                 .get(&(frag, fi))
                 .ok_or_else(|| FillError::Fatal(LoaderError::WorkerPanicked("file index missing".into())))?;
             // Every slot of the group holds the fragment: the first one's entry serves.
-            let entry = &slots[js[0]].entry.files[fi];
-            let file = FileRef { frag, fi, entry, meta };
+            let first = &slots[js[0]].entry;
+            let file = FileRef { frag, fi, entry: &first.files[fi], meta, fetcher: cat.fetcher(first.part) };
             let window_data = held.get(&frag).cloned().or_else(|| sh.window.as_ref().and_then(|w| w.resident(frag)));
             let direct = match window_data {
                 Some(data) => self.fill_from_window(&mut fill, &data, file, &js)?,
@@ -505,7 +512,7 @@ impl Worker {
             if direct.is_empty() {
                 continue;
             }
-            if sh.fetcher.is_local() {
+            if file.fetcher.is_local() {
                 self.fill_local(&mut fill, file, &direct)?;
             } else {
                 remote.push(self.remote_file(&fill, file, &direct));
@@ -536,11 +543,11 @@ impl Worker {
         let sh = &self.sh;
         let cat = &sh.catalog;
         let mut out = HashMap::new();
-        if sh.fetcher.is_local() {
+        if cat.fetchers().all(|f| f.is_local()) {
             return out;
         }
         let mut missing: Vec<(&FragmentEntry, usize)> = Vec::new();
-        for f in frags {
+        for f in frags.into_iter().filter(|f| !cat.fetcher(f.part).is_local()) {
             for fi in 0..f.files.len() {
                 if !missing.iter().any(|(m, mfi)| m.index == f.index && *mfi == fi) && !cat.has_meta(f.index, fi) {
                     missing.push((f, fi));
@@ -557,8 +564,7 @@ impl Worker {
                 let handles: Vec<_> = group
                     .iter()
                     .map(|&(f, fi)| {
-                        let h =
-                            scope.spawn(move || cat.file_meta(f, fi, &sh.fetcher, &sh.acct, sh.meta_cap, &sh.stopped));
+                        let h = scope.spawn(move || cat.file_meta(f, fi, &sh.acct, sh.meta_cap, &sh.stopped));
                         ((f.index, fi), h)
                     })
                     .collect();

@@ -5,6 +5,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use tessera::tree::FragmentTree;
 use tessera::{Dataset, Store, View};
 
 use crate::batch::{HostBatch as Batch, SkippedSample};
@@ -16,6 +17,7 @@ use crate::error::{LoaderError, Result};
 use crate::fill::page_cache::PageCache;
 use crate::fill::staging::StagePool;
 use crate::memory::{Accountant, MemoryStats};
+use crate::mixture::{MixOrder, MixSource};
 use crate::pipeline::{EpochPipeline, PipelineSettings};
 use crate::pool::BufferPool;
 use crate::sampler::{LoaderState, Plan, PlanConfig, SamplerError, ShuffleMode};
@@ -42,6 +44,8 @@ pub struct Loader {
     staging: Arc<StagePool>,
     /// Per projected column, its checked augmentation pipeline.
     transforms: Arc<[Option<Pipeline>]>,
+    /// A mixture's resolved order and each source's first plan position.
+    mixture: Option<(Arc<MixOrder>, Arc<[u64]>)>,
     batches_per_epoch: usize,
 }
 
@@ -67,6 +71,9 @@ impl Loader {
     /// As [`Loader::open`].
     pub fn open_with_allocator(config: LoaderConfig, alloc: Arc<dyn BufferAllocator>) -> Result<Self> {
         config.validate()?;
+        if config.mixture.is_some() {
+            return Self::open_mixture(config, alloc);
+        }
         let store = Store::open(&config.location)
             .map_err(|e| LoaderError::dataset(format!("opening store {:?}", config.location), e))?;
         let source = Source::for_location(&config.location, &store);
@@ -85,38 +92,111 @@ impl Loader {
     }
 
     fn open_with(store: &Store, source: Source, config: LoaderConfig, alloc: Arc<dyn BufferAllocator>) -> Result<Self> {
+        let spec = MixSource { location: config.location.clone(), at: config.at.clone(), view: config.view.clone() };
+        let fetcher = Self::fetcher(source, &config, &spec.location)?;
+        let (dataset, tree, view) = Self::open_source(store, &spec, &config, &fetcher)?;
+        let acct = Accountant::new(config.memory_budget);
+        let mut catalog =
+            Catalog::new(dataset, tree, fetcher.clone(), config.columns.as_deref(), config.u64_as_i64_bits, &acct)?;
+        if let Some(view) = view {
+            catalog = catalog.with_view(Arc::new(view))?;
+        }
+        Self::finish(catalog, fetcher, acct, config, alloc)
+    }
+
+    /// Opens every source of `config.mixture`, each on its own store, into one catalog, and
+    /// resolves the mixture's order over them.
+    fn open_mixture(config: LoaderConfig, alloc: Arc<dyn BufferAllocator>) -> Result<Self> {
+        let mix = config.mixture.clone().ok_or_else(|| LoaderError::config("no mixture"))?;
+        let acct = Accountant::new(config.memory_budget);
+        let mut catalog: Option<Catalog> = None;
+        let mut primary: Option<Arc<Fetcher>> = None;
+        for (k, spec) in mix.sources.iter().enumerate() {
+            let store = Store::open(&spec.location).map_err(|e| {
+                LoaderError::dataset(format!("opening store {:?} (mixture source {k})", spec.location), e)
+            })?;
+            let fetcher = Self::fetcher(Source::for_location(&spec.location, &store), &config, &spec.location)?;
+            if primary.as_ref().is_none_or(|p| p.is_local() && !fetcher.is_local()) {
+                primary = Some(fetcher.clone());
+            }
+            let (dataset, tree, view) = Self::open_source(&store, spec, &config, &fetcher)?;
+            let view = view.map(Arc::new);
+            match catalog.as_mut() {
+                None => {
+                    let mut c =
+                        Catalog::new(dataset, tree, fetcher, config.columns.as_deref(), config.u64_as_i64_bits, &acct)?;
+                    if let Some(v) = view {
+                        c = c.with_view(v)?;
+                    }
+                    catalog = Some(c);
+                }
+                Some(c) => c.add_part(dataset, tree, view, fetcher, &acct)?,
+            }
+        }
+        let (Some(catalog), Some(primary)) = (catalog, primary) else {
+            return Err(LoaderError::config("a mixture needs at least one source"));
+        };
+        Self::finish(catalog, primary, acct, config, alloc)
+    }
+
+    /// The storage of one source: reads from `source`, retried as `config` says, through the
+    /// disk cache when one is configured and the source is remote.
+    fn fetcher(source: Source, config: &LoaderConfig, location: &str) -> Result<Arc<Fetcher>> {
         let mut fetcher = Fetcher::new(source, config.retry.clone());
         if let Some(c) = &config.disk_cache
             && !fetcher.is_local()
         {
             // Entries are kept per dataset location (with `open_store`, its label).
-            fetcher = fetcher.with_cache(DiskCache::open(&c.dir, c.max_bytes, &config.location)?);
+            fetcher = fetcher.with_cache(DiskCache::open(&c.dir, c.max_bytes, location)?);
         }
-        let fetcher = Arc::new(fetcher);
+        Ok(Arc::new(fetcher))
+    }
+
+    /// Opens one source's version (lazily through its fragment tree where it has one,
+    /// unless block shuffle, which plans over every fragment) or view.
+    fn open_source(
+        store: &Store,
+        spec: &MixSource,
+        config: &LoaderConfig,
+        fetcher: &Fetcher,
+    ) -> Result<(Dataset, Option<FragmentTree>, Option<View>)> {
         let never = AtomicBool::new(false);
-        let what = || match &config.view {
-            Some(view) => format!("opening view {view:?} of {}", config.location),
-            None => format!("opening version {:?} of {}", config.at, config.location),
+        let what = || match &spec.view {
+            Some(view) => format!("opening view {view:?} of {}", spec.location),
+            None => format!("opening version {:?} of {}", spec.at, spec.location),
         };
-        // A version indexed by a fragment tree opens lazily (its manifest and root; each
-        // fragment found when a batch first needs it) unless block shuffle, which plans over
-        // every fragment, asks for it whole.
         let lazy = !matches!(config.shuffle, ShuffleMode::Block { .. });
-        let (dataset, tree, view) = with_retry(&config.retry, &never, &fetcher.counters, &what, || {
-            match &config.view {
+        with_retry(&config.retry, &never, &fetcher.counters, &what, || {
+            match &spec.view {
                 Some(name) => Dataset::open_view(store, name, config.limits.clone()).map(|(d, v)| (d, None, Some(v))),
-                None if lazy => Dataset::open_lazy(store, &config.at, config.limits.clone()).map(|(d, t)| (d, t, None)),
-                None => Dataset::open_at(store, &config.at, config.limits.clone()).map(|d| (d, None, None)),
+                None if lazy => Dataset::open_lazy(store, &spec.at, config.limits.clone()).map(|(d, t)| (d, t, None)),
+                None => Dataset::open_at(store, &spec.at, config.limits.clone()).map(|d| (d, None, None)),
             }
             .map_err(|e| classify(&what(), e))
-        })?;
-        let acct = Accountant::new(config.memory_budget);
-        let mut catalog = Catalog::new(dataset, tree, config.columns.as_deref(), config.u64_as_i64_bits, &acct)?;
+        })
+    }
+
+    /// The loader over an opened catalog: output layouts, transforms, the mixture's order.
+    fn finish(
+        mut catalog: Catalog,
+        fetcher: Arc<Fetcher>,
+        acct: Arc<Accountant>,
+        config: LoaderConfig,
+        alloc: Arc<dyn BufferAllocator>,
+    ) -> Result<Self> {
         crate::assemble::apply_ragged(&mut catalog.columns, &config.ragged)?;
         let transforms = crate::transform::plan_columns(&mut catalog.columns, &config.transforms)?;
-        if let Some(view) = view {
-            catalog = catalog.with_view(Arc::new(view))?;
-        }
+        let mixture = match &config.mixture {
+            Some(mix) => {
+                let (starts, sources) = catalog.part_layout();
+                let order = MixOrder::new(mix, &sources, config.seed, config.shuffle == ShuffleMode::Global)
+                    .map_err(|e| LoaderError::config(format!("mixture: {e}")))?;
+                catalog.dataset_id = order.digest();
+                catalog.mixture = true;
+                Some((Arc::new(order), Arc::from(starts)))
+            }
+            None => None,
+        };
         let catalog = Arc::new(catalog);
         let mut loader = Self {
             window_pool: ExtentPool::new(acct.clone()),
@@ -137,9 +217,10 @@ impl Loader {
             fetcher,
             skipped: Arc::new(Mutex::new(Vec::new())),
             active: Arc::new(AtomicBool::new(false)),
+            mixture,
             batches_per_epoch: 0,
         };
-        loader.batches_per_epoch = Plan::new(loader.plan_config(), 0)?.batches_per_rank();
+        loader.batches_per_epoch = loader.plan(0)?.batches_per_rank();
         Ok(loader)
     }
 
@@ -163,7 +244,10 @@ impl Loader {
     /// # Errors
     /// [`LoaderError::Sampler`] for an unusable configuration.
     pub fn plan(&self, epoch: u64) -> Result<Plan> {
-        Ok(Plan::new(self.plan_config(), epoch)?)
+        Ok(match &self.mixture {
+            Some((order, starts)) => Plan::mixture(self.plan_config(), order.clone(), starts.clone(), epoch)?,
+            None => Plan::new(self.plan_config(), epoch)?,
+        })
     }
 
     /// Starts `epoch` from its beginning.
@@ -183,6 +267,26 @@ impl Loader {
     /// [`LoaderError::Resume`] when the state belongs to another dataset version, seed or
     /// order settings, or its position is impossible; as [`Loader::epoch`] otherwise.
     pub fn resume(&self, state: &LoaderState) -> Result<EpochIter> {
+        if let Some((order, starts)) = &self.mixture {
+            let plan =
+                Plan::resume_mixture(self.plan_config(), order.clone(), starts.clone(), state).map_err(
+                    |e| {
+                        match e {
+                SamplerError::StateMismatch { field: "dataset_id", .. } => LoaderError::Resume(
+                    "the state was taken reading another mixture (other sources or counts), or another history \
+                     of changes before its position"
+                        .into(),
+                ),
+                SamplerError::StateMismatch { field, expected, found } => LoaderError::Resume(format!(
+                    "{field} differs: the state has {found}, this loader's settings give {expected} (settings_digest \
+                     covers the shuffle mode, drop_last and the global batch size)"
+                )),
+                other => LoaderError::Sampler(other),
+            }
+                    },
+                )?;
+            return self.start(plan);
+        }
         if state.version != self.version() {
             return Err(LoaderError::Resume(format!(
                 "the state was saved reading version {} of the dataset; this loader reads version {}",
@@ -191,7 +295,7 @@ impl Loader {
             )));
         }
         let plan = Plan::resume(self.plan_config(), state.epoch, state).map_err(|e| match e {
-            SamplerError::StateMismatch { field: "dataset_id", .. } => LoaderError::Resume(match &self.catalog.view {
+            SamplerError::StateMismatch { field: "dataset_id", .. } => LoaderError::Resume(match self.catalog.view() {
                 Some(v) => format!(
                     "the state was not saved reading view {:?} (but another view, a re-created one, \
                          or a whole version)",
@@ -261,7 +365,7 @@ impl Loader {
     /// [`Dataset::checkout`] opens the whole version.
     #[must_use]
     pub fn dataset(&self) -> &Dataset {
-        &self.catalog.dataset
+        self.catalog.dataset()
     }
 
     /// The identity every order derives from (see [`crate::version_id`]).
@@ -273,7 +377,7 @@ impl Loader {
     /// The dataset version number.
     #[must_use]
     pub fn version(&self) -> u64 {
-        self.catalog.dataset.version()
+        self.catalog.dataset().version()
     }
 
     /// Rows one epoch reads, before padding: the version's, or the view's.
@@ -285,7 +389,7 @@ impl Loader {
     /// The view this loader reads, if it reads one ([`LoaderConfig::view`]).
     #[must_use]
     pub fn view(&self) -> Option<&View> {
-        self.catalog.view.as_deref()
+        self.catalog.view().map(|v| &**v)
     }
 
     /// Batches every rank yields per full epoch.
@@ -321,7 +425,21 @@ impl Loader {
     /// Storage traffic since the loader opened.
     #[must_use]
     pub fn io_stats(&self) -> IoStats {
-        self.fetcher.stats()
+        let mut stats = self.fetcher.stats();
+        // A mixture's other sources add their traffic.
+        for f in self.catalog.fetchers().filter(|f| !Arc::ptr_eq(f, &self.fetcher)) {
+            let s = f.stats();
+            stats.requests += s.requests;
+            stats.bytes += s.bytes;
+            stats.retries += s.retries;
+        }
+        stats
+    }
+
+    /// The mixture's resolved order, when the loader reads a mixture.
+    #[must_use]
+    pub fn mixture_order(&self) -> Option<&MixOrder> {
+        self.mixture.as_ref().map(|(o, _)| &**o)
     }
 
     /// Every sample replaced so far (skip-bad-sample mode).

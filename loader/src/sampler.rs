@@ -45,6 +45,9 @@
 //! [`Xoshiro256StarStar`] stays for the data transforms, which draw from it.
 
 use std::fmt;
+use std::sync::Arc;
+
+use crate::mixture::MixOrder;
 
 // ------------------------------------------------------------------------------------------
 // PRNG
@@ -401,6 +404,9 @@ enum Order {
     Global(IndexShuffle),
     /// Windows of permuted fragments, each in its own permutation.
     Block(Blocks),
+    /// A mixture's epoch ([`crate::mixture`]): each position to a source's position, offset
+    /// by where that source's positions start.
+    Mixture(Arc<MixOrder>, Arc<[u64]>),
 }
 
 /// The O(fragments) tables of a block order.
@@ -486,8 +492,12 @@ impl Order {
     }
 
     /// `G[p]` for `p < N`; `cache` keeps the last block window between calls.
-    fn at(&self, p: u64, cache: &mut Option<Window>) -> u64 {
+    fn at(&self, p: u64, cache: &mut Option<Window>, epoch: u64) -> u64 {
         match self {
+            Self::Mixture(mix, starts) => {
+                let at = mix.at(epoch, p);
+                starts[at.source] + at.position
+            }
             Self::Sequential => p,
             Self::Global(shuffle) => shuffle.apply(p),
             Self::Block(blocks) => {
@@ -535,6 +545,16 @@ const ORDER_TAG: &[u8] = b"tessera.sampler.order.v2";
 #[must_use]
 pub fn settings_digest(config: &PlanConfig) -> u64 {
     tagged_digest(ORDER_TAG, config)
+}
+
+/// Tag of a mixture's settings digest (its history's digest is the state's `dataset_id`).
+const MIXTURE_TAG: &[u8] = b"tessera.sampler.mixture.v1";
+
+/// [`settings_digest`] of a mixture plan: the same fields under the mixture's tag, without
+/// the epoch's length (a change of the mix may change it; the history digest covers it).
+#[must_use]
+pub fn mixture_settings_digest(config: &PlanConfig) -> u64 {
+    tagged_digest(MIXTURE_TAG, &PlanConfig { fragment_rows: Vec::new(), ..config.clone() })
 }
 
 /// [`settings_digest`] under an explicit order tag.
@@ -623,6 +643,67 @@ impl Plan {
         Ok(plan)
     }
 
+    /// Plans `epoch` of a mixture: `G[p]` is the plan position `starts[s] + q` of the
+    /// source `s` and source position `q` that `mix` gives position `p` ([`crate::mixture`]);
+    /// `config.fragment_rows` and `config.dataset_id` are set from the mixture (the epoch's
+    /// length, the history's digest).
+    ///
+    /// # Errors
+    /// As [`Plan::new`]; `starts` must hold one entry per source.
+    pub fn mixture(
+        mut config: PlanConfig,
+        mix: Arc<MixOrder>,
+        starts: Arc<[u64]>,
+        epoch: u64,
+    ) -> Result<Self, SamplerError> {
+        if starts.len() != mix.sources() {
+            return Err(SamplerError::InvalidConfig { field: "starts", reason: "needs one entry per source" });
+        }
+        if matches!(config.shuffle, ShuffleMode::Block { .. }) {
+            return Err(SamplerError::InvalidConfig {
+                field: "shuffle",
+                reason: "block shuffle does not apply to a mixture (each source is shuffled globally or read in order)",
+            });
+        }
+        config.fragment_rows = vec![mix.epoch_len(epoch)];
+        config.dataset_id = mix.digest();
+        let Sizes { rows, global_batch, end } = validate(&config)?;
+        Ok(Self { config, epoch, order: Order::Mixture(mix, starts), rows, end, start: 0, global_batch })
+    }
+
+    /// Plans the rest of a mixture's epoch after `state` (see [`Plan::resume`]): the state's
+    /// `dataset_id` must be the digest of the history before its position
+    /// ([`MixOrder::digest_at`]), so a history extended by changes at or after it resumes.
+    ///
+    /// # Errors
+    /// As [`Plan::resume`].
+    pub fn resume_mixture(
+        config: PlanConfig,
+        mix: Arc<MixOrder>,
+        starts: Arc<[u64]>,
+        state: &LoaderState,
+    ) -> Result<Self, SamplerError> {
+        let consumed = state.samples_consumed_global;
+        let checks = [
+            ("dataset_id", mix.digest_at(state.epoch, consumed), state.dataset_id),
+            ("seed", config.seed, state.seed),
+            ("settings_digest", mixture_settings_digest(&config), state.settings_digest),
+        ];
+        for (field, expected, found) in checks {
+            if expected != found {
+                return Err(SamplerError::StateMismatch { field, expected, found });
+            }
+        }
+        let mut plan = Self::mixture(config, mix, starts, state.epoch)?;
+        let invalid = |reason| SamplerError::InvalidState { field: "samples_consumed_global", reason };
+        if !consumed.is_multiple_of(plan.global_batch) {
+            return Err(invalid("is not a multiple of the global batch size"));
+        }
+        // A change of the mix may have shortened the epoch to before the state: it is over.
+        plan.start = consumed.min(plan.end);
+        Ok(plan)
+    }
+
     /// The configuration this plan was built from.
     #[must_use]
     pub fn config(&self) -> &PlanConfig {
@@ -660,7 +741,7 @@ impl Plan {
     /// only when the dataset has no rows. Cost: O(log fragments) plus one permutation.
     #[must_use]
     pub fn row_at(&self, position: u64) -> Option<u64> {
-        (self.rows > 0).then(|| self.order.at(position % self.rows, &mut None))
+        (self.rows > 0).then(|| self.order.at(position % self.rows, &mut None, self.epoch))
     }
 
     /// Bytes this plan holds on the heap besides its [`PlanConfig`]: a few words per fragment
@@ -670,6 +751,7 @@ impl Plan {
         match &self.order {
             Order::Sequential | Order::Global(_) => 0,
             Order::Block(blocks) => blocks.heap_bytes(),
+            Order::Mixture(mix, starts) => mix.heap_bytes() + 8 * starts.len() as u64,
         }
     }
 
@@ -694,8 +776,17 @@ impl Plan {
             return false;
         }
         let first = self.position(i, 0);
+        if let Order::Mixture(mix, starts) = &self.order {
+            let mut at = Vec::with_capacity(self.config.batch_size);
+            mix.fill(self.epoch, (first..first + self.config.batch_size as u64).map(|p| p % self.rows), &mut at);
+            out.extend(at.iter().map(|a| starts[a.source] + a.position));
+            return true;
+        }
         let mut cache = None;
-        out.extend((first..first + self.config.batch_size as u64).map(|p| self.order.at(p % self.rows, &mut cache)));
+        out.extend(
+            (first..first + self.config.batch_size as u64)
+                .map(|p| self.order.at(p % self.rows, &mut cache, self.epoch)),
+        );
         true
     }
 
@@ -716,7 +807,7 @@ impl Plan {
     pub fn collect_global_order(&self) -> Vec<u64> {
         let mut cache = None;
         let mut out = Vec::with_capacity(usize::try_from(self.rows).unwrap_or(0));
-        out.extend((0..self.rows).map(|p| self.order.at(p, &mut cache)));
+        out.extend((0..self.rows).map(|p| self.order.at(p, &mut cache, self.epoch)));
         out
     }
 
@@ -758,13 +849,18 @@ impl Plan {
     /// being read, recorded for the loader's own check.
     #[must_use]
     pub fn checkpoint(&self, batches_consumed: usize, version: u64) -> Option<LoaderState> {
-        (batches_consumed <= self.batches_per_rank()).then(|| LoaderState {
-            dataset_id: self.config.dataset_id,
+        let consumed = self.start + batches_consumed as u64 * self.global_batch;
+        let (dataset_id, settings) = match &self.order {
+            Order::Mixture(mix, _) => (mix.digest_at(self.epoch, consumed), mixture_settings_digest(&self.config)),
+            _ => (self.config.dataset_id, settings_digest(&self.config)),
+        };
+        (batches_consumed <= self.batches_per_rank()).then_some(LoaderState {
+            dataset_id,
             version,
             seed: self.config.seed,
             epoch: self.epoch,
-            samples_consumed_global: self.start + batches_consumed as u64 * self.global_batch,
-            settings_digest: settings_digest(&self.config),
+            samples_consumed_global: consumed,
+            settings_digest: settings,
         })
     }
 }

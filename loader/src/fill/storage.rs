@@ -18,7 +18,7 @@ use super::{
 use crate::assemble::ColumnPlan;
 use crate::catalog::FileMeta;
 use crate::error::{LoaderError, Result, from_format};
-use crate::source::{Dest, RangeRequest};
+use crate::source::{Dest, Fetcher, RangeRequest};
 
 /// Column `col` of slot `j`, read on its own from `range` of the data file.
 #[derive(Debug)]
@@ -127,6 +127,33 @@ fn carve<'b>(buf: &'b mut [u8], mut wants: Vec<(usize, Range<usize>)>, out: &mut
         rest = tail;
         base = r.end;
     }
+    Ok(())
+}
+
+/// Runs a wave's `requests`, each on its file's `fetchers` entry: all together when they
+/// share one (a lone source), else one group per source, in turn. Keeps the requests' order.
+fn run_by_source<'a>(
+    requests: &mut Vec<RangeRequest<'a>>,
+    fetchers: &[&Fetcher],
+    max_requests: usize,
+    stopped: &std::sync::atomic::AtomicBool,
+) -> Result<()> {
+    let Some(&first) = fetchers.first() else { return Ok(()) };
+    if fetchers.iter().all(|f| std::ptr::eq(*f, first)) {
+        return first.run_requests(requests, max_requests, stopped);
+    }
+    let mut pending: Vec<(usize, RangeRequest<'a>)> = requests.drain(..).enumerate().collect();
+    let mut done: Vec<(usize, RangeRequest<'a>)> = Vec::with_capacity(pending.len());
+    while let Some(&(lead_at, _)) = pending.first() {
+        let lead = fetchers[lead_at];
+        let (mine, others): (Vec<_>, Vec<_>) = pending.into_iter().partition(|(i, _)| std::ptr::eq(fetchers[*i], lead));
+        let (idx, mut group): (Vec<usize>, Vec<RangeRequest<'a>>) = mine.into_iter().unzip();
+        lead.run_requests(&mut group, max_requests, stopped)?;
+        done.extend(idx.into_iter().zip(group));
+        pending = others;
+    }
+    done.sort_by_key(|(i, _)| *i);
+    requests.extend(done.into_iter().map(|(_, q)| q));
     Ok(())
 }
 
@@ -313,6 +340,8 @@ impl Worker {
             }
             carve(arena, in_arena, &mut dests)?;
             let mut requests: Vec<RangeRequest<'_>> = Vec::new();
+            // The storage of each request's file (a mixture's sources have their own).
+            let mut fetchers: Vec<&Fetcher> = Vec::new();
             // The wave index of each destination, in request order.
             let mut tags: Vec<usize> = Vec::new();
             let mut last_file = usize::MAX;
@@ -329,6 +358,7 @@ impl Worker {
                     });
                 if !joins {
                     requests.push(RangeRequest { key, range: p.range.clone(), dests: Vec::new() });
+                    fetchers.push(files[p.file].file.fetcher);
                     last_file = p.file;
                 }
                 let q = requests.last_mut().ok_or_else(|| LoaderError::WorkerPanicked("no request".into()))?;
@@ -338,7 +368,7 @@ impl Worker {
                 q.dests.push(Dest { check, ..Dest::new(p.range.start - q.range.start, dest) });
                 tags.push(i);
             }
-            sh.fetcher.run_requests(&mut requests, sh.set.max_requests, &sh.stopped)?;
+            run_by_source(&mut requests, &fetchers, sh.set.max_requests, &sh.stopped)?;
             let mut verified = vec![false; wave.len()];
             for (d, &i) in requests.iter().flat_map(|q| &q.dests).zip(&tags) {
                 verified[i] = d.verified;
@@ -446,7 +476,7 @@ impl Worker {
     ) -> FillResult<()> {
         match need {
             Need::Row(row) => {
-                if let Err(e) = self.read_row(fill, file.key(), &row, stored.as_deref()) {
+                if let Err(e) = self.read_row(fill, file, &row, stored.as_deref()) {
                     slot_error(&mut fill.fails, row.j, e)?;
                 }
             }
@@ -487,8 +517,15 @@ impl Worker {
 
     /// One row on its own: positioned read straight into its slot when the layout allows,
     /// else through the scratch buffer (or from fetched bytes).
-    fn read_row(&mut self, fill: &mut BatchFill<'_>, key: &str, row: &RowRead, stored: Option<&[u8]>) -> Result<()> {
+    fn read_row(
+        &mut self,
+        fill: &mut BatchFill<'_>,
+        file: FileRef<'_>,
+        row: &RowRead,
+        stored: Option<&[u8]>,
+    ) -> Result<()> {
         let sh = self.sh.clone();
+        let key = file.key();
         let (col, j, range) = (row.col, row.j, &row.range);
         let layout = &sh.catalog.columns[col];
         let plan = &fill.plans[col];
@@ -497,14 +534,14 @@ impl Worker {
             (Some(bytes), _) => plan.write_row(layout, column_buf(fill.set, col)?, j, bytes),
             (None, Some(dst)) if dst.len() == len => {
                 let buf = column_buf(fill.set, col)?;
-                let r = sh.fetcher.read_into(key, range.start, &mut buf[dst.clone()], &sh.stopped);
+                let r = file.fetcher.read_into(key, range.start, &mut buf[dst.clone()], &sh.stopped);
                 plan.pad(buf, j, len);
                 r.and_then(|()| ColumnPlan::check_direct(layout, buf, dst))
             }
             (None, _) => {
                 self.scratch(len)?;
                 let mut tmp = std::mem::take(&mut self.scratch);
-                let r = sh.fetcher.read_into(key, range.start, &mut tmp[..len], &sh.stopped);
+                let r = file.fetcher.read_into(key, range.start, &mut tmp[..len], &sh.stopped);
                 let r = r.and_then(|()| plan.write_row(layout, column_buf(fill.set, col)?, j, &tmp[..len]));
                 self.scratch = tmp;
                 r
@@ -528,7 +565,7 @@ impl Worker {
             .ok_or_else(|| LoaderError::WorkerPanicked("single-row page without a direct slot".into()))?;
         if block.codec == Codec::None {
             let buf = column_buf(fill.set, col)?;
-            let r = sh.fetcher.read_into(key, block.offset, &mut buf[dst.clone()], &sh.stopped);
+            let r = file.fetcher.read_into(key, block.offset, &mut buf[dst.clone()], &sh.stopped);
             let r = r.and_then(|()| crc_ok(&buf[dst.clone()]));
             plan.pad(buf, j, dst.len());
             return r.and_then(|()| ColumnPlan::check_direct(layout, buf, dst));
@@ -537,7 +574,7 @@ impl Worker {
         self.scratch(n)?;
         let mut tmp = std::mem::take(&mut self.scratch);
         let buf = column_buf(fill.set, col)?;
-        let r = sh.fetcher.read_into(key, block.offset, &mut tmp[..n], &sh.stopped).and_then(|()| {
+        let r = file.fetcher.read_into(key, block.offset, &mut tmp[..n], &sh.stopped).and_then(|()| {
             file.meta.chunks[single.pos]
                 .decode_page_into(single.page, &tmp[..n], &mut buf[dst.clone()], check, &what)
                 .map_err(|e| from_format(&what(), e))
@@ -566,14 +603,14 @@ impl Worker {
             // Read straight into the page's own buffer: it becomes the cached raw bytes.
             self.within_allowance(block.stored_len)?;
             let mut v = vec![0u8; block.stored_len as usize];
-            sh.fetcher.read_into(key, block.offset, &mut v, &sh.stopped)?;
+            file.fetcher.read_into(key, block.offset, &mut v, &sh.stopped)?;
             verify(block, &v, check, &what)?;
             return Ok(Bytes::from(v));
         }
         let n = block.stored_len as usize;
         self.scratch(n)?;
         let mut tmp = std::mem::take(&mut self.scratch);
-        let r = sh
+        let r = file
             .fetcher
             .read_into(key, block.offset, &mut tmp[..n], &sh.stopped)
             .and_then(|()| decode_page(chunk, page, &tmp[..n], check, &what));

@@ -232,18 +232,17 @@ impl Worker {
         let mut opened = self.open_files(upcoming);
         for fi in 0..entry.files.len() {
             let opened = opened.remove(&(f, fi));
-            let meta = match opened
-                .unwrap_or_else(|| sh.catalog.file_meta(entry, fi, &sh.fetcher, &sh.acct, sh.meta_cap, &sh.stopped))
-            {
-                Ok(m) => m,
-                Err(e) => match Fault::of(&e) {
-                    Some(fault) => {
-                        files.push(Err(fault));
-                        continue;
-                    }
-                    None => return Err(e),
-                },
-            };
+            let meta =
+                match opened.unwrap_or_else(|| sh.catalog.file_meta(entry, fi, &sh.acct, sh.meta_cap, &sh.stopped)) {
+                    Ok(m) => m,
+                    Err(e) => match Fault::of(&e) {
+                        Some(fault) => {
+                            files.push(Err(fault));
+                            continue;
+                        }
+                        None => return Err(e),
+                    },
+                };
             let mut pages: Vec<(usize, usize)> = Vec::new();
             for (pos, chunk) in meta.chunks.iter().enumerate() {
                 let mut ps: Vec<usize> = needed.iter().map(|&r| chunk.page_of(r)).collect();
