@@ -19,8 +19,8 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 use tessera::DType;
 use tessera_loader::{
-    DiskCacheConfig, DistEnv, Elem, EpochIter, HostBatch, Lease, Loader, LoaderConfig, LoaderState, RaggedLayout,
-    ShuffleMode,
+    DiskCacheConfig, DistEnv, Elem, EpochIter, HostBatch, Lease, Loader, LoaderConfig, LoaderState, MixSource, MixStep,
+    Mixture, RaggedLayout, Share, ShuffleMode,
 };
 
 use crate::buffer::{PyAllocator, PyHostBuffer};
@@ -47,7 +47,43 @@ fn elem_dtype(e: Elem) -> &'static str {
     }
 }
 
-/// A loader over one pinned dataset version.
+/// A mixture source from Python: `(location, version, tag, branch, view)`.
+type MixSourceArgs = (String, Option<u64>, Option<String>, Option<String>, Option<String>);
+/// A mixture step from Python: `(epoch, offset, "weights" | "samples", values, epoch_samples)`.
+type MixStepArgs = (u64, u64, String, Vec<f64>, Option<u64>);
+
+/// The core's [`Mixture`] from the Python package's description of one.
+fn mixture_of(sources: Vec<MixSourceArgs>, steps: Vec<MixStepArgs>) -> PyResult<Mixture> {
+    let sources = sources
+        .into_iter()
+        .map(|(location, version, tag, branch, view)| {
+            Ok(MixSource { location, at: at_of(version, tag, branch)?, view })
+        })
+        .collect::<PyResult<Vec<_>>>()?;
+    let steps = steps
+        .into_iter()
+        .map(|(epoch, offset, kind, values, epoch_samples)| {
+            let shares = match kind.as_str() {
+                "weights" => values.into_iter().map(Share::Weight).collect(),
+                "samples" => values
+                    .into_iter()
+                    .map(|v| {
+                        if v.is_finite() && v >= 0.0 && v.fract() == 0.0 && v < 2f64.powi(53) {
+                            Ok(Share::Samples(v as u64))
+                        } else {
+                            Err(usage(format!("a sample count must be a whole number >= 0, not {v}")))
+                        }
+                    })
+                    .collect::<PyResult<Vec<_>>>()?,
+                other => return Err(usage(format!("a mixture step gives \"weights\" or \"samples\", not {other:?}"))),
+            };
+            Ok(MixStep { epoch, offset, shares, epoch_samples })
+        })
+        .collect::<PyResult<Vec<_>>>()?;
+    Ok(Mixture { sources, steps })
+}
+
+/// A loader over one pinned dataset version (or a mixture of sources).
 #[pyclass(module = "tessera._native", name = "Loader", frozen)]
 #[derive(Debug)]
 pub(crate) struct PyLoader {
@@ -65,7 +101,7 @@ impl PyLoader {
         location, *, version=None, tag=None, branch=None, view=None, batch_size=32, columns=None, shuffle="global",
         window_fragments=4, seed=0, drop_last=false, workers=2, prefetch_batches=6, memory_budget=None,
         rank=None, world_size=None, verify_checksums=true, skip_bad_samples=false, u64_as_i64_bits=false,
-        ragged_offsets=false, ragged="padded", transforms=None, cache_dir=None, cache_bytes=None,
+        ragged_offsets=false, ragged="padded", transforms=None, cache_dir=None, cache_bytes=None, mixture=None,
     ))]
     #[allow(clippy::too_many_arguments, clippy::fn_params_excessive_bools)] // keyword-only Python options
     fn new(
@@ -94,8 +130,12 @@ impl PyLoader {
         transforms: Option<Vec<(String, Vec<Bound<'_, PyDict>>)>>,
         cache_dir: Option<std::path::PathBuf>,
         cache_bytes: Option<u64>,
+        mixture: Option<(Vec<MixSourceArgs>, Vec<MixStepArgs>)>,
     ) -> PyResult<Self> {
         let mut cfg = LoaderConfig::new(location);
+        if let Some((sources, steps)) = mixture {
+            cfg.mixture = Some(mixture_of(sources, steps)?);
+        }
         cfg.at = at_of(version, tag, branch)?;
         cfg.view = view;
         cfg.columns = columns;
@@ -194,8 +234,16 @@ impl PyLoader {
         (d.rank, d.world_size)
     }
 
+    /// Samples of each mixture source in `epoch` (`None` for one dataset).
+    fn mixture_counts(&self, epoch: u64) -> Option<Vec<u64>> {
+        self.inner.mixture_order().map(|o| o.epoch_counts(epoch))
+    }
+
     /// The global rows of this rank's batches of `epoch`, in order (no data is read).
     fn plan_rows(&self, epoch: u64) -> PyResult<Vec<Vec<u64>>> {
+        if self.inner.mixture_order().is_some() {
+            return Err(usage("plan_rows lists one dataset's rows; a mixture's batches carry their sources and rows"));
+        }
         let plan = self.inner.plan(epoch).py_err()?;
         // Over a view the plan orders positions in the view; report the version's rows.
         let row = |p: u64| self.inner.view().and_then(|v| v.rows.get(p)).unwrap_or(p);
@@ -355,8 +403,9 @@ impl PyEpoch {
 
 #[pymethods]
 impl PyEpoch {
-    /// The next batch as `(columns, rows, epoch, index)`, or `None` after the last one.
-    /// Waits with the GIL released.
+    /// The next batch as `(columns, rows, epoch, index, sources)` (`sources`: each sample's
+    /// mixture source, `None` for one dataset), or `None` after the last one. Waits with the
+    /// GIL released.
     fn next<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyTuple>>> {
         let got = py.detach(|| lock(&self.iter).as_mut().and_then(Iterator::next));
         let batch = match got {
@@ -366,7 +415,8 @@ impl PyEpoch {
         };
         let cols = (0..batch.columns.len()).map(|c| self.column(py, &batch, c)).collect::<PyResult<Vec<_>>>()?;
         let rows = PyArray1::from_slice(py, &batch.rows);
-        let out = (PyList::new(py, cols)?, rows, batch.epoch, batch.index).into_pyobject(py)?;
+        let sources = (!batch.sources.is_empty()).then(|| PyArray1::from_slice(py, &batch.sources));
+        let out = (PyList::new(py, cols)?, rows, batch.epoch, batch.index, sources).into_pyobject(py)?;
         if let Some(lease) = batch.lease().cloned() {
             let released = {
                 let mut held = lock(&self.held);

@@ -43,6 +43,7 @@ from ._native import (
 )
 from . import transforms
 from ._loader import Loader, LoaderIterator
+from .mixture import Mixture, mix
 
 __all__ = [
     "open",
@@ -50,6 +51,8 @@ __all__ = [
     "Dataset",
     "Loader",
     "LoaderIterator",
+    "Mixture",
+    "mix",
     "transforms",
     "TesseraError",
     "MalformedError",

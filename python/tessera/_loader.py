@@ -44,11 +44,17 @@ class Loader:
     """
 
     def __init__(
-        self, native: Any, output: str = "torch", device: Optional[str] = None, batch_transform: Any = None
+        self,
+        native: Any,
+        output: str = "torch",
+        device: Optional[str] = None,
+        batch_transform: Any = None,
+        mixture: Optional[str] = None,
     ):
         if output not in ("torch", "numpy", "jax", "tensorflow"):
             raise UsageError(f"output must be 'torch', 'numpy', 'jax' or 'tensorflow', not {output!r}")
         self._native = native
+        self._mixture = mixture
         self._batch_transform = batch_transform
         self._output = output
         self._device = None if device in (None, "cpu") else device
@@ -116,6 +122,10 @@ class Loader:
         corrupt, fetched again) and ``cache_errors`` (cache failures served from the store)."""
         return self._native.io_stats()
 
+    def mixture_counts(self, epoch: int):
+        """A mixture loader's samples of each source in ``epoch`` (``None`` otherwise)."""
+        return self._native.mixture_counts(int(epoch))
+
     def plan_rows(self, epoch: int):
         """The global rows of this rank's batches of ``epoch``, in order (reads no data)."""
         return self._native.plan_rows(int(epoch))
@@ -156,7 +166,15 @@ class Loader:
             return self._current.state_dict()
         if self._pending is not None:
             return dict(self._pending)
-        return {"format": STATE_FORMAT, "version": self.version, "epoch": self._next_epoch, "state": None}
+        return self._with_mixture(
+            {"format": STATE_FORMAT, "version": self.version, "epoch": self._next_epoch, "state": None}
+        )
+
+    def _with_mixture(self, state: Dict[str, Any]) -> Dict[str, Any]:
+        """A mixture loader's states also carry the mixture and its history (``Mixture.from_state``)."""
+        if self._mixture is not None:
+            state["mixture"] = self._mixture
+        return state
 
     def load_state_dict(self, state: Dict[str, Any]) -> None:
         """Makes the next ``iter()`` continue from ``state`` (from ``state_dict()``). The
@@ -275,7 +293,11 @@ class LoaderIterator:
         self._number = epoch.epoch
         self._final_state: Optional[str] = None
         self.last_rows: Optional[np.ndarray] = None
-        """The global rows of the batch returned last."""
+        """The global rows of the batch returned last (of each sample's source's version, for a
+        mixture)."""
+        self.last_sources: Optional[np.ndarray] = None
+        """A mixture's source of each sample of the batch returned last (``None`` for one
+        dataset)."""
 
     @property
     def epoch(self) -> int:
@@ -296,8 +318,9 @@ class LoaderIterator:
         if got is None:
             self._close()
             raise StopIteration
-        pieces, rows, _epoch, _index = got
+        pieces, rows, _epoch, _index, sources = got
         self.last_rows = rows
+        self.last_sources = sources
         batch = self._loader._convert(pieces)
         if self._loader._batch_transform is not None:
             batch = self._loader._batch_transform(batch)
@@ -306,7 +329,9 @@ class LoaderIterator:
     def state_dict(self) -> Dict[str, Any]:
         """The position after the batches returned so far (bound to the dataset version)."""
         state = self._final_state if self._epoch is None else self._epoch.state()
-        return {"format": STATE_FORMAT, "version": self._loader.version, "epoch": self._number, "state": state}
+        return self._loader._with_mixture(
+            {"format": STATE_FORMAT, "version": self._loader.version, "epoch": self._number, "state": state}
+        )
 
     def _close(self) -> None:
         if self._epoch is not None:
