@@ -9,8 +9,10 @@
 //! Prints samples/s of each (warm epochs), the mixture's rate as a share of the single
 //! source's, and the observed share of each source over an epoch against its weight.
 //!
-//! `cargo run --release -p tessera-benches --bin mixture -- [ROWS] [EPOCHS]` (10000, 3 by
-//! default). The datasets are written under `target/mixture-ROWS` (or `$MIXTURE_DIR`) on
+//! `cargo run --release -p tessera-benches --bin mixture -- [ROWS] [EPOCHS] [--no-view]`
+//! (10000, 3 by default; `--no-view` makes the third source a dataset of ROWS rows, which
+//! separates the cost of a view's sparse rows, whose pages also hold rows outside it, from
+//! the mixture's own). The datasets are written under `target/mixture-ROWS` (or `$MIXTURE_DIR`) on
 //! first use.
 
 use std::path::{Path, PathBuf};
@@ -78,7 +80,9 @@ fn epoch(loader: &Loader, e: u64, real: usize) -> (f64, [usize; 3]) {
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    let no_view = args.iter().any(|a| a == "--no-view");
+    args.retain(|a| a != "--no-view");
     let rows: u64 = args.first().and_then(|a| a.parse().ok()).unwrap_or(10_000);
     let epochs: u64 = args.get(1).and_then(|a| a.parse().ok()).unwrap_or(3);
     let dir = std::env::var_os("MIXTURE_DIR").map_or_else(|| PathBuf::from(format!("target/mixture-{rows}")), PathBuf::from);
@@ -92,11 +96,18 @@ fn main() {
         c.save_view("half", &picked, "every other row").expect("view");
     }
     dataset(&dir.join("single"), 3 * rows, 3);
+    if no_view {
+        dataset(&dir.join("d"), rows, 2);
+    }
     eprintln!("datasets ready in {:.1} s under {}", t.elapsed().as_secs_f64(), dir.display());
 
     let loc = |name: &str| dir.join(name).to_str().expect("utf-8 path").to_string();
     let mix = Mixture::weighted(
-        [MixSource::new(loc("a")), MixSource::new(loc("b")), MixSource::new(loc("c")).view("half")],
+        [
+            MixSource::new(loc("a")),
+            MixSource::new(loc("b")),
+            if no_view { MixSource::new(loc("d")) } else { MixSource::new(loc("c")).view("half") },
+        ],
         &WEIGHTS,
     );
     let mixed = Loader::open(base(LoaderConfig::for_mixture(mix))).expect("mixture loader");
@@ -119,7 +130,8 @@ fn main() {
     println!("| loader | samples/s (mean of epochs) | per epoch |");
     println!("|---|---|---|");
     let fmt = |v: &[f64]| v.iter().map(|r| format!("{r:.0}")).collect::<Vec<_>>().join(" / ");
-    println!("| mixture of 3 (0.5 / 0.3 / 0.2, one a view) | {m:.0} | {} |", fmt(&mix_rates));
+    let third = if no_view { "three datasets" } else { "one a view" };
+    println!("| mixture of 3 (0.5 / 0.3 / 0.2, {third}) | {m:.0} | {} |", fmt(&mix_rates));
     println!("| one dataset of {} rows | {s:.0} | {} |", 3 * rows, fmt(&single_rates));
     println!("mixture / single: {:.3}", m / s);
     println!("| source | weight | observed share per epoch | worst error (relative) |");
