@@ -31,6 +31,13 @@ pub trait HostBuffer: Send + Debug + 'static {
     /// The whole buffer for writing, or `None` while it is not exclusive.
     fn bytes_mut(&mut self) -> Option<&mut [u8]>;
 
+    /// The whole buffer for reading where the adapter can lend it (the core's own buffers
+    /// can); `None` otherwise. What reads a batch on the host after it is filled, such as
+    /// [`crate::packing`], needs it.
+    fn bytes(&self) -> Option<&[u8]> {
+        None
+    }
+
     /// Called before a returned buffer is filled again (for example to wait for an
     /// asynchronous device copy that reads it).
     fn before_reuse(&mut self) {}
@@ -112,6 +119,10 @@ impl HostBuffer for AlignedBuffer {
         // Only borrows of the batch reach these bytes, and the batch is gone when the
         // buffer comes back.
         true
+    }
+
+    fn bytes(&self) -> Option<&[u8]> {
+        Some(AlignedBuffer::bytes(self))
     }
 
     fn bytes_mut(&mut self) -> Option<&mut [u8]> {

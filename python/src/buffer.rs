@@ -130,6 +130,10 @@ impl HostBuffer for PyHostBuffer {
         Arc::strong_count(&self.memory) == 1 && Arc::weak_count(&self.memory) == 0
     }
 
+    fn bytes(&self) -> Option<&[u8]> {
+        PyHostBuffer::bytes(self)
+    }
+
     fn bytes_mut(&mut self) -> Option<&mut [u8]> {
         Arc::get_mut(&mut self.memory).map(Memory::as_mut_slice)
     }
