@@ -26,6 +26,7 @@ mod dataset;
 mod errors;
 mod fragments;
 mod loader;
+mod packing;
 mod transform;
 
 use pyo3::prelude::*;
@@ -37,6 +38,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<dataset::PyDataset>()?;
     m.add_class::<loader::PyLoader>()?;
     m.add_class::<loader::PyEpoch>()?;
+    m.add_class::<packing::PyPacker>()?;
     m.add_class::<buffer::BufferOwner>()?;
     m.add_function(wrap_pyfunction!(fragments::write_fragments, m)?)?;
     m.add_function(wrap_pyfunction!(fragments::commit_fragments, m)?)?;

@@ -234,6 +234,24 @@ impl PyLoader {
         (d.rank, d.world_size)
     }
 
+    /// Packs `epoch` (or continues from `state`, a `Packer.state()` JSON text) of the ragged
+    /// token column `column` into batches of `windows` windows of `context` tokens.
+    #[pyo3(signature = (column, context, windows, split_documents=true, epoch=0, state=None))]
+    #[allow(clippy::too_many_arguments)] // keyword options from Python
+    fn pack(
+        &self,
+        py: Python<'_>,
+        column: String,
+        context: usize,
+        windows: usize,
+        split_documents: bool,
+        epoch: u64,
+        state: Option<&str>,
+    ) -> PyResult<crate::packing::PyPacker> {
+        let config = tessera_loader::PackConfig { split_documents, ..tessera_loader::PackConfig::new(column, context, windows) };
+        crate::packing::pack(py, &self.inner, config, epoch, state)
+    }
+
     /// Samples of each mixture source in `epoch` (`None` for one dataset).
     fn mixture_counts(&self, epoch: u64) -> Option<Vec<u64>> {
         self.inner.mixture_order().map(|o| o.epoch_counts(epoch))

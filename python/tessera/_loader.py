@@ -130,6 +130,12 @@ class Loader:
         """The global rows of this rank's batches of ``epoch``, in order (reads no data)."""
         return self._native.plan_rows(int(epoch))
 
+    def packed(self, column: str, context: int, windows: int, split_documents: bool = True) -> "PackedLoader":
+        """Token packing: this loader's documents (the ragged token column ``column``, read
+        with ``ragged="packed"``) back to back in batches of ``windows`` windows of
+        ``context`` tokens (see :class:`PackedLoader`)."""
+        return PackedLoader(self, column, int(context), int(windows), bool(split_documents))
+
     # -- epochs -----------------------------------------------------------------------------
     def set_epoch(self, epoch: int) -> None:
         """The epoch the next ``iter()`` runs (as ``DistributedSampler.set_epoch``)."""
@@ -342,3 +348,95 @@ class LoaderIterator:
     def close(self) -> None:
         """Stops the epoch early (its worker threads end)."""
         self._close()
+
+
+PACK_FORMAT = "tessera-packer/1"
+
+
+class PackedLoader:
+    """Packed token windows for language-model pretraining (``loader.packed(...)``).
+
+    Each ``iter()`` packs one epoch of the loader's documents, in the loader's order (any
+    shuffle, view or mixture), into dicts of ``"tokens"`` (``[windows, context]``, the column's
+    dtype), ``"segment_ids"`` (int32, 1, 2, … per document piece within a window, 0 for
+    padding), ``"position_ids"`` (int32, restarting at 0 at every piece: what block-diagonal
+    attention needs) and ``"pieces"`` (numpy ``[n, 6]``: window, start, length, row, source,
+    offset in the document). With ``split_documents=True`` a document that does not fit
+    continues in the next window, so only the epoch's last batch is padded; ``False`` starts
+    the next window instead where the document fits a window whole. Every token of every
+    document this rank reads appears exactly once per epoch. ``state_dict()`` /
+    ``load_state_dict()`` resume exactly, also inside a document. Ranks pack their own
+    shards: their batch counts can differ by a few at an epoch's end.
+    """
+
+    def __init__(self, loader: Loader, column: str, context: int, windows: int, split_documents: bool):
+        self._loader = loader
+        self._args = dict(column=column, context=context, windows=windows, split_documents=split_documents)
+        self._next_epoch = 0
+        self._pending: Optional[Dict[str, Any]] = None
+        self._current: Optional[Any] = None
+        self._epoch_of_current = 0
+        self.last_pieces: Optional[np.ndarray] = None
+        """The pieces of the batch returned last."""
+
+    def set_epoch(self, epoch: int) -> None:
+        """The epoch the next ``iter()`` packs."""
+        self._next_epoch = int(epoch)
+        self._pending = None
+
+    def __iter__(self):
+        self.close()
+        self._loader.close()
+        if self._pending is not None:
+            state, self._pending = self._pending, None
+            self._epoch_of_current = int(state["epoch"])
+            self._current = self._loader._native.pack(state=state["state"], **self._args)
+        else:
+            self._epoch_of_current = self._next_epoch
+            self._current = self._loader._native.pack(epoch=self._next_epoch, **self._args)
+        self._next_epoch = self._epoch_of_current + 1
+        return self._batches(self._current)
+
+    def _batches(self, packer):
+        while True:
+            got = packer.next()
+            if got is None:
+                return
+            tokens, segments, positions, pieces, _real, elem = got
+            self.last_pieces = pieces
+            batch = self._loader._convert(
+                [
+                    ("tokens", tokens, None, None, None, None, elem),
+                    ("segment_ids", segments, None, None, None, None, "<i4"),
+                    ("position_ids", positions, None, None, None, None, "<i4"),
+                ]
+            )
+            batch["pieces"] = pieces
+            yield batch
+
+    def close(self) -> None:
+        """Stops the running epoch's workers."""
+        if self._current is not None:
+            self._current.close()
+            self._current = None
+
+    def state_dict(self) -> Dict[str, Any]:
+        """Where packing stands (after the batches yielded so far)."""
+        if self._current is not None:
+            state = {"format": PACK_FORMAT, "epoch": self._epoch_of_current, "state": self._current.state()}
+        elif self._pending is not None:
+            return dict(self._pending)
+        else:
+            state = {"format": PACK_FORMAT, "epoch": self._next_epoch, "state": None}
+        state["version"] = self._loader.version
+        return self._loader._with_mixture(state)
+
+    def load_state_dict(self, state: Dict[str, Any]) -> None:
+        """Makes the next ``iter()`` continue from ``state`` (from ``state_dict()``)."""
+        if not isinstance(state, dict) or state.get("format") != PACK_FORMAT:
+            raise UsageError(f"not a Tessera packing state (format {PACK_FORMAT!r} expected)")
+        self.close()
+        if state.get("state") is None:
+            self.set_epoch(int(state.get("epoch", 0)))
+        else:
+            self._pending = dict(state)

@@ -1,0 +1,105 @@
+//! `tessera._native.Packer`: token packing (the core's `tessera_loader::Packer`) for
+//! `Loader.packed()`.
+
+use std::sync::{Arc, Mutex, PoisonError};
+
+use numpy::{PyArray1, PyArrayMethods};
+use pyo3::prelude::*;
+use pyo3::types::PyTuple;
+use tessera_loader::{Elem, Loader, LoaderState, PackConfig, PackState, Packer};
+
+use crate::errors::{IntoPy, from_loader, usage};
+
+/// One epoch of packed batches.
+#[pyclass(module = "tessera._native", name = "Packer", frozen)]
+#[derive(Debug)]
+pub(crate) struct PyPacker {
+    inner: Mutex<Option<Packer>>,
+}
+
+/// The numpy dtype of packed tokens.
+fn dtype(e: Elem) -> &'static str {
+    match e {
+        Elem::Bool => "bool",
+        Elem::U8 => "u1",
+        Elem::I8 => "i1",
+        Elem::I16 => "<i2",
+        Elem::I32 => "<i4",
+        Elem::I64 => "<i8",
+        Elem::F16 => "<f2",
+        Elem::Bf16 => "<u2",
+        Elem::F32 => "<f4",
+        Elem::F64 => "<f8",
+    }
+}
+
+/// Packs `epoch` of `loader` (or continues from `state`, a `Packer.state()` JSON text).
+pub(crate) fn pack(
+    py: Python<'_>,
+    loader: &Arc<Loader>,
+    config: PackConfig,
+    epoch: u64,
+    state: Option<&str>,
+) -> PyResult<PyPacker> {
+    {
+        let packer = match state {
+            None => py.detach(|| Packer::epoch(loader, config, epoch)).py_err()?,
+            Some(text) => {
+                let state = parse_state(text)?;
+                py.detach(|| Packer::resume(loader, config, &state)).py_err()?
+            }
+        };
+        Ok(PyPacker { inner: Mutex::new(Some(packer)) })
+    }
+}
+
+/// `{"loader": <LoaderState JSON>, "tokens": N}` as `state()` writes it.
+fn parse_state(text: &str) -> PyResult<PackState> {
+    let bad = || usage("not a packing state (from Packer.state())");
+    let (head, tokens) = text.trim().strip_suffix('}').and_then(|t| t.rsplit_once(",\"tokens\":")).ok_or_else(bad)?;
+    let loader = head.strip_prefix("{\"loader\":").ok_or_else(bad)?;
+    let loader = LoaderState::from_json(loader).map_err(|e| usage(format!("not a packing state: {e}")))?;
+    let tokens = tokens.trim().parse::<u64>().map_err(|_| bad())?;
+    Ok(PackState { loader, tokens })
+}
+
+#[pymethods]
+impl PyPacker {
+    /// The next packed batch as `(tokens [W, C], segment_ids [W, C], position_ids [W, C],
+    /// pieces [n, 6], real_tokens, elem)`, or `None` after the last one. `pieces` rows are
+    /// `(window, start, len, row, source, doc_offset)`. Waits with the GIL released.
+    fn next<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyTuple>>> {
+        let got = py.detach(|| self.inner.lock().unwrap_or_else(PoisonError::into_inner).as_mut().and_then(Iterator::next));
+        let b = match got {
+            None => return Ok(None),
+            Some(Err(e)) => return Err(from_loader(&e)),
+            Some(Ok(b)) => b,
+        };
+        let shape = [b.windows, b.context];
+        let tokens = PyArray1::from_vec(py, b.tokens).call_method1("view", (dtype(b.elem),))?.call_method1("reshape", (shape,))?;
+        let segments = PyArray1::from_vec(py, b.segment_ids).reshape(shape)?;
+        let positions = PyArray1::from_vec(py, b.position_ids).reshape(shape)?;
+        let flat: Vec<u64> = b
+            .pieces
+            .iter()
+            .flat_map(|p| [p.window as u64, p.start as u64, p.len as u64, p.row, u64::from(p.source), p.doc_offset as u64])
+            .collect();
+        let pieces = PyArray1::from_vec(py, flat).reshape([b.pieces.len(), 6])?;
+        let elem = if b.elem == Elem::Bf16 { "bf16" } else { dtype(b.elem) };
+        Ok(Some((tokens, segments, positions, pieces, b.real_tokens, elem).into_pyobject(py)?))
+    }
+
+    /// The state after the batches yielded so far (JSON text).
+    fn state(&self) -> PyResult<String> {
+        let guard = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        let p = guard.as_ref().ok_or_else(|| usage("the packer was closed"))?;
+        let s = p.state();
+        Ok(format!("{{\"loader\":{},\"tokens\":{}}}", s.loader.to_json(), s.tokens))
+    }
+
+    /// Stops the loader's workers and frees the epoch.
+    fn close(&self, py: Python<'_>) {
+        let p = self.inner.lock().unwrap_or_else(PoisonError::into_inner).take();
+        py.detach(move || drop(p));
+    }
+}
