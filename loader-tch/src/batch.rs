@@ -90,6 +90,7 @@ pub struct Batch {
     pub(crate) columns: Vec<Option<ColumnTensors>>,
     pub(crate) text: Vec<bool>,
     pub(crate) rows: Vec<u64>,
+    pub(crate) sources: Vec<u32>,
     pub(crate) epoch: u64,
     pub(crate) index: usize,
     pub(crate) position: u64,
@@ -161,6 +162,7 @@ impl Batch {
             text: host.columns.iter().map(|c| c.text).collect(),
             lease: host.lease().cloned(),
             rows: host.rows,
+            sources: host.sources,
             epoch: host.epoch,
             index: host.index,
             position: host.position,
@@ -184,6 +186,13 @@ impl Batch {
     #[must_use]
     pub fn rows(&self) -> &[u64] {
         &self.rows
+    }
+
+    /// A mixture's source of each sample (`LoaderConfig::for_mixture`), in batch order;
+    /// empty for one dataset. [`Batch::rows`] are then rows of each sample's source.
+    #[must_use]
+    pub fn sources(&self) -> &[u32] {
+        &self.sources
     }
 
     /// The epoch this batch belongs to.
@@ -391,6 +400,7 @@ impl Batch {
             columns: Vec::new(),
             text: self.text.clone(),
             rows: self.rows.clone(),
+            sources: self.sources.clone(),
             epoch: self.epoch,
             index: self.index,
             position: self.position,

@@ -91,6 +91,8 @@ pub use tessera_loader::{
     Device, DistEnv, LoaderConfig, LoaderState, MemoryStats, MemoryUse, Plan, PlanConfig, RaggedLayout, RaggedOptions,
     RetryPolicy, ShuffleMode, SkippedSample, UseStats, sampler, version_id,
 };
+/// Mixtures of sources (`LoaderConfig::for_mixture`).
+pub use tessera_loader::{MixSource, MixStep, Mixture, Share};
 pub use transform::BatchTransform;
 
 /// The Rust blocks of the workspace README, compiled as doc tests so that they cannot drift

@@ -248,7 +248,8 @@ impl PyLoader {
         epoch: u64,
         state: Option<&str>,
     ) -> PyResult<crate::packing::PyPacker> {
-        let config = tessera_loader::PackConfig { split_documents, ..tessera_loader::PackConfig::new(column, context, windows) };
+        let config =
+            tessera_loader::PackConfig { split_documents, ..tessera_loader::PackConfig::new(column, context, windows) };
         crate::packing::pack(py, &self.inner, config, epoch, state)
     }
 

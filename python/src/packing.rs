@@ -69,20 +69,25 @@ impl PyPacker {
     /// pieces [n, 6], real_tokens, elem)`, or `None` after the last one. `pieces` rows are
     /// `(window, start, len, row, source, doc_offset)`. Waits with the GIL released.
     fn next<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyTuple>>> {
-        let got = py.detach(|| self.inner.lock().unwrap_or_else(PoisonError::into_inner).as_mut().and_then(Iterator::next));
+        let got =
+            py.detach(|| self.inner.lock().unwrap_or_else(PoisonError::into_inner).as_mut().and_then(Iterator::next));
         let b = match got {
             None => return Ok(None),
             Some(Err(e)) => return Err(from_loader(&e)),
             Some(Ok(b)) => b,
         };
         let shape = [b.windows, b.context];
-        let tokens = PyArray1::from_vec(py, b.tokens).call_method1("view", (dtype(b.elem),))?.call_method1("reshape", (shape,))?;
+        let tokens = PyArray1::from_vec(py, b.tokens)
+            .call_method1("view", (dtype(b.elem),))?
+            .call_method1("reshape", (shape,))?;
         let segments = PyArray1::from_vec(py, b.segment_ids).reshape(shape)?;
         let positions = PyArray1::from_vec(py, b.position_ids).reshape(shape)?;
         let flat: Vec<u64> = b
             .pieces
             .iter()
-            .flat_map(|p| [p.window as u64, p.start as u64, p.len as u64, p.row, u64::from(p.source), p.doc_offset as u64])
+            .flat_map(|p| {
+                [p.window as u64, p.start as u64, p.len as u64, p.row, u64::from(p.source), p.doc_offset as u64]
+            })
             .collect();
         let pieces = PyArray1::from_vec(py, flat).reshape([b.pieces.len(), 6])?;
         let elem = if b.elem == Elem::Bf16 { "bf16" } else { dtype(b.elem) };

@@ -85,7 +85,8 @@ fn main() {
     args.retain(|a| a != "--no-view");
     let rows: u64 = args.first().and_then(|a| a.parse().ok()).unwrap_or(10_000);
     let epochs: u64 = args.get(1).and_then(|a| a.parse().ok()).unwrap_or(3);
-    let dir = std::env::var_os("MIXTURE_DIR").map_or_else(|| PathBuf::from(format!("target/mixture-{rows}")), PathBuf::from);
+    let dir =
+        std::env::var_os("MIXTURE_DIR").map_or_else(|| PathBuf::from(format!("target/mixture-{rows}")), PathBuf::from);
     std::fs::create_dir_all(&dir).expect("bench dir");
     let t = Instant::now();
     dataset(&dir.join("a"), rows, 0);

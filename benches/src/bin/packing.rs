@@ -87,7 +87,8 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let docs: u64 = args.first().and_then(|a| a.parse().ok()).unwrap_or(20_000);
     let epochs: u64 = args.get(1).and_then(|a| a.parse().ok()).unwrap_or(3);
-    let dir = std::env::var_os("PACKING_DIR").map_or_else(|| PathBuf::from(format!("target/packing-{docs}")), PathBuf::from);
+    let dir =
+        std::env::var_os("PACKING_DIR").map_or_else(|| PathBuf::from(format!("target/packing-{docs}")), PathBuf::from);
     let root = dir.to_str().expect("utf-8 path").to_string();
     let t = Instant::now();
     dataset(&root, docs);
