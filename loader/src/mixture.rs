@@ -182,7 +182,8 @@ fn err<T>(msg: impl Into<String>) -> Result<T, MixError> {
 /// `Σ_{i<n} floor((a·i + b) / m)` for `m > 0` (the floor-sum identity, by Euclid-like
 /// reduction in O(log m) steps). Every intermediate stays below `2^128` while `n`, `m`, `a`,
 /// `b` are below `2^50`.
-fn floor_sum(mut n: u128, mut m: u128, mut a: u128, mut b: u128) -> u128 {
+fn floor_sum(terms: u128, modulus: u128, slope: u128, offset: u128) -> u128 {
+    let (mut n, mut m, mut a, mut b) = (terms, modulus, slope, offset);
     let mut sum = 0u128;
     loop {
         if a >= m {
@@ -193,12 +194,12 @@ fn floor_sum(mut n: u128, mut m: u128, mut a: u128, mut b: u128) -> u128 {
             sum += n * (b / m);
             b %= m;
         }
-        let y = a * n + b;
-        if y < m {
+        let top = a * n + b;
+        if top < m {
             return sum;
         }
-        n = y / m;
-        b = y % m;
+        n = top / m;
+        b = top % m;
         std::mem::swap(&mut m, &mut a);
     }
 }
@@ -265,10 +266,12 @@ impl Segment {
     }
 
     /// `#{o' < n : (a·o' + b) mod P < c}` for `n ≤ P`, `c ≤ P`.
-    fn below(&self, b: u64, n: u64, c: u64) -> u64 {
-        let (p, a, b) = (u128::from(self.total), u128::from(self.mult), u128::from(b));
-        let at_least = floor_sum(u128::from(n), p, a, b + p - u128::from(c)) - floor_sum(u128::from(n), p, a, b);
-        n - at_least as u64 // at_least ≤ n
+    fn below(&self, shift: u64, upto: u64, bound: u64) -> u64 {
+        let (total, mult, shift) = (u128::from(self.total), u128::from(self.mult), u128::from(shift));
+        let terms = u128::from(upto);
+        let at_least =
+            floor_sum(terms, total, mult, shift + total - u128::from(bound)) - floor_sum(terms, total, mult, shift);
+        upto - at_least as u64 // at_least ≤ upto
     }
 
     /// Positions of each source before `o` (`o ≤ P`) in the epoch with shift `b`.
@@ -540,18 +543,16 @@ impl MixOrder {
         if !self.shuffled {
             return r;
         }
-        match cursor.perms.iter().find(|(src, ep, _)| *src == s && *ep == e) {
-            Some((_, _, p)) => p.apply(r),
-            None => {
-                let p = IndexShuffle::new(rows, seed_for(id, self.seed, e, STREAM_SOURCE));
-                let row = p.apply(r);
-                if cursor.perms.len() >= 16 {
-                    cursor.perms.remove(0);
-                }
-                cursor.perms.push((s, e, p));
-                row
-            }
+        if let Some((_, _, p)) = cursor.perms.iter().find(|(src, ep, _)| *src == s && *ep == e) {
+            return p.apply(r);
         }
+        let p = IndexShuffle::new(rows, seed_for(id, self.seed, e, STREAM_SOURCE));
+        let row = p.apply(r);
+        if cursor.perms.len() >= 16 {
+            cursor.perms.remove(0);
+        }
+        cursor.perms.push((s, e, p));
+        row
     }
 
     /// Bytes held: a few words per source and segment.

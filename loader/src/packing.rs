@@ -164,8 +164,8 @@ impl Packer {
     /// [`LoaderError::Config`] for a bad configuration or a column that is not one ragged
     /// dim read packed; as [`Loader::epoch`].
     pub fn epoch(loader: &Loader, config: PackConfig, epoch: u64) -> Result<Self> {
-        let (column, elem) = Self::check(loader, &config)?;
-        Self::start(loader.epoch(epoch)?, config, column, elem)
+        let column = Self::check(loader, &config)?;
+        Ok(Self::start(loader.epoch(epoch)?, config, column))
     }
 
     /// Continues from `state` ([`Packer::state`]), yielding exactly the packed batches that
@@ -175,8 +175,8 @@ impl Packer {
     /// As [`Packer::epoch`] and [`Loader::resume`]; [`LoaderError::Resume`] when the state's
     /// token count exceeds its batch.
     pub fn resume(loader: &Loader, config: PackConfig, state: &PackState) -> Result<Self> {
-        let (column, elem) = Self::check(loader, &config)?;
-        let mut packer = Self::start(loader.resume(&state.loader)?, config, column, elem)?;
+        let column = Self::check(loader, &config)?;
+        let mut packer = Self::start(loader.resume(&state.loader)?, config, column);
         if state.tokens > 0 {
             if !packer.pull()? || !packer.docs.skip(state.tokens) {
                 return Err(LoaderError::Resume(format!(
@@ -192,22 +192,24 @@ impl Packer {
         Ok(packer)
     }
 
-    fn check(loader: &Loader, config: &PackConfig) -> Result<(usize, Elem)> {
+    /// The token column's position in the projection, after checking `config`.
+    fn check(loader: &Loader, config: &PackConfig) -> Result<usize> {
         if config.context == 0 || config.windows == 0 {
             return Err(LoaderError::config("packing needs a context and windows per batch of at least 1"));
         }
         if i32::try_from(config.context).is_err() {
             return Err(LoaderError::config("the packing context must fit in i32 positions"));
         }
-        let column = (loader.column_names().iter().position(|c| *c == config.column))
-            .ok_or_else(|| LoaderError::config(format!("packing: column {:?} is not projected", config.column)))?;
-        Ok((column, Elem::I64)) // the element type is read from the first batch
+        (loader.column_names().iter().position(|c| *c == config.column))
+            .ok_or_else(|| LoaderError::config(format!("packing: column {:?} is not projected", config.column)))
     }
 
-    fn start(iter: EpochIter, config: PackConfig, column: usize, elem: Elem) -> Result<Self> {
+    fn start(iter: EpochIter, config: PackConfig, column: usize) -> Self {
         let rows_n = iter.plan().rows();
         let docs_state = iter.state();
-        Ok(Self { iter, config, column, elem, rows_n, docs: Docs::default(), docs_state, done: false })
+        // The element type is the column's, read from each batch before any token is packed.
+        let elem = Elem::U8;
+        Self { iter, config, column, elem, rows_n, docs: Docs::default(), docs_state, done: false }
     }
 
     /// The state after the packed batches yielded so far.

@@ -11,7 +11,7 @@ const DOCS: u64 = 150;
 
 /// Document `d`'s length: 0 to 300 tokens, some empty, some longer than a window.
 fn len(d: u64) -> u64 {
-    (d.wrapping_mul(2_654_435_761) >> 7) % 301 * u64::from(d % 11 != 0)
+    (d.wrapping_mul(2_654_435_761) >> 7) % 301 * u64::from(!d.is_multiple_of(11))
 }
 
 /// `DOCS` documents of i32 tokens `1000 × d + offset`, in fragments of 40 rows.

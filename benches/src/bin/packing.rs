@@ -98,14 +98,14 @@ fn main() {
     let pad_loader = Loader::open(config(&root, WINDOWS, RaggedLayout::Padded)).expect("padded loader");
     packed(&pack_loader, 0);
     padded(&pad_loader, 0);
-    let (mut p, mut q) = ((0u64, 0u64, 0f64), (0u64, 0u64, 0f64));
-    for e in 1..=epochs {
-        let a = packed(&pack_loader, e);
-        let b = padded(&pad_loader, e);
-        assert_eq!(a.0, tokens, "packing delivers every token");
-        assert_eq!(b.0, tokens, "pad-to-max delivers every token");
-        p = (p.0 + a.0, p.1 + a.1, p.2 + a.2);
-        q = (q.0 + b.0, q.1 + b.1, q.2 + b.2);
+    let (mut pack_sum, mut pad_sum) = ((0u64, 0u64, 0f64), (0u64, 0u64, 0f64));
+    for epoch in 1..=epochs {
+        let one = packed(&pack_loader, epoch);
+        let other = padded(&pad_loader, epoch);
+        assert_eq!(one.0, tokens, "packing delivers every token");
+        assert_eq!(other.0, tokens, "pad-to-max delivers every token");
+        pack_sum = (pack_sum.0 + one.0, pack_sum.1 + one.1, pack_sum.2 + one.2);
+        pad_sum = (pad_sum.0 + other.0, pad_sum.1 + other.1, pad_sum.2 + other.2);
     }
     println!(
         "{docs} documents, {tokens} tokens ({} per document on average), {epochs} timed epochs each, alternating",
@@ -113,9 +113,10 @@ fn main() {
     );
     println!("| batcher | real tokens/s | padding share of the batches | batch tokens per epoch |");
     println!("|---|---|---|---|");
-    for (name, (real, total, secs)) in
-        [(format!("packed, {WINDOWS} × {CONTEXT}"), p), (format!("pad to the longest, {WINDOWS} documents"), q)]
-    {
+    for (name, (real, total, secs)) in [
+        (format!("packed, {WINDOWS} × {CONTEXT}"), pack_sum),
+        (format!("pad to the longest, {WINDOWS} documents"), pad_sum),
+    ] {
         println!(
             "| {name} | {:.0} | {:.2}% | {} |",
             real as f64 / secs,
