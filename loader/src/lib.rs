@@ -114,6 +114,17 @@
 //! exclusive ([`HostBuffer::is_exclusive`]): the tch adapter asks libtorch whether any tensor
 //! still shares its storage, so a tensor the training loop keeps never changes under it.
 //!
+//! ## Mixtures and token packing
+//! [`LoaderConfig::for_mixture`] reads a [`Mixture`] of sources (versions and views, on any
+//! stores) through one pipeline, one budget and one set of buffers: each source takes exactly
+//! its count per mixture epoch (from weights or "choose n"), spread evenly over the epoch, and
+//! is read in its own global-shuffle order epoch after epoch of the source; batches report
+//! each sample's source ([`HostBatch::sources`]). Ranks, padding and resume work as for one
+//! dataset, and a [`Mixture::change_at`] a resume point continues every source where it was
+//! ([`mixture`] has the frozen algorithm). [`Packer`] packs a ragged token column's documents
+//! into fixed `[windows, context]` batches with segment and position ids, resumable inside a
+//! document ([`packing`]).
+//!
 //! ## Memory
 //! One budget ([`LoaderConfig::memory_budget`]) covers batch buffers, in-flight fetches and
 //! decoded pages, the block-shuffle window and per-file indexes; [`Loader::memory_stats`]
@@ -136,7 +147,8 @@
 //! reach the loop as `Err` items; dropping the iterator stops the workers.
 //!
 //! ## Modules
-//! `config` (settings, torchrun env), [`sampler`] (order), `source` (local/object reads,
+//! `config` (settings, torchrun env), [`sampler`] (order), [`mixture`] (a mixture's order),
+//! [`packing`] (token windows), `source` (local/object reads,
 //! retries), `disk_cache` (the node-local cache of object-store data-file blocks), `pipeline` (an epoch's worker threads, batch claims, in-order hand-over, memory
 //! shares), `fill` (one batch's buffers from pages: local and object-store reads, the
 //! block-shuffle window, the page cache), `window` (block-shuffle cache), `catalog` (row →
