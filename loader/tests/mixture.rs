@@ -55,6 +55,14 @@ fn config(mix: Mixture, batch: usize, rank: usize, world: usize) -> LoaderConfig
 
 /// The ids of each batch, checked against the batch's sources, rows and second column.
 fn ids(batches: impl Iterator<Item = Result<tessera_loader::HostBatch, LoaderError>>) -> Vec<Vec<i64>> {
+    checked(batches, true)
+}
+
+/// As [`ids`]; `rows_are_ids` when no row was deleted (a batch's rows are live rows).
+fn checked(
+    batches: impl Iterator<Item = Result<tessera_loader::HostBatch, LoaderError>>,
+    rows_are_ids: bool,
+) -> Vec<Vec<i64>> {
     batches
         .map(|b| {
             let b = b.unwrap();
@@ -64,7 +72,10 @@ fn ids(batches: impl Iterator<Item = Result<tessera_loader::HostBatch, LoaderErr
                 common::bytes(&b, 1).chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect();
             assert_eq!(b.sources.len(), ids.len());
             for (j, &id) in ids.iter().enumerate() {
-                assert_eq!(id, 1_000_000 * i64::from(b.sources[j]) + b.rows[j] as i64, "source and row reported");
+                assert_eq!(id / 1_000_000, i64::from(b.sources[j]), "source reported");
+                if rows_are_ids {
+                    assert_eq!(id % 1_000_000, b.rows[j] as i64, "row reported");
+                }
                 assert_eq!((v[2 * j], v[2 * j + 1]), (id as f32, -(id as f32)));
             }
             ids
@@ -229,4 +240,58 @@ fn sources_must_share_the_batch_layout_and_the_order_kind() {
     .unwrap();
     let got = ids(seq.epoch(0).unwrap()).concat();
     assert_eq!(got, (0..100).collect::<Vec<i64>>());
+}
+
+/// `fragments` one-file fragments of 4 rows, indexed by a fragment tree of small nodes, then
+/// rows 1 and 6 deleted: ids `1_000_000 × source + row` of the rows that stay.
+fn tree_dataset(root: &str, source: i64, fragments: i64) -> Vec<i64> {
+    let opts = WriteOptions { index: tessera::IndexLayout::Tree { node_bytes: 700 }, ..WriteOptions::default() };
+    let schema =
+        Schema::new([Column::new("id", DType::I64, &[]), Column::new("v", DType::F32, &[Dim::Fixed(2)])]).unwrap();
+    let mut ds = Dataset::create(root, schema, &opts).unwrap();
+    for f in 0..fragments {
+        let ids: Vec<i64> = (4 * f..4 * f + 4).map(|r| 1_000_000 * source + r).collect();
+        let v: Vec<f32> = ids.iter().flat_map(|&i| [i as f32, -(i as f32)]).collect();
+        let batch = Batch::new()
+            .with("id", ColumnData::from_scalars(&ids))
+            .unwrap()
+            .with("v", ColumnData::from_fixed(&[2], &v).unwrap())
+            .unwrap();
+        ds = ds.append(&batch, "4 rows", opts.clone()).unwrap();
+    }
+    ds.delete_rows(&[1, 6], "two rows", &opts).unwrap();
+    (0..4 * fragments).filter(|r| *r != 1 && *r != 6).map(|r| 1_000_000 * source + r).collect()
+}
+
+#[test]
+fn sources_indexed_by_fragment_trees_are_found_lazily_and_read_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let roots: Vec<String> = (0..3).map(|i| dir.path().join(format!("t{i}")).to_str().unwrap().to_string()).collect();
+    let mut want = tree_dataset(&roots[0], 0, 30);
+    want.extend(tree_dataset(&roots[1], 1, 25));
+    dataset(&roots[2], 2, 40); // a fragment log
+    want.extend((0..40).map(|r| 2_000_000 + r));
+    want.sort_unstable();
+    // "Choose n" = each source's rows: every epoch reads every live row of each source once.
+    let mix = Mixture::with_shares(
+        roots.iter().map(MixSource::new),
+        vec![Share::Samples(118), Share::Samples(98), Share::Samples(40)],
+        None,
+    );
+    for (shuffle, world) in [(ShuffleMode::Global, 1), (ShuffleMode::None, 1), (ShuffleMode::Global, 4)] {
+        for epoch in 0..2 {
+            let got: Vec<i64> = (0..world)
+                .flat_map(|r| {
+                    let loader = Loader::open(config(mix.clone(), 8, r, world).with_shuffle(shuffle)).unwrap();
+                    checked(loader.epoch(epoch).unwrap(), false).concat()
+                })
+                .collect();
+            // The padding of the last global batch repeats the epoch's start.
+            let mut real = got.clone();
+            real.sort_unstable();
+            real.dedup();
+            assert_eq!(real, want, "{shuffle:?} on {world} ranks, epoch {epoch}");
+            assert!(got.len() - want.len() < 8 * world, "only the last global batch pads");
+        }
+    }
 }
