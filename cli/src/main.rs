@@ -110,6 +110,9 @@ enum Command {
     /// List, show or delete views (saved query answers pinned to a version).
     #[command(subcommand)]
     View(cmd::view::Command),
+    /// Which rows a recorded training run's step saw, or which steps saw a row (from the
+    /// loader's lineage record).
+    Lineage(cmd::lineage::Args),
     /// Measure the training loader's throughput on a version, against the raw read limit
     /// (built with the `bench` cargo feature, which links libtorch).
     Bench(cmd::bench::Args),
@@ -137,6 +140,7 @@ fn main() -> ExitCode {
         Command::Gc(a) => cmd::gc::run(ctx, &a),
         Command::Query(a) => cmd::query::run(ctx, &a),
         Command::View(c) => cmd::view::run(ctx, &c),
+        Command::Lineage(a) => cmd::lineage::run(ctx, &a),
         Command::Bench(a) => cmd::bench::run(ctx, &a),
     };
     match result {

@@ -599,6 +599,19 @@ impl Catalog {
         (self.parts.iter().map(|p| p.first).collect(), self.parts.iter().map(|p| (p.id, p.rows())).collect())
     }
 
+    /// The part and dataset row of plan position `pos`.
+    pub(crate) fn source_row(&self, pos: u64) -> (usize, u64) {
+        let (k, local) = self.part_of(pos);
+        (k, self.parts[k].row_id(local))
+    }
+
+    /// Per part: the branch and version it reads, and its view's name.
+    pub(crate) fn pins(&self) -> Vec<(String, u64, Option<String>)> {
+        let pin =
+            |p: &Part| (p.dataset.branch().to_string(), p.dataset.version(), p.view.as_ref().map(|v| v.name.clone()));
+        self.parts.iter().map(pin).collect()
+    }
+
     /// The first part's dataset (a lone loader's version).
     pub(crate) fn dataset(&self) -> &Dataset {
         &self.parts[0].dataset

@@ -264,6 +264,10 @@ pub struct LoaderConfig {
     /// projected columns with one layout; each is read in its own global-shuffle order
     /// ([`ShuffleMode::Global`]) or sequentially ([`ShuffleMode::None`]).
     pub mixture: Option<Mixture>,
+    /// Rank 0 appends the run's lineage record here ([`crate::lineage`]): its sources, order
+    /// settings and a line per epoch started or resumed, from which `tessera lineage` lists
+    /// the rows of any step and the steps that saw any row.
+    pub lineage: Option<PathBuf>,
 }
 
 impl LoaderConfig {
@@ -297,7 +301,15 @@ impl LoaderConfig {
             transforms: Vec::new(),
             disk_cache: None,
             mixture: None,
+            lineage: None,
         }
+    }
+
+    /// Records the run's lineage in `path` (rank 0 writes; see [`LoaderConfig::lineage`]).
+    #[must_use]
+    pub fn with_lineage(mut self, path: impl Into<PathBuf>) -> Self {
+        self.lineage = Some(path.into());
+        self
     }
 
     /// The defaults for a mixture of sources (see [`LoaderConfig::mixture`]).

@@ -16,6 +16,7 @@ use crate::disk_cache::DiskCache;
 use crate::error::{LoaderError, Result};
 use crate::fill::page_cache::PageCache;
 use crate::fill::staging::StagePool;
+use crate::lineage::LineageWriter;
 use crate::memory::{Accountant, MemoryStats};
 use crate::mixture::{MixOrder, MixSource};
 use crate::pipeline::{EpochPipeline, PipelineSettings};
@@ -46,6 +47,8 @@ pub struct Loader {
     transforms: Arc<[Option<Pipeline>]>,
     /// A mixture's resolved order and each source's first plan position.
     mixture: Option<(Arc<MixOrder>, Arc<[u64]>)>,
+    /// Rank 0's lineage record, when one is configured.
+    lineage: Option<Arc<LineageWriter>>,
     batches_per_epoch: usize,
 }
 
@@ -218,9 +221,15 @@ impl Loader {
             skipped: Arc::new(Mutex::new(Vec::new())),
             active: Arc::new(AtomicBool::new(false)),
             mixture,
+            lineage: None,
             batches_per_epoch: 0,
         };
         loader.batches_per_epoch = loader.plan(0)?.batches_per_rank();
+        if let Some(path) = loader.config.lineage.clone()
+            && loader.config.dist.rank == 0
+        {
+            loader.lineage = Some(Arc::new(LineageWriter::open(&path, &loader)?));
+        }
         Ok(loader)
     }
 
@@ -320,6 +329,10 @@ impl Loader {
             return Err(LoaderError::config("another epoch of this loader is still running; drop it first"));
         }
         let guard = ActiveGuard(self.active.clone());
+        if let Some(w) = &self.lineage {
+            let consumed = plan.checkpoint(0, 0).map_or(0, |s| s.samples_consumed_global);
+            w.start(plan.epoch(), consumed, crate::lineage::step_at(self, &plan)?)?;
+        }
         let plan = Arc::new(plan);
         let settings = PipelineSettings {
             workers: self.config.workers,
@@ -434,6 +447,31 @@ impl Loader {
             stats.retries += s.retries;
         }
         stats
+    }
+
+    /// Every source as pinned: its location, the branch and version it reads (a view's
+    /// source stays at `At::Latest`, the view naming its version), and its view.
+    #[must_use]
+    pub fn pinned_sources(&self) -> Vec<MixSource> {
+        let locations: Vec<String> = match &self.config.mixture {
+            Some(m) => m.sources.iter().map(|s| s.location.clone()).collect(),
+            None => vec![self.config.location.clone()],
+        };
+        (locations.into_iter().zip(self.catalog.pins()))
+            .map(|(location, (branch, version, view))| MixSource {
+                location,
+                at: if view.is_some() { tessera::At::Latest } else { tessera::At::BranchVersion(branch, version) },
+                view,
+            })
+            .collect()
+    }
+
+    /// The source (0 unless a mixture) and the row of its version at plan position
+    /// `position` ([`Plan::batch_into`] gives positions).
+    #[must_use]
+    pub fn source_row(&self, position: u64) -> (u32, u64) {
+        let (k, row) = self.catalog.source_row(position);
+        (u32::try_from(k).unwrap_or(u32::MAX), row)
     }
 
     /// The mixture's resolved order, when the loader reads a mixture.

@@ -101,7 +101,7 @@ impl PyLoader {
         location, *, version=None, tag=None, branch=None, view=None, batch_size=32, columns=None, shuffle="global",
         window_fragments=4, seed=0, drop_last=false, workers=2, prefetch_batches=6, memory_budget=None,
         rank=None, world_size=None, verify_checksums=true, skip_bad_samples=false, u64_as_i64_bits=false,
-        ragged_offsets=false, ragged="padded", transforms=None, cache_dir=None, cache_bytes=None, mixture=None,
+        ragged_offsets=false, ragged="padded", transforms=None, cache_dir=None, cache_bytes=None, mixture=None, lineage=None,
     ))]
     #[allow(clippy::too_many_arguments, clippy::fn_params_excessive_bools)] // keyword-only Python options
     fn new(
@@ -131,8 +131,10 @@ impl PyLoader {
         cache_dir: Option<std::path::PathBuf>,
         cache_bytes: Option<u64>,
         mixture: Option<(Vec<MixSourceArgs>, Vec<MixStepArgs>)>,
+        lineage: Option<std::path::PathBuf>,
     ) -> PyResult<Self> {
         let mut cfg = LoaderConfig::new(location);
+        cfg.lineage = lineage;
         if let Some((sources, steps)) = mixture {
             cfg.mixture = Some(mixture_of(sources, steps)?);
         }

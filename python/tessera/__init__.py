@@ -539,6 +539,11 @@ class Dataset:
         :class:`UsageError` when the loader is made; ``loader.io_stats()`` reports hits,
         misses and evictions. All of this holds for :meth:`numpy`, :meth:`jax` and
         :meth:`tensorflow` too.
+
+        ``lineage=PATH`` makes rank 0 append the run's lineage record there (its pinned
+        sources, order settings and a line per epoch started or resumed, a few hundred bytes
+        per epoch): ``tessera lineage PATH --step K`` lists the rows step ``K`` read, and
+        ``--row R`` the steps that read row ``R``.
         """
         kwargs = _loader_kwargs(
             batch_size, columns, shuffle, seed, drop_last, workers, memory_budget, rank, world_size, view, options

@@ -88,3 +88,26 @@ def test_ranks_split_a_mixture_and_a_change_resumes_exactly(sources):
     old.load_state_dict(after)
     with pytest.raises(tessera.TesseraError):
         iter(old)
+
+
+def test_a_lineage_record_names_each_steps_rows(sources, tmp_path):
+    import subprocess, shutil, os
+
+    a, b, _ = sources
+    record = tmp_path / "run.lineage"
+    loader = tessera.mix([a, b], weights=[0.5, 0.5]).numpy(batch_size=9, seed=2, lineage=str(record))
+    it = iter(loader)
+    steps = []
+    for batch in it:
+        steps.append(list(zip(it.last_sources.tolist(), it.last_rows.tolist())))
+    lines = record.read_text().splitlines()
+    assert json.loads(lines[0])["format"] == "tessera-lineage/1"
+    assert json.loads(lines[1])["kind"] == "start"
+    from pathlib import Path
+
+    built = Path(__file__).parents[2] / "target" / "debug" / "tessera"
+    exe = os.environ.get("TESSERA_BIN") or shutil.which("tessera") or (str(built) if built.exists() else None)
+    if exe is None:
+        pytest.skip("the tessera CLI is not on PATH")
+    out = json.loads(subprocess.run([exe, "--json", "lineage", str(record), "--step", "2"], check=True, capture_output=True, text=True).stdout)
+    assert [(r["source"], r["row"]) for r in out["rows"]] == steps[2]

@@ -14,6 +14,7 @@ pub(crate) mod export;
 pub(crate) mod gc;
 pub(crate) mod info;
 pub(crate) mod ingest;
+pub(crate) mod lineage;
 pub(crate) mod log;
 pub(crate) mod merge;
 pub(crate) mod query;
