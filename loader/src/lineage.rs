@@ -115,7 +115,7 @@ impl LineageWriter {
     /// Opens (creating) the record at `path` for `loader`, appending a header unless the last
     /// header there is the same.
     pub(crate) fn open(path: &Path, loader: &Loader) -> Result<Self> {
-        let header = header_of(loader)?;
+        let header = header_of(loader);
         let last = if path.exists() { LineageRecord::read(path).ok().map(|r| r.header) } else { None };
         let mut file = OpenOptions::new().create(true).append(true).open(path).map_err(|e| io_err(path, e))?;
         if last.as_ref() != Some(&header) {
@@ -136,7 +136,7 @@ impl LineageWriter {
 }
 
 /// The header describing `loader`'s order.
-fn header_of(loader: &Loader) -> Result<Header> {
+fn header_of(loader: &Loader) -> Header {
     let config = loader.config();
     let sources = loader
         .pinned_sources()
@@ -175,7 +175,7 @@ fn header_of(loader: &Loader) -> Result<Header> {
         ShuffleMode::None => ("none", None),
         ShuffleMode::Block { window_fragments } => ("block", Some(window_fragments)),
     };
-    Ok(Header {
+    Header {
         kind: "header".into(),
         format: LINEAGE_FORMAT.into(),
         sources,
@@ -186,7 +186,7 @@ fn header_of(loader: &Loader) -> Result<Header> {
         drop_last: config.drop_last,
         global_batch: (config.batch_size * config.dist.world_size) as u64,
         order_id: loader.dataset_id().to_string(),
-    })
+    }
 }
 
 /// A lineage record, read back.

@@ -32,7 +32,7 @@ const HELD_LEASES: usize = 2;
 
 /// The numpy dtype of a loader element type (`bf16` travels as its `uint16` bits; the
 /// Python layer views it as `torch.bfloat16` or widens it to float32).
-fn elem_dtype(e: Elem) -> &'static str {
+pub(crate) fn elem_dtype(e: Elem) -> &'static str {
     match e {
         Elem::Bool => "bool",
         Elem::U8 => "u1",

@@ -9,28 +9,13 @@ use pyo3::types::PyTuple;
 use tessera_loader::{Elem, Loader, LoaderState, PackConfig, PackState, Packer};
 
 use crate::errors::{IntoPy, from_loader, usage};
+use crate::loader::elem_dtype;
 
 /// One epoch of packed batches.
 #[pyclass(module = "tessera._native", name = "Packer", frozen)]
 #[derive(Debug)]
 pub(crate) struct PyPacker {
     inner: Mutex<Option<Packer>>,
-}
-
-/// The numpy dtype of packed tokens.
-fn dtype(e: Elem) -> &'static str {
-    match e {
-        Elem::Bool => "bool",
-        Elem::U8 => "u1",
-        Elem::I8 => "i1",
-        Elem::I16 => "<i2",
-        Elem::I32 => "<i4",
-        Elem::I64 => "<i8",
-        Elem::F16 => "<f2",
-        Elem::Bf16 => "<u2",
-        Elem::F32 => "<f4",
-        Elem::F64 => "<f8",
-    }
 }
 
 /// Packs `epoch` of `loader` (or continues from `state`, a `Packer.state()` JSON text).
@@ -78,7 +63,7 @@ impl PyPacker {
         };
         let shape = [b.windows, b.context];
         let tokens = PyArray1::from_vec(py, b.tokens)
-            .call_method1("view", (dtype(b.elem),))?
+            .call_method1("view", (elem_dtype(b.elem),))?
             .call_method1("reshape", (shape,))?;
         let segments = PyArray1::from_vec(py, b.segment_ids).reshape(shape)?;
         let positions = PyArray1::from_vec(py, b.position_ids).reshape(shape)?;
@@ -90,7 +75,7 @@ impl PyPacker {
             })
             .collect();
         let pieces = PyArray1::from_vec(py, flat).reshape([b.pieces.len(), 6])?;
-        let elem = if b.elem == Elem::Bf16 { "bf16" } else { dtype(b.elem) };
+        let elem = if b.elem == Elem::Bf16 { "bf16" } else { elem_dtype(b.elem) };
         Ok(Some((tokens, segments, positions, pieces, b.real_tokens, elem).into_pyobject(py)?))
     }
 
