@@ -15,8 +15,10 @@
 //! state ([`PackState`]) is the loader's state before the document batch being consumed plus
 //! the tokens of it already emitted: constant size, and a resume yields exactly the packed
 //! batches that would have followed. Ranks pack their own shards, so their window counts can
-//! differ by a few at the end of an epoch (a DDP loop joins uneven inputs, e.g. torch's
-//! `Join`, or stops at the smallest count).
+//! differ by a few at the end of an epoch; [`Packer::stream`] packs epoch after epoch without
+//! stopping there, so a DDP loop that trains by steps always finds a batch on every rank.
+
+use std::sync::Arc;
 
 use crate::assemble::Elem;
 use crate::batch::HostBatch;
@@ -145,7 +147,10 @@ impl Docs {
 /// Packs one epoch of a loader's documents into [`PackedBatch`]es (an `Iterator`).
 #[derive(Debug)]
 pub struct Packer {
-    iter: EpochIter,
+    /// The epoch being read (`None` only while a stream moves to its next epoch).
+    iter: Option<EpochIter>,
+    /// A stream's loader: at an epoch's end the next epoch starts and packing goes on.
+    stream: Option<Arc<Loader>>,
     config: PackConfig,
     column: usize,
     elem: Elem,
@@ -177,19 +182,49 @@ impl Packer {
     pub fn resume(loader: &Loader, config: PackConfig, state: &PackState) -> Result<Self> {
         let column = Self::check(loader, &config)?;
         let mut packer = Self::start(loader.resume(&state.loader)?, config, column);
-        if state.tokens > 0 {
-            if !packer.pull()? || !packer.docs.skip(state.tokens) {
+        packer.skip_emitted(state.tokens)?;
+        Ok(packer)
+    }
+
+    /// Packs epoch after epoch from `epoch` on, without padding at epoch ends: the windows
+    /// run on from one epoch's documents into the next's, for training by steps. Every rank
+    /// then yields as many batches as it is asked for (a DDP loop runs a fixed number of
+    /// steps), and the state resumes anywhere, also across an epoch's end.
+    ///
+    /// # Errors
+    /// As [`Packer::epoch`].
+    pub fn stream(loader: Arc<Loader>, config: PackConfig, epoch: u64) -> Result<Self> {
+        let mut packer = Self::epoch(&loader, config, epoch)?;
+        packer.stream = Some(loader);
+        Ok(packer)
+    }
+
+    /// As [`Packer::resume`], continuing a stream ([`Packer::stream`]).
+    ///
+    /// # Errors
+    /// As [`Packer::resume`].
+    pub fn resume_stream(loader: Arc<Loader>, config: PackConfig, state: &PackState) -> Result<Self> {
+        let column = Self::check(&loader, &config)?;
+        let mut packer = Self::start(loader.resume(&state.loader)?, config, column);
+        packer.stream = Some(loader);
+        packer.skip_emitted(state.tokens)?;
+        Ok(packer)
+    }
+
+    /// Skips the tokens of the first batch a resumed packer had already emitted.
+    fn skip_emitted(&mut self, tokens: u64) -> Result<()> {
+        if tokens > 0 {
+            if !self.pull()? || !self.docs.skip(tokens) {
                 return Err(LoaderError::Resume(format!(
-                    "the packing state skips {} tokens of a batch that holds fewer",
-                    state.tokens
+                    "the packing state skips {tokens} tokens of a batch that holds fewer"
                 )));
             }
-            if packer.docs.exhausted() {
-                packer.docs_state = packer.iter.state();
-                packer.docs = Docs { bytes: std::mem::take(&mut packer.docs.bytes), ..Docs::default() };
+            if self.docs.exhausted() {
+                self.docs_state = self.epoch_state()?;
+                self.docs = Docs { bytes: std::mem::take(&mut self.docs.bytes), ..Docs::default() };
             }
         }
-        Ok(packer)
+        Ok(())
     }
 
     /// The token column's position in the projection, after checking `config`.
@@ -209,14 +244,27 @@ impl Packer {
         let docs_state = iter.state();
         // The element type is the column's, read from each batch before any token is packed.
         let elem = Elem::U8;
-        Self { iter, config, column, elem, rows_n, docs: Docs::default(), docs_state, done: false }
+        Self {
+            iter: Some(iter),
+            stream: None,
+            config,
+            column,
+            elem,
+            rows_n,
+            docs: Docs::default(),
+            docs_state,
+            done: false,
+        }
     }
 
     /// The state after the packed batches yielded so far.
     #[must_use]
     pub fn state(&self) -> PackState {
         if self.docs.exhausted() {
-            PackState { loader: self.iter.state(), tokens: 0 }
+            PackState {
+                loader: self.iter.as_ref().map_or_else(|| self.docs_state.clone(), EpochIter::state),
+                tokens: 0,
+            }
         } else {
             PackState { loader: self.docs_state.clone(), tokens: self.docs.taken }
         }
@@ -225,8 +273,18 @@ impl Packer {
     /// Takes the next loader batch with documents into `docs`; `false` at the epoch's end.
     fn pull(&mut self) -> Result<bool> {
         loop {
-            let state = self.iter.state();
-            let Some(batch) = self.iter.next() else { return Ok(false) };
+            let state = self.epoch_state()?;
+            let it = self.iter.as_mut().ok_or_else(|| LoaderError::config("the packer's epoch could not start"))?;
+            let Some(batch) = it.next() else {
+                let Some(loader) = self.stream.clone() else { return Ok(false) };
+                // A stream: the next epoch continues the windows (one epoch runs at a time).
+                let next = it.epoch() + 1;
+                self.iter = None;
+                let it = loader.epoch(next)?;
+                self.rows_n = it.plan().rows();
+                self.iter = Some(it);
+                continue;
+            };
             let batch = batch?;
             self.load(&batch)?;
             self.docs_state = state;
@@ -234,6 +292,14 @@ impl Packer {
                 return Ok(true);
             }
         }
+    }
+
+    /// The epoch's state after the batches taken so far.
+    fn epoch_state(&self) -> Result<LoaderState> {
+        self.iter
+            .as_ref()
+            .map(EpochIter::state)
+            .ok_or_else(|| LoaderError::config("the packer's epoch could not start"))
     }
 
     /// Copies the real (not padding) documents of `batch` into `docs`.

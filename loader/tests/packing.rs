@@ -172,3 +172,45 @@ fn ranks_pack_disjoint_shards_that_cover_every_token() {
     assert!(p.next().unwrap().is_err());
     assert!(Packer::epoch(&loader, PackConfig::new("nope", 64, 2), 0).is_err());
 }
+
+#[test]
+fn a_stream_runs_on_across_epochs_and_resumes_there() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().to_str().unwrap();
+    dataset(root);
+    let loader = std::sync::Arc::new(loader(root, 16, 0, 1));
+    let config = PackConfig::new("tokens", 128, 4);
+    let per_epoch: usize = all_tokens().len();
+    // Enough batches for three epochs and a bit.
+    let n = 3 * per_epoch / (4 * 128) + 2;
+    let stream: Vec<PackedBatch> =
+        Packer::stream(loader.clone(), config.clone(), 0).unwrap().take(n).map(Result::unwrap).collect();
+    assert!(stream.iter().all(|b| b.real_tokens == 4 * 128), "no padding at epoch ends");
+    let flat: Vec<(u64, u64)> = stream.iter().flat_map(check).collect();
+    // Each epoch's tokens, in order: every token once per epoch.
+    for e in 0..3 {
+        let mut epoch = flat[e * per_epoch..(e + 1) * per_epoch].to_vec();
+        epoch.sort_unstable();
+        assert_eq!(epoch, all_tokens(), "epoch {e}");
+    }
+    // The stream's epochs are the loader's epochs 0, 1, 2 (the first tokens of each).
+    let first = |e: u64| check(&Packer::epoch(&loader, config.clone(), e).unwrap().next().unwrap().unwrap())[0];
+    assert_eq!(flat[per_epoch], first(1));
+    // Resume anywhere, also in a batch that crosses an epoch's end.
+    for k in [1usize, per_epoch / 512, per_epoch / 512 + 1, n - 3] {
+        let mut p = Packer::stream(loader.clone(), config.clone(), 0).unwrap();
+        for _ in 0..k {
+            p.next().unwrap().unwrap();
+        }
+        let state = p.state();
+        drop(p);
+        let rest: Vec<PackedBatch> = Packer::resume_stream(loader.clone(), config.clone(), &state)
+            .unwrap()
+            .take(n - k)
+            .map(Result::unwrap)
+            .collect();
+        for (a, b) in rest.iter().zip(&stream[k..]) {
+            assert_eq!((&a.tokens, &a.pieces), (&b.tokens, &b.pieces), "after {k}");
+        }
+    }
+}

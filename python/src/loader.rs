@@ -237,8 +237,9 @@ impl PyLoader {
     }
 
     /// Packs `epoch` (or continues from `state`, a `Packer.state()` JSON text) of the ragged
-    /// token column `column` into batches of `windows` windows of `context` tokens.
-    #[pyo3(signature = (column, context, windows, split_documents=true, epoch=0, state=None))]
+    /// token column `column` into batches of `windows` windows of `context` tokens; with
+    /// `stream`, epoch after epoch without padding at epoch ends.
+    #[pyo3(signature = (column, context, windows, split_documents=true, epoch=0, state=None, stream=false))]
     #[allow(clippy::too_many_arguments)] // keyword options from Python
     fn pack(
         &self,
@@ -249,10 +250,11 @@ impl PyLoader {
         split_documents: bool,
         epoch: u64,
         state: Option<&str>,
+        stream: bool,
     ) -> PyResult<crate::packing::PyPacker> {
         let config =
             tessera_loader::PackConfig { split_documents, ..tessera_loader::PackConfig::new(column, context, windows) };
-        crate::packing::pack(py, &self.inner, config, epoch, state)
+        crate::packing::pack(py, &self.inner, config, epoch, state, stream)
     }
 
     /// Samples of each mixture source in `epoch` (`None` for one dataset).

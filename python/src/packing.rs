@@ -18,20 +18,27 @@ pub(crate) struct PyPacker {
     inner: Mutex<Option<Packer>>,
 }
 
-/// Packs `epoch` of `loader` (or continues from `state`, a `Packer.state()` JSON text).
+/// Packs `epoch` of `loader` (or continues from `state`, a `Packer.state()` JSON text); a
+/// `stream` runs on into the next epochs.
 pub(crate) fn pack(
     py: Python<'_>,
     loader: &Arc<Loader>,
     config: PackConfig,
     epoch: u64,
     state: Option<&str>,
+    stream: bool,
 ) -> PyResult<PyPacker> {
     {
         let packer = match state {
+            None if stream => py.detach(|| Packer::stream(loader.clone(), config, epoch)).py_err()?,
             None => py.detach(|| Packer::epoch(loader, config, epoch)).py_err()?,
             Some(text) => {
                 let state = parse_state(text)?;
-                py.detach(|| Packer::resume(loader, config, &state)).py_err()?
+                if stream {
+                    py.detach(|| Packer::resume_stream(loader.clone(), config, &state)).py_err()?
+                } else {
+                    py.detach(|| Packer::resume(loader, config, &state)).py_err()?
+                }
             }
         };
         Ok(PyPacker { inner: Mutex::new(Some(packer)) })

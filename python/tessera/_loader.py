@@ -130,11 +130,15 @@ class Loader:
         """The global rows of this rank's batches of ``epoch``, in order (reads no data)."""
         return self._native.plan_rows(int(epoch))
 
-    def packed(self, column: str, context: int, windows: int, split_documents: bool = True) -> "PackedLoader":
+    def packed(
+        self, column: str, context: int, windows: int, split_documents: bool = True, across_epochs: bool = False
+    ) -> "PackedLoader":
         """Token packing: this loader's documents (the ragged token column ``column``, read
         with ``ragged="packed"``) back to back in batches of ``windows`` windows of
-        ``context`` tokens (see :class:`PackedLoader`)."""
-        return PackedLoader(self, column, int(context), int(windows), bool(split_documents))
+        ``context`` tokens (see :class:`PackedLoader`). ``across_epochs=True`` packs epoch
+        after epoch without padding at epoch ends (one ``iter()`` runs on until the loop
+        stops): what a DDP loop that trains by steps wants, every rank always having a batch."""
+        return PackedLoader(self, column, int(context), int(windows), bool(split_documents), bool(across_epochs))
 
     # -- epochs -----------------------------------------------------------------------------
     def set_epoch(self, epoch: int) -> None:
@@ -366,12 +370,17 @@ class PackedLoader:
     the next window instead where the document fits a window whole. Every token of every
     document this rank reads appears exactly once per epoch. ``state_dict()`` /
     ``load_state_dict()`` resume exactly, also inside a document. Ranks pack their own
-    shards: their batch counts can differ by a few at an epoch's end.
+    shards: their batch counts can differ by a few at an epoch's end, unless ``across_epochs``
+    makes one ``iter()`` run on from epoch to epoch (then train by steps).
     """
 
-    def __init__(self, loader: Loader, column: str, context: int, windows: int, split_documents: bool):
+    def __init__(
+        self, loader: Loader, column: str, context: int, windows: int, split_documents: bool, across_epochs: bool = False
+    ):
         self._loader = loader
-        self._args = dict(column=column, context=context, windows=windows, split_documents=split_documents)
+        self._args = dict(
+            column=column, context=context, windows=windows, split_documents=split_documents, stream=across_epochs
+        )
         self._next_epoch = 0
         self._pending: Optional[Dict[str, Any]] = None
         self._current: Optional[Any] = None

@@ -50,3 +50,21 @@ def test_packing_needs_a_packed_ragged_column(tmp_path):
         assert "packed" in str(e)
     else:
         raise AssertionError("a padded column was packed")
+
+
+def test_packing_across_epochs_runs_on_and_resumes(tmp_path):
+    ds, lengths = make(tmp_path)
+    total = sum(lengths)
+    stream = ds.numpy(batch_size=6, ragged="packed", seed=2).packed("tokens", context=64, windows=2, across_epochs=True)
+    it = iter(stream)
+    n = 2 * total // 128 + 3
+    got = [next(it) for _ in range(n)]
+    assert all((np.asarray(b["segment_ids"]) > 0).all() for b in got), "no padding at epoch ends"
+    flat = [t for b in got for t in tokens_of(b)]
+    assert sorted(flat[:total]) == sorted(flat[total : 2 * total])
+    state = stream.state_dict()
+    after = [next(it) for _ in range(2)]
+    again = ds.numpy(batch_size=6, ragged="packed", seed=2).packed("tokens", context=64, windows=2, across_epochs=True)
+    again.load_state_dict(state)
+    it2 = iter(again)
+    assert [next(it2)["tokens"].tolist() for _ in range(2)] == [b["tokens"].tolist() for b in after]
