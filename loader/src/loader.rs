@@ -445,6 +445,14 @@ impl Loader {
             stats.requests += s.requests;
             stats.bytes += s.bytes;
             stats.retries += s.retries;
+            let (c, o) = (&mut stats.cache, s.cache);
+            c.hits += o.hits;
+            c.misses += o.misses;
+            c.read_bytes += o.read_bytes;
+            c.written_bytes += o.written_bytes;
+            c.evictions += o.evictions;
+            c.corrupt += o.corrupt;
+            c.errors += o.errors;
         }
         stats
     }

@@ -295,3 +295,30 @@ fn sources_indexed_by_fragment_trees_are_found_lazily_and_read_whole() {
         }
     }
 }
+
+/// One source per backend: local files, the S3 and the Azure test servers (`scripts/servers.sh`;
+/// in CI a missing server fails, elsewhere the test is skipped). A batch's range requests go
+/// to each sample's own store.
+#[test]
+fn sources_on_different_stores_are_read_in_one_batch() {
+    use tessera_testkit::{Backend, TestRoot};
+    let dir = tempfile::tempdir().unwrap();
+    let local = dir.path().join("local").to_str().unwrap().to_string();
+    let Some(s3) = TestRoot::new(Backend::S3, "mixture-s3") else { return };
+    let Some(azure) = TestRoot::new(Backend::Azure, "mixture-azure") else { return };
+    dataset(&local, 0, 30);
+    dataset(&s3.url, 1, 20);
+    dataset(&azure.url, 2, 10);
+    let mix = Mixture::with_shares(
+        [MixSource::new(&local), MixSource::new(&s3.url), MixSource::new(&azure.url)],
+        vec![Share::Samples(30), Share::Samples(20), Share::Samples(10)],
+        None,
+    );
+    let loader = Loader::open(config(mix, 12, 0, 1)).unwrap();
+    let mut got: Vec<i64> = ids(loader.epoch(0).unwrap()).concat();
+    got.sort_unstable();
+    let want: Vec<i64> = (0..30).chain((0..20).map(|r| 1_000_000 + r)).chain((0..10).map(|r| 2_000_000 + r)).collect();
+    assert_eq!(got, want, "every row of every store once");
+    let io = loader.io_stats();
+    assert!(io.requests > 0 && io.bytes > 0, "the remote sources' traffic is counted: {io:?}");
+}
