@@ -344,6 +344,14 @@ impl LineageRecord {
     /// # Errors
     /// As [`Loader::plan`].
     pub fn steps_of_row(loader: &Loader, source: u32, row: u64, steps: u64) -> Result<Vec<u64>> {
+        if loader.mixture_order().is_none() && loader.view().is_none() {
+            return Self::steps_of_row_inverted(loader, source, row, steps);
+        }
+        Self::scan(loader, source, row, steps)
+    }
+
+    /// [`LineageRecord::steps_of_row`] by walking every step's positions.
+    fn scan(loader: &Loader, source: u32, row: u64, steps: u64) -> Result<Vec<u64>> {
         let mut out = Vec::new();
         let mut positions = Vec::new();
         let mut step = 0u64;
@@ -362,6 +370,31 @@ impl LineageRecord {
                 }
                 step += 1;
             }
+        }
+        Ok(out)
+    }
+
+    /// [`LineageRecord::steps_of_row`] for one version in global or sequential order: per
+    /// epoch, the order's inverse gives the row's positions, O(1) each (block shuffle falls
+    /// back to the scan).
+    fn steps_of_row_inverted(loader: &Loader, source: u32, row: u64, steps: u64) -> Result<Vec<u64>> {
+        let mut out = Vec::new();
+        let mut base = 0u64;
+        for epoch in 0.. {
+            if base >= steps {
+                break;
+            }
+            let plan = loader.plan(epoch)?;
+            let gb = plan.global_batch_size() as u64;
+            let Some(positions) = plan.positions_of(row) else {
+                return Self::scan(loader, source, row, steps);
+            };
+            if source == 0 {
+                let mut seen: Vec<u64> = positions.iter().map(|p| base + p / gb).filter(|&s| s < steps).collect();
+                seen.dedup();
+                out.extend(seen);
+            }
+            base += plan.batches_per_rank() as u64;
         }
         Ok(out)
     }

@@ -228,6 +228,34 @@ impl IndexShuffle {
         }
     }
 
+    /// The preimage of `y` for `y < n` (`apply(invert(y)) == y`); indices at or past `n` are
+    /// returned unchanged. The network runs backwards, cycle-walking the same way.
+    #[must_use]
+    pub fn invert(&self, y: u64) -> u64 {
+        if y >= self.n || self.half_bits == 0 {
+            return y;
+        }
+        let mut x = y;
+        loop {
+            x = self.network_inverse(x);
+            if x < self.n {
+                return x;
+            }
+        }
+    }
+
+    /// The inverse of [`IndexShuffle::network`].
+    fn network_inverse(&self, x: u64) -> u64 {
+        let h = self.half_bits;
+        let mask = (1u64 << h) - 1;
+        let (mut left, mut right) = (x >> h, x & mask);
+        for &k in self.keys.iter().rev() {
+            let f = mix64(left ^ k) >> (64 - h);
+            (left, right) = (right ^ f, left);
+        }
+        left << h | right
+    }
+
     /// One pass of the Feistel network over `0..4^half_bits` (`x` in that range).
     fn network(&self, x: u64) -> u64 {
         let h = self.half_bits; // 1..=32
@@ -742,6 +770,23 @@ impl Plan {
     #[must_use]
     pub fn row_at(&self, position: u64) -> Option<u64> {
         (self.rows > 0).then(|| self.order.at(position % self.rows, &mut None, self.epoch))
+    }
+
+    /// Every position of the padded order (`0..effective_len`) holding dataset row `row`
+    /// (the row once, plus its repeats in the padding), in O(1) for sequential and global
+    /// order; `None` for block shuffle and mixtures, whose orders are not inverted here.
+    #[must_use]
+    pub fn positions_of(&self, row: u64) -> Option<Vec<u64>> {
+        let first = match &self.order {
+            Order::Sequential => row,
+            Order::Global(shuffle) => shuffle.invert(row),
+            Order::Block(_) | Order::Mixture(..) => return None,
+        };
+        if row >= self.rows {
+            return Some(Vec::new());
+        }
+        // The row at `first`, then every `rows` positions while the padding repeats G.
+        Some((first..self.end).step_by(usize::try_from(self.rows).unwrap_or(usize::MAX)).collect())
     }
 
     /// Bytes this plan holds on the heap besides its [`PlanConfig`]: a few words per fragment
@@ -1429,6 +1474,18 @@ mod tests {
             let v = shuffle.apply(i);
             assert!(v < n, "n={n}: {i} -> {v}");
             assert!(!std::mem::replace(&mut hit[v as usize], true), "n={n}: {v} hit twice");
+        }
+    }
+
+    #[test]
+    fn index_shuffle_inverts() {
+        for (n, key) in [(1u64, 3u64), (2, 9), (7, 1), (1000, 42), (1 << 20, 7), (u64::MAX / 3, 11)] {
+            let s = IndexShuffle::new(n, key);
+            for x in (0..n.min(2000)).chain([n - 1, n / 2]) {
+                assert_eq!(s.invert(s.apply(x)), x, "n {n}, x {x}");
+                assert_eq!(s.apply(s.invert(x)), x, "n {n}, x {x}");
+            }
+            assert_eq!(s.invert(n), n, "past the end: unchanged");
         }
     }
 
