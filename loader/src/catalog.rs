@@ -16,6 +16,7 @@ use tessera::{Dataset, FragmentInfo, View, ViewRows};
 use crate::assemble::ColumnLayout;
 use crate::error::{LoaderError, Result, from_format};
 use crate::memory::{Accountant, Charge, MemoryUse};
+use crate::mixture::{Fill, MixSource};
 use crate::source::{Fetcher, WaitTimer, classify, with_retry};
 use crate::window::Fault;
 
@@ -52,16 +53,18 @@ impl FragmentEntry {
     ///
     /// # Errors
     /// A live fragment whose files do not hold every projected column exactly once.
-    fn new(index: usize, part: usize, info: FragmentInfo, columns: &[tessera::Column]) -> Result<Self> {
+    fn new(index: usize, part: usize, info: FragmentInfo, columns: &[Option<tessera::Column>]) -> Result<Self> {
         let mut files = Vec::new();
         for file in &info.fragment.files {
-            let idx: Vec<usize> = (0..columns.len()).filter(|&i| file.column_ids.contains(&columns[i].id)).collect();
+            let idx: Vec<usize> = (0..columns.len())
+                .filter(|&i| columns[i].as_ref().is_some_and(|c| file.column_ids.contains(&c.id)))
+                .collect();
             if !idx.is_empty() {
                 files.push(FileEntry { file: file.clone(), columns: idx });
             }
         }
         let covered: usize = files.iter().map(|f| f.columns.len()).sum();
-        if covered != columns.len() && info.fragment.live_rows() > 0 {
+        if covered != columns.iter().flatten().count() && info.fragment.live_rows() > 0 {
             return Err(LoaderError::dataset(
                 "resolving the projection",
                 tessera::Error::Invalid {
@@ -200,8 +203,10 @@ pub(crate) struct Catalog {
 pub(crate) struct Part {
     pub(crate) dataset: Dataset,
     /// The projected columns as this part's schema declares them (ids differ between
-    /// datasets), in output order.
-    columns: Vec<tessera::Column>,
+    /// datasets), in output order; `None` where the part lacks the column and fills it.
+    columns: Vec<Option<tessera::Column>>,
+    /// Per projected column, what the part's samples hold where it lacks the column.
+    fills: Vec<Option<Fill>>,
     fragments: Fragments,
     /// When the part is a view: its position `p` is dataset row `view.rows.get(p)`.
     pub(crate) view: Option<Arc<View>>,
@@ -321,22 +326,44 @@ pub fn version_id(branch: &str, version: u64, manifest_crc32: u32) -> u64 {
 impl Part {
     /// A part over `dataset`: every fragment when `tree` is `None`, found through `tree`
     /// otherwise ([`Dataset::open_lazy`]).
+    #[allow(clippy::too_many_arguments)] // a part's dataset, storage, columns and place
     fn new(
         dataset: Dataset,
         tree: Option<FragmentTree>,
         fetcher: Arc<Fetcher>,
         names: &[&str],
+        spec: &MixSource,
         part: usize,
         index_base: usize,
         acct: &Arc<Accountant>,
-    ) -> Result<(Self, Vec<ColumnLayout>, Vec<u64>)> {
+    ) -> Result<(Self, Vec<Option<ColumnLayout>>, Vec<u64>)> {
         let dataset = dataset.with_cache_bytes(0);
-        let cols: Vec<tessera::Column> = (dataset.project(Some(names)))
-            .map_err(|e| LoaderError::config(format!("column projection: {e}")))?
-            .into_iter()
-            .cloned()
-            .collect();
-        let layouts = cols.iter().map(|c| ColumnLayout::new(c, false)).collect::<Result<Vec<_>>>()?;
+        let (mut cols, mut fills) = (Vec::with_capacity(names.len()), Vec::with_capacity(names.len()));
+        for (i, &name) in names.iter().enumerate() {
+            if names[..i].contains(&name) {
+                return Err(LoaderError::config(format!("column projection: {name:?} is projected twice")));
+            }
+            let stored = spec.renames.iter().find(|(b, _)| b == name).map_or(name, |(_, s)| s.as_str());
+            match (dataset.schema().column(stored), spec.fills.iter().find(|(b, _)| b == name)) {
+                (Some(c), _) => {
+                    cols.push(Some(c.clone()));
+                    fills.push(None);
+                }
+                (None, Some((_, fill))) => {
+                    cols.push(None);
+                    fills.push(Some(fill.clone()));
+                }
+                (None, None) => {
+                    return Err(LoaderError::config(format!(
+                        "column projection: no column {stored:?}{}",
+                        if part > 0 { " (a mixture source may fill a column it lacks: MixSource::fill)" } else { "" }
+                    )));
+                }
+            }
+        }
+        let layouts = (cols.iter())
+            .map(|c| c.as_ref().map(|c| ColumnLayout::new(c, false)).transpose())
+            .collect::<Result<Vec<_>>>()?;
         let id = version_id(dataset.branch(), dataset.version(), dataset.manifest_crc32());
         let (fragments, fragment_rows) = match tree {
             None => {
@@ -355,7 +382,7 @@ impl Part {
                 (Fragments::Lazy(Box::new(lazy)), vec![rows])
             }
         };
-        let part = Self { dataset, columns: cols, fragments, view: None, fetcher, first: 0, index_base, id };
+        let part = Self { dataset, columns: cols, fills, fragments, view: None, fetcher, first: 0, index_base, id };
         Ok((part, layouts, fragment_rows))
     }
 
@@ -496,6 +523,20 @@ fn same_layout(a: &ColumnLayout, b: &ColumnLayout) -> bool {
     a.column.dtype == b.column.dtype && a.column.shape == b.column.shape && a.nullable == b.nullable
 }
 
+/// Whether `fill` can stand for a row of `layout`.
+fn check_fill(layout: &ColumnLayout, fill: &Fill) -> std::result::Result<(), String> {
+    match fill {
+        Fill::Zeros => Ok(()),
+        Fill::Null if layout.nullable => Ok(()),
+        Fill::Null => Err("a null fill needs a nullable column".into()),
+        Fill::Row(bytes) => match layout.fixed_row_bytes {
+            Some(n) if n == bytes.len() as u64 => Ok(()),
+            Some(n) => Err(format!("the fill row has {} bytes, a row of the column {n}", bytes.len())),
+            None => Err("a row fill needs a fixed-shape column (use Fill::Zeros for an empty row)".into()),
+        },
+    }
+}
+
 impl Catalog {
     /// Resolves the projection and the fragments of an opened version: every fragment of
     /// `dataset` when `tree` is `None`; through `tree` (the version's fragment tree, `dataset`
@@ -508,6 +549,7 @@ impl Catalog {
         tree: Option<FragmentTree>,
         fetcher: Arc<Fetcher>,
         projection: Option<&[String]>,
+        spec: &MixSource,
         u64_bits: bool,
         acct: &Arc<Accountant>,
     ) -> Result<Self> {
@@ -516,8 +558,11 @@ impl Catalog {
             None => dataset.schema().columns.iter().map(|c| c.name.clone()).collect(),
         };
         let names: Vec<&str> = names.iter().map(String::as_str).collect();
-        let (part, _, fragment_rows) = Part::new(dataset, tree, fetcher, &names, 0, 0, acct)?;
-        let columns = part.columns.iter().map(|c| ColumnLayout::new(c, u64_bits)).collect::<Result<Vec<_>>>()?;
+        let first = MixSource { fills: Vec::new(), ..spec.clone() }; // the first source defines the columns
+        let (part, _, fragment_rows) = Part::new(dataset, tree, fetcher, &names, &first, 0, 0, acct)?;
+        let columns = (part.columns.iter().flatten().zip(&names))
+            .map(|(c, name)| ColumnLayout::new(c, u64_bits).map(|l| ColumnLayout { name: (*name).to_string(), ..l }))
+            .collect::<Result<Vec<_>>>()?;
         let catalog = Self {
             columns,
             dataset_id: part.id,
@@ -557,6 +602,7 @@ impl Catalog {
         &mut self,
         dataset: Dataset,
         tree: Option<FragmentTree>,
+        spec: &MixSource,
         view: Option<Arc<View>>,
         fetcher: Arc<Fetcher>,
         acct: &Arc<Accountant>,
@@ -565,9 +611,15 @@ impl Catalog {
         let label = view.as_ref().map_or_else(|| format!("source {k}"), |v| format!("source {k} (view {:?})", v.name));
         let names: Vec<&str> = self.columns.iter().map(|c| c.name.as_str()).collect();
         let base = self.parts.iter().map(|p| p.index_base + p.fragment_count()).max().unwrap_or(0);
-        let (mut part, layouts, _) = Part::new(dataset, tree, fetcher, &names, k, base, acct)
+        let (mut part, layouts, _) = Part::new(dataset, tree, fetcher, &names, spec, k, base, acct)
             .map_err(|e| LoaderError::config(format!("{label}: {e}")))?;
-        for (want, got) in self.columns.iter().zip(&layouts) {
+        for ((want, got), fill) in self.columns.iter().zip(&layouts).zip(&part.fills) {
+            if let Some(fill) = fill {
+                check_fill(want, fill)
+                    .map_err(|m| LoaderError::config(format!("{label}: column {:?}: {m}", want.name)))?;
+                continue;
+            }
+            let Some(got) = got else { continue };
             if !same_layout(want, got) {
                 return Err(LoaderError::config(format!(
                     "{label}: column {:?} is {} {:?}{}, but the first source's is {} {:?}{}: a mixture's sources \
@@ -597,6 +649,11 @@ impl Catalog {
     /// mixture's order is resolved over).
     pub(crate) fn part_layout(&self) -> (Vec<u64>, Vec<(u64, u64)>) {
         (self.parts.iter().map(|p| p.first).collect(), self.parts.iter().map(|p| (p.id, p.rows())).collect())
+    }
+
+    /// What part `part`'s samples hold in column `c`, where the part lacks it.
+    pub(crate) fn fill(&self, part: usize, c: usize) -> Option<&Fill> {
+        self.parts.get(part).and_then(|p| p.fills.get(c)).and_then(Option::as_ref)
     }
 
     /// The part and dataset row of plan position `pos`.
@@ -886,7 +943,9 @@ impl Catalog {
         let mut blocks: Vec<Block> = Vec::new();
         let mut counts = Vec::with_capacity(fe.columns.len());
         for &ci in &fe.columns {
-            let column = &part.columns[ci];
+            let column = part.columns[ci]
+                .as_ref()
+                .ok_or_else(|| LoaderError::WorkerPanicked(format!("a filled column {ci} in a data file")))?;
             let b = data_file.index_blocks(column).map_err(|e| from_format(key, e))?;
             counts.push(b.len());
             blocks.extend(b);
@@ -898,7 +957,10 @@ impl Catalog {
         for (&ci, n) in fe.columns.iter().zip(counts) {
             let stored: Vec<&[u8]> = fetched[at..at + n].iter().map(AsRef::as_ref).collect();
             at += n;
-            let index = data_file.index_chunk(&part.columns[ci], &stored).map_err(|e| from_format(key, e))?;
+            let column = part.columns[ci]
+                .as_ref()
+                .ok_or_else(|| LoaderError::WorkerPanicked(format!("a filled column {ci} in a data file")))?;
+            let index = data_file.index_chunk(column, &stored).map_err(|e| from_format(key, e))?;
             chunks.push(index);
         }
         let bytes = chunks.iter().map(ChunkIndex::heap_bytes).sum::<u64>() + data_file.heap_bytes();

@@ -34,6 +34,7 @@ use crate::batch::{HostBatch as Batch, SkippedSample};
 use crate::catalog::{FileEntry, FileMeta, FragmentEntry};
 use crate::error::{LoaderError, Result, from_format};
 use crate::memory::{Charge, MemoryUse};
+use crate::mixture::Fill;
 use crate::pipeline::Shared;
 use crate::pool::{BufferSet, Lease};
 use crate::source::{Fetcher, WaitTimer};
@@ -467,28 +468,14 @@ impl Worker {
             return Err(FillError::Rows(fails));
         }
         // Layout of every column, then buffers large enough.
-        let mut plans = Vec::with_capacity(cat.columns.len());
-        let mut validity = Vec::with_capacity(cat.columns.len());
-        for (c, layout) in cat.columns.iter().enumerate() {
-            let mut sizes = Vec::with_capacity(b * layout.ragged);
-            let mut valid = Vec::with_capacity(if layout.nullable { b } else { 0 });
-            for s in slots {
-                let (fi, pos) = s.entry.column_file[c];
-                let m = metas
-                    .get(&(s.frag, fi))
-                    .ok_or_else(|| FillError::Fatal(LoaderError::WorkerPanicked("file index missing".into())))?;
-                sizes.extend_from_slice(m.chunks[pos].sizes(s.phys));
-                if layout.nullable {
-                    valid.push(m.chunks[pos].is_valid(s.phys));
-                }
-            }
-            plans.push(ColumnPlan::new(layout, b, sizes)?);
-            validity.push(layout.nullable.then_some(valid));
-        }
+        let (plans, validity) = Self::column_plans(cat, slots, &metas)?;
         for (c, plan) in plans.iter().enumerate() {
             sh.set.buffers.ensure(set, c, plan.buffer_bytes(b), &sh.stopped, &|| sh.oldest() >= index)?;
         }
         let mut fill = BatchFill { slots, plans: &plans, set, fails: Vec::new() };
+        if cat.mixture {
+            Self::write_fills(&mut fill, cat)?;
+        }
         // Group slots by data file; serve window rows from memory, the rest from storage.
         let mut groups: BTreeMap<(usize, usize), Vec<usize>> = BTreeMap::new();
         for (j, s) in slots.iter().enumerate() {
@@ -524,6 +511,66 @@ impl Worker {
         self.account();
         let fails = fill.fails;
         if fails.is_empty() { Ok((plans, validity)) } else { Err(FillError::Rows(fails)) }
+    }
+
+    /// The layout of every column's rows in its buffer, and validity per row of nullable
+    /// columns, from the batch's file indexes (`metas`) and the fills of mixture sources.
+    fn column_plans(
+        cat: &crate::catalog::Catalog,
+        slots: &[SlotRow],
+        metas: &HashMap<(usize, usize), Arc<FileMeta>>,
+    ) -> FillResult<Filled> {
+        let b = slots.len();
+        let mut plans = Vec::with_capacity(cat.columns.len());
+        let mut validity = Vec::with_capacity(cat.columns.len());
+        for (c, layout) in cat.columns.iter().enumerate() {
+            let mut sizes = Vec::with_capacity(b * layout.ragged);
+            let mut valid = Vec::with_capacity(if layout.nullable { b } else { 0 });
+            for s in slots {
+                let (fi, pos) = s.entry.column_file[c];
+                if let Some(f) = cat.fill(s.entry.part, c) {
+                    // A mixture source that lacks the column: an empty row where ragged.
+                    sizes.extend(std::iter::repeat_n(0, layout.ragged));
+                    if layout.nullable {
+                        valid.push(!matches!(f, Fill::Null));
+                    }
+                    continue;
+                }
+                let m = metas
+                    .get(&(s.frag, fi))
+                    .ok_or_else(|| FillError::Fatal(LoaderError::WorkerPanicked("file index missing".into())))?;
+                sizes.extend_from_slice(m.chunks[pos].sizes(s.phys));
+                if layout.nullable {
+                    valid.push(m.chunks[pos].is_valid(s.phys));
+                }
+            }
+            plans.push(ColumnPlan::new(layout, b, sizes)?);
+            validity.push(layout.nullable.then_some(valid));
+        }
+        Ok((plans, validity))
+    }
+
+    /// Writes the fill of every slot whose mixture source lacks a column
+    /// ([`MixSource::fill`](crate::MixSource::fill)).
+    fn write_fills(fill: &mut BatchFill<'_>, cat: &crate::catalog::Catalog) -> FillResult<()> {
+        let mut zeros: Vec<u8> = Vec::new();
+        for (j, s) in fill.slots.iter().enumerate() {
+            for (c, layout) in cat.columns.iter().enumerate() {
+                let Some(f) = cat.fill(s.entry.part, c) else { continue };
+                let row: &[u8] = match f {
+                    Fill::Row(bytes) => bytes,
+                    Fill::Zeros | Fill::Null => {
+                        let n = usize::try_from(layout.fixed_row_bytes.unwrap_or(0)).unwrap_or(0);
+                        if zeros.len() < n {
+                            zeros.resize(n, 0);
+                        }
+                        &zeros[..n]
+                    }
+                };
+                fill.plans[c].write_row(layout, column_buf(fill.set, c)?, j, row)?;
+            }
+        }
+        Ok(())
     }
 
     /// Opens the object-store data files of `slots` whose indexes are not cached, together

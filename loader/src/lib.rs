@@ -190,7 +190,7 @@ pub use error::{LoaderError, Result};
 pub use lineage::LineageRecord;
 pub use loader::{EpochIter, Loader};
 pub use memory::{MemoryStats, MemoryUse, UseStats, WindowBufferStats};
-pub use mixture::{MixSource, MixStep, Mixture, Share};
+pub use mixture::{Fill, MixSource, MixStep, Mixture, Share};
 pub use packing::{PackConfig, PackState, PackedBatch, Packer, Piece};
 pub use pool::Lease;
 pub use sampler::{LoaderState, Plan, PlanConfig, ShuffleMode};

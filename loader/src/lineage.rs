@@ -262,12 +262,12 @@ impl LineageRecord {
             .sources
             .iter()
             .map(|s| MixSource {
-                location: s.location.clone(),
                 at: match (&s.branch, s.version) {
                     (Some(b), Some(v)) => At::BranchVersion(b.clone(), v),
                     _ => At::Latest,
                 },
                 view: s.view.clone(),
+                ..MixSource::new(s.location.clone())
             })
             .collect();
         let first = sources.first().cloned().ok_or_else(|| LoaderError::config("lineage: no source"))?;

@@ -95,12 +95,20 @@ impl Loader {
     }
 
     fn open_with(store: &Store, source: Source, config: LoaderConfig, alloc: Arc<dyn BufferAllocator>) -> Result<Self> {
-        let spec = MixSource { location: config.location.clone(), at: config.at.clone(), view: config.view.clone() };
+        let spec =
+            MixSource { at: config.at.clone(), view: config.view.clone(), ..MixSource::new(config.location.clone()) };
         let fetcher = Self::fetcher(source, &config, &spec.location)?;
         let (dataset, tree, view) = Self::open_source(store, &spec, &config, &fetcher)?;
         let acct = Accountant::new(config.memory_budget);
-        let mut catalog =
-            Catalog::new(dataset, tree, fetcher.clone(), config.columns.as_deref(), config.u64_as_i64_bits, &acct)?;
+        let mut catalog = Catalog::new(
+            dataset,
+            tree,
+            fetcher.clone(),
+            config.columns.as_deref(),
+            &spec,
+            config.u64_as_i64_bits,
+            &acct,
+        )?;
         if let Some(view) = view {
             catalog = catalog.with_view(Arc::new(view))?;
         }
@@ -126,14 +134,21 @@ impl Loader {
             let view = view.map(Arc::new);
             match catalog.as_mut() {
                 None => {
-                    let mut c =
-                        Catalog::new(dataset, tree, fetcher, config.columns.as_deref(), config.u64_as_i64_bits, &acct)?;
+                    let mut c = Catalog::new(
+                        dataset,
+                        tree,
+                        fetcher,
+                        config.columns.as_deref(),
+                        spec,
+                        config.u64_as_i64_bits,
+                        &acct,
+                    )?;
                     if let Some(v) = view {
                         c = c.with_view(v)?;
                     }
                     catalog = Some(c);
                 }
-                Some(c) => c.add_part(dataset, tree, view, fetcher, &acct)?,
+                Some(c) => c.add_part(dataset, tree, spec, view, fetcher, &acct)?,
             }
         }
         let (Some(catalog), Some(primary)) = (catalog, primary) else {
@@ -467,9 +482,9 @@ impl Loader {
         };
         (locations.into_iter().zip(self.catalog.pins()))
             .map(|(location, (branch, version, view))| MixSource {
-                location,
                 at: if view.is_some() { tessera::At::Latest } else { tessera::At::BranchVersion(branch, version) },
                 view,
+                ..MixSource::new(location)
             })
             .collect()
     }

@@ -57,13 +57,45 @@ pub struct MixSource {
     pub at: At,
     /// Read this saved view of the dataset instead of a whole version.
     pub view: Option<String>,
+    /// Batch columns this source stores under another name: `(batch column, source column)`.
+    pub renames: Vec<(String, String)>,
+    /// Batch columns this source lacks, and what its samples hold there instead. A source
+    /// lacking a projected column without a fill is a configuration error. The first source
+    /// defines the batch's columns and must have them all.
+    pub fills: Vec<(String, Fill)>,
+}
+
+/// What a mixture source that lacks a batch column delivers in it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Fill {
+    /// Zeros; an empty row for a ragged, `utf8` or `bytes` column; valid where nullable.
+    Zeros,
+    /// Null (the column must be nullable): the row is marked invalid and zeroed.
+    Null,
+    /// One row's stored bytes (a fixed-shape column: its element count × item size, little
+    /// endian, as the format stores them).
+    Row(Vec<u8>),
 }
 
 impl MixSource {
     /// The latest version of the dataset at `location`.
     #[must_use]
     pub fn new(location: impl Into<String>) -> Self {
-        Self { location: location.into(), at: At::Latest, view: None }
+        Self { location: location.into(), at: At::Latest, view: None, renames: Vec::new(), fills: Vec::new() }
+    }
+
+    /// Reads batch column `column` from this source's column `stored`.
+    #[must_use]
+    pub fn rename(mut self, column: impl Into<String>, stored: impl Into<String>) -> Self {
+        self.renames.push((column.into(), stored.into()));
+        self
+    }
+
+    /// Fills batch column `column`, which this source lacks, with `fill`.
+    #[must_use]
+    pub fn fill(mut self, column: impl Into<String>, fill: Fill) -> Self {
+        self.fills.push((column.into(), fill));
+        self
     }
 
     /// Reads version `at`.

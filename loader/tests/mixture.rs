@@ -322,3 +322,71 @@ fn sources_on_different_stores_are_read_in_one_batch() {
     let io = loader.io_stats();
     assert!(io.requests > 0 && io.bytes > 0, "the remote sources' traffic is counted: {io:?}");
 }
+
+#[test]
+fn sources_map_their_columns_onto_the_batch_and_fill_what_they_lack() {
+    use tessera_loader::Fill;
+    let f = fixture();
+    let dir = tempfile::tempdir().unwrap();
+    // A source storing the ids as "ident", and one without "v".
+    let renamed = dir.path().join("renamed").to_str().unwrap().to_string();
+    let schema =
+        Schema::new([Column::new("ident", DType::I64, &[]), Column::new("v", DType::F32, &[Dim::Fixed(2)])]).unwrap();
+    let ids: Vec<i64> = (0..12).map(|r| 3_000_000 + r).collect();
+    let v: Vec<f32> = ids.iter().flat_map(|&i| [i as f32, -(i as f32)]).collect();
+    let batch = Batch::new()
+        .with("ident", ColumnData::from_scalars(&ids))
+        .unwrap()
+        .with("v", ColumnData::from_fixed(&[2], &v).unwrap())
+        .unwrap();
+    Dataset::create(&renamed, schema, &WriteOptions::default())
+        .unwrap()
+        .append(&batch, "12", WriteOptions::default())
+        .unwrap();
+    let bare = dir.path().join("bare").to_str().unwrap().to_string();
+    let schema = Schema::new([Column::new("id", DType::I64, &[])]).unwrap();
+    let ids: Vec<i64> = (0..8).map(|r| 4_000_000 + r).collect();
+    Dataset::create(&bare, schema, &WriteOptions::default())
+        .unwrap()
+        .append(&Batch::new().with("id", ColumnData::from_scalars(&ids)).unwrap(), "8", WriteOptions::default())
+        .unwrap();
+    let row: Vec<u8> = [7.5f32, -7.5].iter().flat_map(|x| x.to_le_bytes()).collect();
+    let mix = |fill: Fill| {
+        Mixture::with_shares(
+            [
+                MixSource::new(&f.roots[0]),
+                MixSource::new(&renamed).rename("id", "ident"),
+                MixSource::new(&bare).fill("v", fill),
+            ],
+            vec![Share::Samples(10), Share::Samples(12), Share::Samples(8)],
+            None,
+        )
+    };
+    for (fill, want) in [(Fill::Zeros, (0.0f32, 0.0f32)), (Fill::Row(row.clone()), (7.5, -7.5))] {
+        let loader = Loader::open(config(mix(fill), 6, 0, 1)).unwrap();
+        let mut seen = BTreeMap::new();
+        for b in loader.epoch(0).unwrap() {
+            let b = b.unwrap();
+            let ids: Vec<i64> =
+                common::bytes(&b, 0).chunks_exact(8).map(|c| i64::from_le_bytes(c.try_into().unwrap())).collect();
+            let v: Vec<f32> =
+                common::bytes(&b, 1).chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect();
+            for (j, &id) in ids.iter().enumerate() {
+                let got = (v[2 * j], v[2 * j + 1]);
+                match b.sources[j] {
+                    2 => assert_eq!(got, want, "the filled column"),
+                    _ => assert_eq!(got, (id as f32, -(id as f32)), "a stored row"),
+                }
+                seen.insert(id, b.sources[j]);
+            }
+        }
+        assert_eq!(seen.values().filter(|&&s| s == 1).count(), 12, "every renamed row");
+        assert_eq!(seen.values().filter(|&&s| s == 2).count(), 8, "every filled row");
+    }
+    // Without a fill the source is refused, naming the way out; bad fills too.
+    let refused = |m: Mixture| Loader::open(config(m, 6, 0, 1)).unwrap_err().to_string();
+    let plain = Mixture::weighted([MixSource::new(&f.roots[0]), MixSource::new(&bare)], &[1.0, 1.0]);
+    assert!(refused(plain).contains("MixSource::fill"));
+    assert!(refused(mix(Fill::Null)).contains("nullable"));
+    assert!(refused(mix(Fill::Row(vec![0; 3]))).contains("3 bytes"));
+}

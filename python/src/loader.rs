@@ -19,8 +19,8 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 use tessera::DType;
 use tessera_loader::{
-    DiskCacheConfig, DistEnv, Elem, EpochIter, HostBatch, Lease, Loader, LoaderConfig, LoaderState, MixSource, MixStep,
-    Mixture, RaggedLayout, Share, ShuffleMode,
+    DiskCacheConfig, DistEnv, Elem, EpochIter, Fill, HostBatch, Lease, Loader, LoaderConfig, LoaderState, MixSource,
+    MixStep, Mixture, RaggedLayout, Share, ShuffleMode,
 };
 
 use crate::buffer::{PyAllocator, PyHostBuffer};
@@ -47,8 +47,18 @@ pub(crate) fn elem_dtype(e: Elem) -> &'static str {
     }
 }
 
-/// A mixture source from Python: `(location, version, tag, branch, view)`.
-type MixSourceArgs = (String, Option<u64>, Option<String>, Option<String>, Option<String>);
+/// A mixture source from Python: `(location, version, tag, branch, view, renames, fills)`;
+/// renames are `(batch column, stored column)`, fills `(column, "zeros" | "null" | "row",
+/// row bytes)`.
+type MixSourceArgs = (
+    String,
+    Option<u64>,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+    Vec<(String, String)>,
+    Vec<(String, String, Option<Vec<u8>>)>,
+);
 /// A mixture step from Python: `(epoch, offset, "weights" | "samples", values, epoch_samples)`.
 type MixStepArgs = (u64, u64, String, Vec<f64>, Option<u64>);
 
@@ -56,8 +66,22 @@ type MixStepArgs = (u64, u64, String, Vec<f64>, Option<u64>);
 fn mixture_of(sources: Vec<MixSourceArgs>, steps: Vec<MixStepArgs>) -> PyResult<Mixture> {
     let sources = sources
         .into_iter()
-        .map(|(location, version, tag, branch, view)| {
-            Ok(MixSource { location, at: at_of(version, tag, branch)?, view })
+        .map(|(location, version, tag, branch, view, renames, fills)| {
+            let fills = fills
+                .into_iter()
+                .map(|(column, kind, row)| {
+                    let fill = match (kind.as_str(), row) {
+                        ("zeros", None) => Fill::Zeros,
+                        ("null", None) => Fill::Null,
+                        ("row", Some(bytes)) => Fill::Row(bytes),
+                        _ => {
+                            return Err(usage(format!("column {column:?}: a fill is \"zeros\", None (null) or bytes")));
+                        }
+                    };
+                    Ok((column, fill))
+                })
+                .collect::<PyResult<Vec<_>>>()?;
+            Ok(MixSource { at: at_of(version, tag, branch)?, view, renames, fills, ..MixSource::new(location) })
         })
         .collect::<PyResult<Vec<_>>>()?;
     let steps = steps

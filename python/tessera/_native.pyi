@@ -110,7 +110,17 @@ class Loader:
         cache_bytes: Optional[int] = None,
         mixture: Optional[
             Tuple[
-                List[Tuple[str, Optional[int], Optional[str], Optional[str], Optional[str]]],
+                List[
+                    Tuple[
+                        str,
+                        Optional[int],
+                        Optional[str],
+                        Optional[str],
+                        Optional[str],
+                        List[Tuple[str, str]],
+                        List[Tuple[str, str, Optional[bytes]]],
+                    ]
+                ],
                 List[Tuple[int, int, str, List[float], Optional[int]]],
             ]
         ] = None,

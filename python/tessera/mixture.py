@@ -32,13 +32,36 @@ from . import _native
 from ._loader import Loader
 from ._native import UsageError
 
-SourceSpec = Tuple[str, Optional[int], Optional[str], Optional[str], Optional[str]]
+SourceSpec = Tuple[str, Optional[int], Optional[str], Optional[str], Optional[str], list, list]
 StepSpec = Tuple[int, int, str, List[float], Optional[int]]
 FORMAT = "tessera-mixture/1"
 
 
+def _fills(fill: Mapping[str, Any]) -> list:
+    out = []
+    for column, value in fill.items():
+        if isinstance(value, str) and value == "zeros":
+            out.append((str(column), "zeros", None))
+        elif value is None:
+            out.append((str(column), "null", None))
+        elif isinstance(value, (bytes, bytearray)):
+            out.append((str(column), "row", bytes(value)))
+        elif hasattr(value, "tobytes"):  # a numpy row of the column's dtype
+            out.append((str(column), "row", value.tobytes()))
+        else:
+            raise UsageError(f"fill of {column!r}: 'zeros', None (null), or the row's bytes / a numpy row")
+    return out
+
+
 def _source(item: Any) -> SourceSpec:
-    """A source as the native loader takes it: ``(location, version, tag, branch, view)``."""
+    """A source as the native loader takes it: ``(location, version, tag, branch, view,
+    renames, fills)``. A dict ``{"source": ds or url, "view": name, "columns": {batch name:
+    stored name}, "fill": {column: "zeros" | None | row}}`` maps a source's columns onto the
+    batch."""
+    if isinstance(item, Mapping):
+        base = _source(item["source"] if item.get("view") is None else (item["source"], item["view"]))
+        renames = [(str(k), str(v)) for k, v in dict(item.get("columns") or {}).items()]
+        return base[:5] + (renames, _fills(dict(item.get("fill") or {})))
     view = None
     if isinstance(item, tuple):
         if len(item) != 2 or not isinstance(item[1], str):
@@ -47,10 +70,10 @@ def _source(item: Any) -> SourceSpec:
     location = getattr(item, "location", None)
     if location is not None:
         if view is not None:  # a view pins its own version
-            return (str(location), None, None, None, view)
-        return (str(location), int(item.version), None, str(item.branch_name), None)
+            return (str(location), None, None, None, view, [], [])
+        return (str(location), int(item.version), None, str(item.branch_name), None, [], [])
     if isinstance(item, str):
-        return (item, None, None, None, view)
+        return (item, None, None, None, view, [], [])
     raise UsageError(f"a mixture source is a Dataset, a url, or (either, view name), not {type(item).__name__}")
 
 
@@ -93,7 +116,8 @@ class Mixture:
 
     def to_json(self) -> str:
         """The mixture and its history as JSON (kept in every loader ``state_dict()``)."""
-        return json.dumps({"format": FORMAT, "sources": self.sources, "steps": self.steps})
+        sources = [list(s[:5]) + [s[5], [(c, k, None if r is None else r.hex()) for c, k, r in s[6]]] for s in self.sources]
+        return json.dumps({"format": FORMAT, "sources": sources, "steps": self.steps})
 
     @classmethod
     def from_json(cls, text: str) -> "Mixture":
@@ -101,7 +125,11 @@ class Mixture:
         data = json.loads(text)
         if data.get("format") != FORMAT:
             raise UsageError(f"not a Tessera mixture (format {FORMAT!r} expected)")
-        return cls([tuple(s) for s in data["sources"]], [tuple(s) for s in data["steps"]])
+        sources = [
+            tuple(s[:5]) + ([tuple(r) for r in s[5]], [(c, k, None if r is None else bytes.fromhex(r)) for c, k, r in s[6]])
+            for s in data["sources"]
+        ]
+        return cls(sources, [tuple(s) for s in data["steps"]])
 
     @classmethod
     def from_state(cls, state: Mapping[str, Any]) -> "Mixture":
@@ -163,7 +191,11 @@ def mix(
     epoch_samples: Optional[int] = None,
 ) -> Mixture:
     """A mixture of ``sources``: each a :class:`tessera.Dataset` (its pinned version), a url
-    (its latest version), or ``(dataset or url, view name)`` for a saved view.
+    (its latest version), ``(dataset or url, view name)`` for a saved view, or a dict
+    ``{"source": …, "view": …, "columns": {"image": "img"}, "fill": {"caption": "zeros"}}``
+    mapping the source's columns onto the batch's (the first source's) and filling a column it
+    lacks with zeros (an empty row where ragged), ``None`` (null; a nullable column) or one
+    row's bytes.
 
     ``weights=[...]`` (one per source, ≥ 0) split each epoch of ``epoch_samples`` samples
     (by default as many as the weighted sources have rows); ``samples=[...]`` give each

@@ -111,3 +111,23 @@ def test_a_lineage_record_names_each_steps_rows(sources, tmp_path):
         pytest.skip("the tessera CLI is not on PATH")
     out = json.loads(subprocess.run([exe, "--json", "lineage", str(record), "--step", "2"], check=True, capture_output=True, text=True).stdout)
     assert [(r["source"], r["row"]) for r in out["rows"]] == steps[2]
+
+
+def test_sources_map_and_fill_columns(sources, tmp_path):
+    a, _, _ = sources
+    other = tessera.create(str(tmp_path / "other"), [{"name": "ident", "dtype": "i64"}])
+    other.append({"ident": np.arange(5) + 5000})
+    mix = tessera.mix(
+        [a, {"source": other, "columns": {"id": "ident"}, "fill": {"x": np.array([9.0, -9.0], np.float32)}}],
+        samples=[6, 5],
+    )
+    it = iter(mix.numpy(batch_size=11, seed=0))
+    batch = next(it)
+    from_other = it.last_sources == 1
+    assert sorted(batch["id"][from_other].tolist()) == [5000, 5001, 5002, 5003, 5004]
+    assert (batch["x"][from_other] == [9.0, -9.0]).all()
+    assert (batch["x"][~from_other][:, 0] == batch["id"][~from_other]).all()
+    again = tessera.Mixture.from_json(mix.to_json())
+    assert again.sources == mix.sources
+    with pytest.raises(tessera.UsageError):
+        tessera.mix([a, other], weights=[1, 1]).numpy()
