@@ -9,21 +9,28 @@ use std::collections::BTreeMap;
 use tessera::{Batch, Column, ColumnData, DType, Dataset, Dim, Schema, WriteOptions};
 use tessera_loader::{Loader, LoaderConfig, LoaderError, LoaderState, MixSource, Mixture, Share, ShuffleMode};
 
+/// The rows `ids` with `v = [id, −id]`, under the id column name `id_name`.
+fn rows_of(id_name: &str, ids: &[i64]) -> Batch {
+    let v: Vec<f32> = ids.iter().flat_map(|&i| [i as f32, -(i as f32)]).collect();
+    Batch::new()
+        .with(id_name, ColumnData::from_scalars(ids))
+        .unwrap()
+        .with("v", ColumnData::from_fixed(&[2], &v).unwrap())
+        .unwrap()
+}
+
+/// The schema of [`rows_of`].
+fn schema(id_name: &str) -> Schema {
+    Schema::new([Column::new(id_name, DType::I64, &[]), Column::new("v", DType::F32, &[Dim::Fixed(2)])]).unwrap()
+}
+
 /// A dataset of `rows` rows in fragments of 10: `id = 1_000_000 × source + row`, and `v`
 /// (f32 × 2) = `[id, −id]`.
 fn dataset(root: &str, source: i64, rows: i64) -> Dataset {
-    let schema =
-        Schema::new([Column::new("id", DType::I64, &[]), Column::new("v", DType::F32, &[Dim::Fixed(2)])]).unwrap();
-    let mut ds = Dataset::create(root, schema, &WriteOptions::default()).unwrap();
+    let mut ds = Dataset::create(root, schema("id"), &WriteOptions::default()).unwrap();
     for start in (0..rows).step_by(10) {
         let ids: Vec<i64> = (start..(start + 10).min(rows)).map(|r| 1_000_000 * source + r).collect();
-        let v: Vec<f32> = ids.iter().flat_map(|&i| [i as f32, -(i as f32)]).collect();
-        let batch = Batch::new()
-            .with("id", ColumnData::from_scalars(&ids))
-            .unwrap()
-            .with("v", ColumnData::from_fixed(&[2], &v).unwrap())
-            .unwrap();
-        ds = ds.append(&batch, "rows", WriteOptions::default()).unwrap();
+        ds = ds.append(&rows_of("id", &ids), "rows", WriteOptions::default()).unwrap();
     }
     ds
 }
@@ -246,18 +253,10 @@ fn sources_must_share_the_batch_layout_and_the_order_kind() {
 /// rows 1 and 6 deleted: ids `1_000_000 × source + row` of the rows that stay.
 fn tree_dataset(root: &str, source: i64, fragments: i64) -> Vec<i64> {
     let opts = WriteOptions { index: tessera::IndexLayout::Tree { node_bytes: 700 }, ..WriteOptions::default() };
-    let schema =
-        Schema::new([Column::new("id", DType::I64, &[]), Column::new("v", DType::F32, &[Dim::Fixed(2)])]).unwrap();
-    let mut ds = Dataset::create(root, schema, &opts).unwrap();
+    let mut ds = Dataset::create(root, schema("id"), &opts).unwrap();
     for f in 0..fragments {
         let ids: Vec<i64> = (4 * f..4 * f + 4).map(|r| 1_000_000 * source + r).collect();
-        let v: Vec<f32> = ids.iter().flat_map(|&i| [i as f32, -(i as f32)]).collect();
-        let batch = Batch::new()
-            .with("id", ColumnData::from_scalars(&ids))
-            .unwrap()
-            .with("v", ColumnData::from_fixed(&[2], &v).unwrap())
-            .unwrap();
-        ds = ds.append(&batch, "4 rows", opts.clone()).unwrap();
+        ds = ds.append(&rows_of("id", &ids), "4 rows", opts.clone()).unwrap();
     }
     ds.delete_rows(&[1, 6], "two rows", &opts).unwrap();
     (0..4 * fragments).filter(|r| *r != 1 && *r != 6).map(|r| 1_000_000 * source + r).collect()
@@ -330,18 +329,10 @@ fn sources_map_their_columns_onto_the_batch_and_fill_what_they_lack() {
     let dir = tempfile::tempdir().unwrap();
     // A source storing the ids as "ident", and one without "v".
     let renamed = dir.path().join("renamed").to_str().unwrap().to_string();
-    let schema =
-        Schema::new([Column::new("ident", DType::I64, &[]), Column::new("v", DType::F32, &[Dim::Fixed(2)])]).unwrap();
     let ids: Vec<i64> = (0..12).map(|r| 3_000_000 + r).collect();
-    let v: Vec<f32> = ids.iter().flat_map(|&i| [i as f32, -(i as f32)]).collect();
-    let batch = Batch::new()
-        .with("ident", ColumnData::from_scalars(&ids))
+    Dataset::create(&renamed, schema("ident"), &WriteOptions::default())
         .unwrap()
-        .with("v", ColumnData::from_fixed(&[2], &v).unwrap())
-        .unwrap();
-    Dataset::create(&renamed, schema, &WriteOptions::default())
-        .unwrap()
-        .append(&batch, "12", WriteOptions::default())
+        .append(&rows_of("ident", &ids), "12", WriteOptions::default())
         .unwrap();
     let bare = dir.path().join("bare").to_str().unwrap().to_string();
     let schema = Schema::new([Column::new("id", DType::I64, &[])]).unwrap();
