@@ -416,9 +416,13 @@ pub(crate) fn step_at(loader: &Loader, plan: &Plan) -> Result<u64> {
     let gb = plan.global_batch_size() as u64;
     let consumed = plan.checkpoint(0, 0).map_or(0, |s| s.samples_consumed_global);
     let mut step = consumed / gb.max(1);
+    if loader.mixture_order().is_none() {
+        // One dataset: every epoch has the same number of steps (no plan per earlier epoch,
+        // which block shuffle would build in O(fragments) each).
+        return Ok(step + plan.epoch() * loader.batches_per_epoch() as u64);
+    }
     for e in 0..plan.epoch() {
-        // Earlier epochs, as a one-rank plan with the global batch (the step count is the same
-        // on every rank).
+        // A mixture's epochs differ in length after a change of the mix.
         step += loader.plan(e)?.batches_per_rank() as u64;
     }
     Ok(step)
