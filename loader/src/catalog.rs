@@ -339,10 +339,8 @@ impl Part {
     ) -> Result<(Self, Vec<Option<ColumnLayout>>, Vec<u64>)> {
         let dataset = dataset.with_cache_bytes(0);
         let (mut cols, mut fills) = (Vec::with_capacity(names.len()), Vec::with_capacity(names.len()));
-        for (i, &name) in names.iter().enumerate() {
-            if names[..i].contains(&name) {
-                return Err(LoaderError::config(format!("column projection: {name:?} is projected twice")));
-            }
+        // (`LoaderConfig::validate` refused a column projected twice.)
+        for &name in names {
             let stored = spec.renames.iter().find(|(b, _)| b == name).map_or(name, |(_, s)| s.as_str());
             match (dataset.schema().column(stored), spec.fills.iter().find(|(b, _)| b == name)) {
                 (Some(c), _) => {
@@ -572,15 +570,15 @@ impl Catalog {
             meta: Mutex::default(),
         };
         if catalog.columns.iter().any(|c| c.fixed_row_bytes.is_none()) {
-            catalog.sample_lazy_parts()?;
+            catalog.sample_lazy_parts(0)?;
         }
         Ok(catalog)
     }
 
-    /// Ragged columns' slot estimates come from the fragments found: a lazy part looks up a
-    /// few rows spread over it (one round trip per level for all of them).
-    fn sample_lazy_parts(&self) -> Result<()> {
-        for (k, part) in self.parts.iter().enumerate() {
+    /// Ragged columns' slot estimates come from the fragments found: a lazy part from `first`
+    /// on looks up a few rows spread over it (one round trip per level for all of them).
+    fn sample_lazy_parts(&self, first: usize) -> Result<()> {
+        for (k, part) in self.parts.iter().enumerate().skip(first) {
             if let Fragments::Lazy(lazy) = &part.fragments {
                 let n = part.dataset.row_count();
                 let m = LAZY_SAMPLE_ROWS.min(n);
@@ -640,7 +638,7 @@ impl Catalog {
         part.first = self.parts.last().map_or(0, |p| p.first + p.rows());
         self.parts.push(part);
         if self.columns.iter().any(|c| c.fixed_row_bytes.is_none()) {
-            self.sample_lazy_parts()?;
+            self.sample_lazy_parts(k)?;
         }
         Ok(())
     }

@@ -291,52 +291,47 @@ impl Loader {
     /// [`LoaderError::Resume`] when the state belongs to another dataset version, seed or
     /// order settings, or its position is impossible; as [`Loader::epoch`] otherwise.
     pub fn resume(&self, state: &LoaderState) -> Result<EpochIter> {
-        if let Some((order, starts)) = &self.mixture {
-            let plan =
-                Plan::resume_mixture(self.plan_config(), order.clone(), starts.clone(), state).map_err(
-                    |e| {
-                        match e {
-                SamplerError::StateMismatch { field: "dataset_id", .. } => LoaderError::Resume(
-                    "the state was taken reading another mixture (other sources or counts), or another history \
-                     of changes before its position"
-                        .into(),
-                ),
-                SamplerError::StateMismatch { field, expected, found } => LoaderError::Resume(format!(
-                    "{field} differs: the state has {found}, this loader's settings give {expected} (settings_digest \
-                     covers the shuffle mode, drop_last and the global batch size)"
-                )),
-                other => LoaderError::Sampler(other),
+        let planned = if let Some((order, starts)) = &self.mixture {
+            Plan::resume_mixture(self.plan_config(), order.clone(), starts.clone(), state)
+        } else {
+            if state.version != self.version() {
+                return Err(LoaderError::Resume(format!(
+                    "the state was saved reading version {} of the dataset; this loader reads version {}",
+                    state.version,
+                    self.version()
+                )));
             }
-                    },
-                )?;
-            return self.start(plan);
-        }
-        if state.version != self.version() {
-            return Err(LoaderError::Resume(format!(
-                "the state was saved reading version {} of the dataset; this loader reads version {}",
-                state.version,
-                self.version()
-            )));
-        }
-        let plan = Plan::resume(self.plan_config(), state.epoch, state).map_err(|e| match e {
-            SamplerError::StateMismatch { field: "dataset_id", .. } => LoaderError::Resume(match self.catalog.view() {
-                Some(v) => format!(
-                    "the state was not saved reading view {:?} (but another view, a re-created one, \
-                         or a whole version)",
-                    v.name
-                ),
-                None => "the state belongs to another dataset (or a re-created one with the same version \
-                             number), or to a view"
-                    .into(),
-            }),
+            Plan::resume(self.plan_config(), state.epoch, state)
+        };
+        let plan = planned.map_err(|e| self.resume_error(e))?;
+        self.start(plan)
+    }
+
+    /// Why a state does not resume here, in the loader's words.
+    fn resume_error(&self, e: SamplerError) -> LoaderError {
+        match e {
+            SamplerError::StateMismatch { field: "dataset_id", .. } => {
+                LoaderError::Resume(match (&self.mixture, self.catalog.view()) {
+                    (Some(_), _) => "the state was taken reading another mixture (other sources or counts), or \
+                                     another history of changes before its position"
+                        .into(),
+                    (None, Some(v)) => format!(
+                        "the state was not saved reading view {:?} (but another view, a re-created one, or a \
+                         whole version)",
+                        v.name
+                    ),
+                    (None, None) => "the state belongs to another dataset (or a re-created one with the same \
+                                     version number), or to a view"
+                        .into(),
+                })
+            }
             SamplerError::StateMismatch { field, expected, found } => LoaderError::Resume(format!(
-                "{field} differs: the state has {found}, this loader's settings give {expected} \
-                 (settings_digest covers shuffle mode, drop_last, global batch size and fragment layout)"
+                "{field} differs: the state has {found}, this loader's settings give {expected} (settings_digest \
+                 covers shuffle mode, drop_last, global batch size and, for one dataset, its fragment layout)"
             )),
             SamplerError::InvalidState { field, reason } => LoaderError::Resume(format!("{field} {reason}")),
             other => LoaderError::Sampler(other),
-        })?;
-        self.start(plan)
+        }
     }
 
     fn start(&self, plan: Plan) -> Result<EpochIter> {

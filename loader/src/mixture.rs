@@ -35,8 +35,6 @@
 //! each segment's start and its sources' `(id, count)`), so a state resumes with the history
 //! it was taken under, or with that history plus changes starting at or after it.
 
-use std::fmt;
-
 use tessera::At;
 
 use crate::sampler::{IndexShuffle, seed_for};
@@ -196,16 +194,9 @@ impl Mixture {
 }
 
 /// Why a mixture cannot be ordered.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
 pub struct MixError(pub String);
-
-impl fmt::Display for MixError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for MixError {}
 
 fn err<T>(msg: impl Into<String>) -> Result<T, MixError> {
     Err(MixError(msg.into()))

@@ -260,7 +260,7 @@ impl PyLoader {
         (d.rank, d.world_size)
     }
 
-    /// Packs `epoch` (or continues from `state`, a `Packer.state()` JSON text) of the ragged
+    /// Packs `epoch` (or continues from `state`, what `Packer.state()` gave) of the ragged
     /// token column `column` into batches of `windows` windows of `context` tokens; with
     /// `stream`, epoch after epoch without padding at epoch ends.
     #[pyo3(signature = (column, context, windows, split_documents=true, epoch=0, state=None, stream=false))]
@@ -273,7 +273,7 @@ impl PyLoader {
         windows: usize,
         split_documents: bool,
         epoch: u64,
-        state: Option<&str>,
+        state: Option<(String, u64)>,
         stream: bool,
     ) -> PyResult<crate::packing::PyPacker> {
         let config =

@@ -18,14 +18,14 @@ pub(crate) struct PyPacker {
     inner: Mutex<Option<Packer>>,
 }
 
-/// Packs `epoch` of `loader` (or continues from `state`, a `Packer.state()` JSON text); a
+/// Packs `epoch` of `loader` (or continues from `state`, what `Packer.state()` gave); a
 /// `stream` runs on into the next epochs.
 pub(crate) fn pack(
     py: Python<'_>,
     loader: &Arc<Loader>,
     config: PackConfig,
     epoch: u64,
-    state: Option<&str>,
+    state: Option<(String, u64)>,
     stream: bool,
 ) -> PyResult<PyPacker> {
     {
@@ -33,7 +33,7 @@ pub(crate) fn pack(
             None if stream => py.detach(|| Packer::stream(loader.clone(), config, epoch)).py_err()?,
             None => py.detach(|| Packer::epoch(loader, config, epoch)).py_err()?,
             Some(text) => {
-                let state = parse_state(text)?;
+                let state = state_of(text)?;
                 if stream {
                     py.detach(|| Packer::resume_stream(loader.clone(), config, &state)).py_err()?
                 } else {
@@ -45,13 +45,9 @@ pub(crate) fn pack(
     }
 }
 
-/// `{"loader": <LoaderState JSON>, "tokens": N}` as `state()` writes it.
-fn parse_state(text: &str) -> PyResult<PackState> {
-    let bad = || usage("not a packing state (from Packer.state())");
-    let (head, tokens) = text.trim().strip_suffix('}').and_then(|t| t.rsplit_once(",\"tokens\":")).ok_or_else(bad)?;
-    let loader = head.strip_prefix("{\"loader\":").ok_or_else(bad)?;
-    let loader = LoaderState::from_json(loader).map_err(|e| usage(format!("not a packing state: {e}")))?;
-    let tokens = tokens.trim().parse::<u64>().map_err(|_| bad())?;
+/// A packing state from `(loader state JSON, tokens)`, as `state()` gives it.
+fn state_of((loader, tokens): (String, u64)) -> PyResult<PackState> {
+    let loader = LoaderState::from_json(&loader).map_err(|e| usage(format!("not a packing state: {e}")))?;
     Ok(PackState { loader, tokens })
 }
 
@@ -86,12 +82,13 @@ impl PyPacker {
         Ok(Some((tokens, segments, positions, pieces, b.real_tokens, elem).into_pyobject(py)?))
     }
 
-    /// The state after the batches yielded so far (JSON text).
-    fn state(&self) -> PyResult<String> {
+    /// The state after the batches yielded so far: the loader's state (JSON text) before the
+    /// document batch being consumed, and the tokens of it already emitted.
+    fn state(&self) -> PyResult<(String, u64)> {
         let guard = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
         let p = guard.as_ref().ok_or_else(|| usage("the packer was closed"))?;
         let s = p.state();
-        Ok(format!("{{\"loader\":{},\"tokens\":{}}}", s.loader.to_json(), s.tokens))
+        Ok((s.loader.to_json(), s.tokens))
     }
 
     /// Stops the loader's workers and frees the epoch.

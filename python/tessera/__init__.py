@@ -42,7 +42,7 @@ from ._native import (
     UsageError,
 )
 from . import transforms
-from ._loader import Loader, LoaderIterator
+from ._loader import Loader, LoaderIterator, open_loader
 from .mixture import Mixture, mix
 
 __all__ = [
@@ -489,12 +489,7 @@ class Dataset:
         if kwargs.get("view") is None:
             kwargs.update(version=self.version, branch=self.branch_name)
         # A view pins its own version (SPEC.md §"Views"), whichever version this object is.
-        batch_transform = kwargs.pop("batch_transform", None)
-        if batch_transform is not None and not callable(batch_transform):
-            raise TypeError("batch_transform must be a callable: batch dict -> batch dict")
-        kwargs["transforms"] = transforms._specs(kwargs.get("transforms"))
-        native = _native.Loader(self.location, **kwargs)
-        return Loader(native, output=output, device=device, batch_transform=batch_transform)
+        return open_loader(self.location, output, device, kwargs)
 
     def pytorch(
         self,

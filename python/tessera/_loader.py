@@ -14,9 +14,24 @@ from typing import Any, Dict, Optional
 
 import numpy as np
 
+from . import _native, transforms
 from ._native import UsageError
 
 STATE_FORMAT = "tessera-loader/1"
+
+
+def open_loader(
+    location: str, output: str, device: Optional[str], kwargs: Dict[str, Any], mixture: Optional[str] = None
+) -> "Loader":
+    """A :class:`Loader` from the native loader's settings (``Dataset`` and ``Mixture`` loaders):
+    ``batch_transform`` checked and kept on the Python side, ``transforms`` as the core takes
+    them; ``mixture`` is the mixture's JSON, kept in every state."""
+    batch_transform = kwargs.pop("batch_transform", None)
+    if batch_transform is not None and not callable(batch_transform):
+        raise TypeError("batch_transform must be a callable: batch dict -> batch dict")
+    kwargs["transforms"] = transforms._specs(kwargs.get("transforms"))
+    native = _native.Loader(location, **kwargs)
+    return Loader(native, output=output, device=device, batch_transform=batch_transform, mixture=mixture)
 
 
 def _bf16_to_f32(bits: np.ndarray) -> np.ndarray:
@@ -399,7 +414,7 @@ class PackedLoader:
         if self._pending is not None:
             state, self._pending = self._pending, None
             self._epoch_of_current = int(state["epoch"])
-            self._current = self._loader._native.pack(state=state["state"], **self._args)
+            self._current = self._loader._native.pack(state=(state["state"], int(state["tokens"])), **self._args)
         else:
             self._epoch_of_current = self._next_epoch
             self._current = self._loader._native.pack(epoch=self._next_epoch, **self._args)
@@ -432,7 +447,8 @@ class PackedLoader:
     def state_dict(self) -> Dict[str, Any]:
         """Where packing stands (after the batches yielded so far)."""
         if self._current is not None:
-            state = {"format": PACK_FORMAT, "epoch": self._epoch_of_current, "state": self._current.state()}
+            loader_state, tokens = self._current.state()
+            state = {"format": PACK_FORMAT, "epoch": self._epoch_of_current, "state": loader_state, "tokens": tokens}
         elif self._pending is not None:
             return dict(self._pending)
         else:

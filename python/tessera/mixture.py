@@ -28,8 +28,7 @@ from __future__ import annotations
 import json
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
-from . import _native
-from ._loader import Loader
+from ._loader import Loader, open_loader
 from ._native import UsageError
 
 SourceSpec = Tuple[str, Optional[int], Optional[str], Optional[str], Optional[str], list, list]
@@ -139,16 +138,10 @@ class Mixture:
         return cls.from_json(state["mixture"])
 
     def _loader(self, output: str, device: Optional[str], kwargs: Dict[str, Any]) -> Loader:
-        from . import transforms, _loader_kwargs  # noqa: F401  (one set of loader settings)
-
         if kwargs.pop("view", None) is not None:
             raise UsageError("a mixture names its views per source: (dataset, view name)")
-        batch_transform = kwargs.pop("batch_transform", None)
-        if batch_transform is not None and not callable(batch_transform):
-            raise TypeError("batch_transform must be a callable: batch dict -> batch dict")
-        kwargs["transforms"] = transforms._specs(kwargs.get("transforms"))
-        native = _native.Loader(self.sources[0][0], mixture=(self.sources, self.steps), **kwargs)
-        return Loader(native, output=output, device=device, batch_transform=batch_transform, mixture=self.to_json())
+        kwargs["mixture"] = (self.sources, self.steps)
+        return open_loader(self.sources[0][0], output, device, kwargs, mixture=self.to_json())
 
     def pytorch(self, batch_size: int = 32, columns=None, shuffle: Optional[str] = "global", seed: int = 0,
                 drop_last: bool = False, workers: int = 2, memory_budget: Optional[int] = None,
