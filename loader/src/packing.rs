@@ -102,9 +102,10 @@ pub struct PackState {
 /// The documents of one loader batch being consumed.
 #[derive(Debug, Default)]
 struct Docs {
-    /// Their tokens back to back (reused from batch to batch).
-    bytes: Vec<u8>,
-    /// Token offset where each document starts, and the end.
+    /// The batch, whose packed buffer holds the documents' tokens back to back (copied from
+    /// there straight into the windows).
+    batch: Option<HostBatch>,
+    /// Token offset where each document starts in that buffer, and the end.
     starts: Vec<usize>,
     rows: Vec<u64>,
     sources: Vec<u32>,
@@ -221,7 +222,7 @@ impl Packer {
             }
             if self.docs.exhausted() {
                 self.docs_state = self.epoch_state()?;
-                self.docs = Docs { bytes: std::mem::take(&mut self.docs.bytes), ..Docs::default() };
+                self.docs = Docs::default();
             }
         }
         Ok(())
@@ -286,7 +287,7 @@ impl Packer {
                 continue;
             };
             let batch = batch?;
-            self.load(&batch)?;
+            self.load(batch)?;
             self.docs_state = state;
             if !self.docs.exhausted() {
                 return Ok(true);
@@ -302,39 +303,33 @@ impl Packer {
             .ok_or_else(|| LoaderError::config("the packer's epoch could not start"))
     }
 
-    /// Copies the real (not padding) documents of `batch` into `docs`.
-    fn load(&mut self, batch: &HostBatch) -> Result<()> {
+    /// Takes the real (not padding) documents of `batch` as `docs` (their tokens stay in the
+    /// batch's buffer).
+    fn load(&mut self, batch: HostBatch) -> Result<()> {
         let col = &batch.columns[self.column];
         let bad = |m: &str| LoaderError::config(format!("packing column {:?}: {m}", col.name));
-        if !col.packed || col.ragged_dims != 1 || col.text {
-            return Err(bad("needs one ragged dim read packed (RaggedLayout::Packed)"));
+        if !col.packed || col.ragged_dims != 1 || col.text || col.shape.len() != 1 {
+            return Err(bad("needs a one-dimensional ragged column read packed (RaggedLayout::Packed)"));
         }
         let offsets = col.offsets.as_deref().ok_or_else(|| bad("a packed column without offsets"))?;
-        let item = col.elem.size();
-        let per = col.shape.iter().skip(1).product::<i64>().max(1) as usize * item;
+        let real = (self.rows_n.saturating_sub(batch.position)).min(batch.rows.len() as u64) as usize;
+        let end = offsets.get(real).map_or(0, |&o| o.max(0) as usize) * col.elem.size();
+        let readable = batch.with_buffer(self.column, |b| b.bytes().map(|bytes| bytes.len() >= end));
+        match readable {
+            Some(Some(true)) => {}
+            Some(Some(false)) => return Err(bad("offsets past the buffer")),
+            _ => return Err(bad("the adapter's buffers cannot be read on the host")),
+        }
         self.elem = col.elem;
         let docs = &mut self.docs;
-        docs.bytes.clear();
         docs.starts.clear();
+        docs.starts.extend(offsets[..=real].iter().map(|&o| o.max(0) as usize));
         docs.rows.clear();
+        docs.rows.extend_from_slice(&batch.rows[..real]);
         docs.sources.clear();
+        docs.sources.extend((0..real).map(|j| batch.sources.get(j).copied().unwrap_or(0)));
         (docs.doc, docs.within, docs.taken) = (0, 0, 0);
-        docs.starts.push(0);
-        let real = (self.rows_n.saturating_sub(batch.position)).min(batch.rows.len() as u64) as usize;
-        batch
-            .with_buffer(self.column, |b| -> Result<()> {
-                let bytes = b.bytes().ok_or_else(|| bad("the adapter's buffers cannot be read on the host"))?;
-                for j in 0..real {
-                    let (s, e) = (offsets[j].max(0) as usize * per, offsets[j + 1].max(0) as usize * per);
-                    let doc = bytes.get(s..e).ok_or_else(|| bad("offsets past the buffer"))?;
-                    docs.bytes.extend_from_slice(doc);
-                    docs.starts.push(docs.bytes.len() / item);
-                    docs.rows.push(batch.rows[j]);
-                    docs.sources.push(batch.sources.get(j).copied().unwrap_or(0));
-                }
-                Ok(())
-            })
-            .ok_or_else(|| bad("no buffer"))??;
+        docs.batch = Some(batch);
         // Empty documents carry no token: step over them.
         while !docs.exhausted() && docs.remaining() == 0 {
             docs.doc += 1;
@@ -380,7 +375,17 @@ impl Packer {
                 let d = &self.docs;
                 let from = (d.starts[d.doc] + d.within) * item;
                 let at = (window * c + fill) * item;
-                batch.tokens[at..at + n * item].copy_from_slice(&d.bytes[from..from + n * item]);
+                let dst = &mut batch.tokens[at..at + n * item];
+                (d.batch.as_ref())
+                    .and_then(|b| {
+                        b.with_buffer(self.column, |buf| {
+                            let src = buf.bytes()?.get(from..from + n * item)?;
+                            dst.copy_from_slice(src);
+                            Some(())
+                        })
+                    })
+                    .flatten()
+                    .ok_or_else(|| LoaderError::WorkerPanicked("a document outside its batch's buffer".into()))?;
                 segment += 1;
                 let base = window * c + fill;
                 batch.segment_ids[base..base + n].fill(segment);
