@@ -26,7 +26,7 @@ use datafusion::logical_expr::{
     ColumnarValue, Expr, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility,
 };
 use half::slice::HalfFloatSliceExt as _;
-use tessera::distance::{Distance, distance_f32, distance_f64};
+use tessera::distance::{Distance, distance_f32, distance_f64, query_f32};
 
 /// Which distance a [`VectorFunction`] computes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -66,16 +66,6 @@ impl Metric {
 
     pub(crate) fn f64(self, a: &[f64], b: &[f64]) -> Option<f64> {
         distance_f64(self.distance(), a, b)
-    }
-}
-
-/// The query vector for a column of f32-widened elements (SPEC.md DIST-02): rounded once to
-/// the column's element type (`f16` when `f16`, else `f32`), then widened to f32 exactly.
-pub(crate) fn query_f32(q: &[f64], f16: bool) -> Vec<f32> {
-    if f16 {
-        q.iter().map(|&x| half::f16::from_f64(x).to_f32()).collect()
-    } else {
-        q.iter().map(|&x| x as f32).collect()
     }
 }
 

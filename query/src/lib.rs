@@ -18,6 +18,7 @@
 //! | `cosine_distance`, `l2_distance`, `inner_product` (the reference's kernels, the same bits on every CPU), `[..]` literals | [`distance`] |
 //! | parsing, `_rowid` tie-break, errors with positions and column lists | `sql` |
 //! | exact vector top-k: the plan rule, the page scan with a bounded heap | `topk`, `vector_scan` |
+//! | the same top-k from a vector index of the version (IVF-Flat), when one fits | `ann` |
 //!
 //! **Order.** An `ORDER BY` is completed with `_rowid` ascending, so rows that tie on the
 //! sort keys come out in row order and `ORDER BY d LIMIT k` is an exact, deterministic top-k
@@ -28,6 +29,7 @@
 //!
 //! The engine is blocking: call it from outside any async runtime (it owns one).
 
+mod ann;
 pub mod arrow_bridge;
 pub mod convert;
 pub mod distance;

@@ -37,6 +37,7 @@ use datafusion::physical_plan::{
 use tessera::{Dataset, FragmentInfo};
 use tokio::sync::mpsc;
 
+use crate::ann::{Answer, IndexCatalog};
 use crate::convert::{Layout, Source, class_names, column_array, row_ids};
 use crate::error::{QueryError, QueryResult};
 use crate::table::ScanCounters;
@@ -67,6 +68,8 @@ pub(crate) struct ScanPlan {
     pub(crate) fast_top_k: bool,
     /// The vector top-k to compute instead of sending every row.
     pub(crate) top_k: Option<Arc<VectorTopK>>,
+    /// The version's vector indexes, for such a top-k.
+    pub(crate) indexes: Arc<IndexCatalog>,
 }
 
 /// The scan of one version's fragments, in contiguous partitions.
@@ -229,7 +232,21 @@ impl Reader {
         let mut best = Candidates::new(top.k, top.order);
         let mut buf = PageBuffer::new();
         let mut whole: Vec<&FragmentInfo> = Vec::new();
-        for info in fragments {
+        let answer = crate::ann::hits(top, ds, name, &self.plan.indexes, &self.plan.counters)?;
+        let indexed = match &answer {
+            Answer::Failed => return Ok(()),
+            Answer::Exact => false,
+            Answer::Hits(hits) => {
+                // This partition's share of the index's answer: the hits in its fragments.
+                for h in hits.iter() {
+                    if fragments.iter().any(|f| f.rows().contains(&h.row)) {
+                        best.offer(Some(h.distance), h.row, Some(&h.vector));
+                    }
+                }
+                true
+            }
+        };
+        for info in fragments.iter().filter(|_| !indexed) {
             let live = info.rows();
             if live.is_empty() {
                 continue;

@@ -27,6 +27,7 @@ use datafusion::physical_optimizer::pruning::PruningPredicate;
 use datafusion::physical_plan::{ExecutionPlan, PhysicalExpr};
 use tessera::{Dataset, FragmentInfo};
 
+use crate::ann::IndexCatalog;
 use crate::convert::{Layout, layout};
 use crate::error::QueryResult;
 use crate::prune::FragmentStats;
@@ -45,11 +46,23 @@ pub struct ScanOptions {
     /// Compute `ORDER BY <distance>(column, [..]) LIMIT k` in the scan, from the vector
     /// column's pages (module `topk`); off, the engine sorts every row's distance.
     pub vector_top_k: bool,
+    /// Answer such a top-k (nearest first, no filter) from a vector index of the version when
+    /// there is one (module `ann`); off, always the exact scan.
+    pub vector_index: bool,
+    /// Lists an index search probes; `None` for the index's default (1/32 of its lists).
+    pub nprobe: Option<usize>,
 }
 
 impl Default for ScanOptions {
     fn default() -> Self {
-        Self { prune: true, late_materialize: true, partitions: 0, vector_top_k: true }
+        Self {
+            prune: true,
+            late_materialize: true,
+            partitions: 0,
+            vector_top_k: true,
+            vector_index: true,
+            nprobe: None,
+        }
     }
 }
 
@@ -68,6 +81,15 @@ pub struct ScanCounters {
     pub vector_pages: AtomicU64,
     /// Stored bytes of those pages.
     pub vector_bytes: AtomicU64,
+    /// Top-k queries answered from a vector index.
+    pub index_searches: AtomicU64,
+    /// Lists index searches probed (also those that found fewer than k rows, when the exact
+    /// scan answered).
+    pub index_lists: AtomicU64,
+    /// Entries they ranked.
+    pub index_entries: AtomicU64,
+    /// Bytes of lists they read.
+    pub index_bytes: AtomicU64,
 }
 
 /// A snapshot of [`ScanCounters`].
@@ -85,6 +107,14 @@ pub struct ScanStats {
     pub vector_pages: u64,
     /// Stored bytes of those pages.
     pub vector_bytes: u64,
+    /// Top-k queries answered from a vector index.
+    pub index_searches: u64,
+    /// Lists those searches probed.
+    pub index_lists: u64,
+    /// Entries they ranked.
+    pub index_entries: u64,
+    /// Bytes of lists they read.
+    pub index_bytes: u64,
 }
 
 impl ScanCounters {
@@ -99,6 +129,10 @@ impl ScanCounters {
             rows_out: get(&self.rows_out),
             vector_pages: get(&self.vector_pages),
             vector_bytes: get(&self.vector_bytes),
+            index_searches: get(&self.index_searches),
+            index_lists: get(&self.index_lists),
+            index_entries: get(&self.index_entries),
+            index_bytes: get(&self.index_bytes),
         }
     }
 }
@@ -109,6 +143,7 @@ pub struct DatasetTable {
     layout: Layout,
     options: ScanOptions,
     counters: Arc<ScanCounters>,
+    indexes: Arc<IndexCatalog>,
 }
 
 impl fmt::Debug for DatasetTable {
@@ -128,7 +163,8 @@ impl DatasetTable {
     /// `usage` when the schema has a column the table cannot name (`_rowid`).
     pub fn new(ds: Dataset, options: ScanOptions) -> QueryResult<Self> {
         let layout = layout(ds.schema())?;
-        Ok(Self { ds, layout, options, counters: Arc::default() })
+        let indexes = Arc::new(IndexCatalog::new(options.vector_index, options.nprobe));
+        Ok(Self { ds, layout, options, counters: Arc::default(), indexes })
     }
 
     /// The pinned version.
@@ -227,6 +263,7 @@ impl TableProvider for DatasetTable {
             counters: self.counters.clone(),
             fast_top_k: self.options.vector_top_k,
             top_k: None,
+            indexes: self.indexes.clone(),
         };
         Ok(Arc::new(DatasetScan::new(plan, &fragments, partitions)?))
     }

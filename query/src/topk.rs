@@ -49,6 +49,7 @@ use datafusion::physical_plan::repartition::RepartitionExec;
 use datafusion::physical_plan::sorts::sort::SortExec;
 use tessera::{DType, Dim};
 
+use crate::ann::SharedAnswer;
 use crate::convert::Source;
 use crate::distance::{Metric, VectorFunction, scalar_vector};
 use crate::scan::DatasetScan;
@@ -68,6 +69,8 @@ pub(crate) struct VectorTopK {
     /// Every filter between the sort and the scan, over table fields: the fields it reads
     /// (ascending) and the expression over a schema of just those fields.
     pub(crate) filter: Option<(Vec<usize>, Arc<dyn PhysicalExpr>)>,
+    /// The index search, run once for all the scan's partitions (module `ann`).
+    pub(crate) shared: Arc<SharedAnswer>,
 }
 
 /// The physical optimizer rule; see the module docs.
@@ -229,7 +232,7 @@ fn recognise(sort: &SortExec, k: usize) -> Option<(DatasetScan, VectorTopK)> {
         Some(p) => Some(over_table_fields(&p, &plan.projection, &plan.layout.schema)?),
         None => None,
     };
-    let hint = VectorTopK { k, metric, field, query, order: first.options, filter };
+    let hint = VectorTopK { k, metric, field, query, order: first.options, filter, shared: Arc::default() };
     Some((scan.clone(), hint))
 }
 

@@ -20,9 +20,10 @@ use tessera::datafile::{ChunkIndex, DataFile, verify_block};
 use tessera::manifest::DataFileRef;
 use tessera::{Codec, Column, DType, Dataset, FragmentInfo};
 
-use crate::distance::{Metric, query_f32};
+use crate::distance::Metric;
 use crate::error::{QueryError, QueryResult};
 use crate::topk::VectorTopK;
+use tessera::distance::query_f32;
 
 /// Bytes per GET on an object store (several pages per request).
 const GET_BYTES: u64 = 8 << 20;
@@ -88,7 +89,7 @@ impl Candidates {
     }
 
     /// Offers row `row` with distance `d` and bytes `bytes` (copied only when it is kept).
-    fn offer(&mut self, d: Option<f64>, row: u64, bytes: Option<&[u8]>) {
+    pub(crate) fn offer(&mut self, d: Option<f64>, row: u64, bytes: Option<&[u8]>) {
         if self.k == 0 {
             return;
         }

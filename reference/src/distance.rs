@@ -97,6 +97,18 @@ impl Level {
     }
 }
 
+/// A query vector for a column of f32-widened elements (DIST-02): rounded once to the column's
+/// element type (`f16` when `f16`, else `f32`, which bf16 columns use too), then widened to f32
+/// exactly.
+#[must_use]
+pub fn query_f32(q: &[f64], f16: bool) -> Vec<f32> {
+    if f16 {
+        q.iter().map(|&x| half::f16::from_f64(x).to_f32()).collect()
+    } else {
+        q.iter().map(|&x| x as f32).collect()
+    }
+}
+
 /// The distance of two `f32` vectors (f16 and bf16 widen to f32 exactly first), or `None` when
 /// their lengths differ. Uses [`Level::current`].
 #[must_use]

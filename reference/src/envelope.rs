@@ -34,6 +34,8 @@ pub enum ObjectKind {
     View,
     /// A node of a fragment tree (`.tsn`).
     Node,
+    /// A vector index record (`.tsann`).
+    VectorIndex,
 }
 
 impl ObjectKind {
@@ -47,6 +49,7 @@ impl ObjectKind {
             Self::Deletion => b'X',
             Self::View => b'V',
             Self::Node => b'N',
+            Self::VectorIndex => b'A',
         };
         [0x89, b'T', b'S', c, b'\r', b'\n', 0x1a, b'\n']
     }
@@ -59,6 +62,7 @@ impl ObjectKind {
             Self::Deletion => "deletion vector",
             Self::View => "view",
             Self::Node => "index node",
+            Self::VectorIndex => "vector index",
         }
     }
 }

@@ -15,6 +15,7 @@
 //! | commit protocol, branches, tags | [`commit`] | create-if-absent of the next manifest |
 //! | reading and validation | [`dataset`] | |
 //! | views: saved query answers | [`view`] | `views/<name>.tsview` |
+//! | vector indexes (IVF-Flat) for approximate search and curation | [`ann`] | `ann/<name>.tsann`, `ann/lists/<hash>.tsal` |
 //! | vector distances, the same bits on every CPU | [`distance`] | |
 //! | numbers into a column's element type, checked | [`cast`] | |
 //! | storage backends | [`store`] | local files, memory, S3, GCS, Azure, HTTP |
@@ -66,6 +67,7 @@
 #![deny(unsafe_code)]
 #![deny(rustdoc::broken_intra_doc_links)]
 
+pub mod ann;
 pub mod batch;
 mod cache;
 pub mod cast;

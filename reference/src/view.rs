@@ -594,7 +594,7 @@ fn read_view(store: &Store, name: &str, limits: &Limits) -> Result<(View, Manife
 
 /// VAL-18 steps 9 to 11 for view `key`: its target manifest, checked, hashed and compared;
 /// returns the manifest and its envelope CRC.
-fn load_target(
+pub(crate) fn load_target(
     store: &Store,
     key: &str,
     target: &VersionRef,

@@ -1,0 +1,358 @@
+//! Building a vector index: k-means on an evenly spaced sample, then every row assigned to
+//! its nearest centroid and written, list by list, into one content-addressed lists object.
+//!
+//! The build is deterministic: the sample is every `s`-th row, the first centroids are evenly
+//! spaced sample points, and assignment compares squared L2 distances computed in f32 in a
+//! fixed order of 16 lanes (no fused multiply-add, whatever the CPU), ties to the lower list;
+//! means are summed in row order in f64. So one version, column and set of options give the
+//! same lists, and the same bytes, on every machine and thread count. For a cosine index the
+//! vectors and centroids are scaled to unit length first (spherical k-means). The search does
+//! not depend on how the lists were made: any partition of the rows is a valid index.
+
+use bytes::Bytes;
+use sha2::{Digest, Sha256};
+
+use crate::column::ColumnData;
+use crate::dataset::Dataset;
+use crate::distance::Distance;
+use crate::envelope;
+use crate::error::{Error, Result};
+use crate::manifest::VersionRef;
+use crate::paths;
+use crate::schema::Dim;
+use crate::writer::WriteOptions;
+
+use super::{LISTS_DIR, LISTS_EXT, ListRef, MAX_LISTS, VectorIndex, check_name, index_key, indexable};
+
+/// Bytes of vectors read per chunk of rows.
+const CHUNK_BYTES: u64 = 32 << 20;
+
+/// What to build: a name, the column, the metric and the k-means settings.
+#[derive(Clone, Debug)]
+pub struct IndexSpec {
+    /// The index's name (the branch and tag grammar).
+    pub name: String,
+    /// The embedding column: f16, bf16, f32 or f64 elements of a fixed shape.
+    pub column: String,
+    /// Cosine or L2 (an inner-product search uses the exact scan).
+    pub metric: Distance,
+    /// Number of lists; `None` for √rows, at least 1.
+    pub lists: Option<usize>,
+    /// Rows k-means trains on; `None` for max(32 × lists, 16,384), at most every row.
+    pub sample: Option<usize>,
+    /// k-means iterations.
+    pub iterations: u32,
+}
+
+impl IndexSpec {
+    /// An index named `name` over `column` with default settings (√rows lists, 10 iterations).
+    #[must_use]
+    pub fn new(name: &str, column: &str, metric: Distance) -> Self {
+        Self { name: name.into(), column: column.into(), metric, lists: None, sample: None, iterations: 10 }
+    }
+}
+
+/// Squared L2 distance in f32, summed in 16 lanes in a fixed order (the same bits on every CPU:
+/// Rust never fuses or reorders float operations).
+fn l2_sq(a: &[f32], b: &[f32]) -> f32 {
+    let mut lanes = [0f32; 16];
+    let (ac, bc) = (a.chunks_exact(16), b.chunks_exact(16));
+    let (ar, br) = (ac.remainder(), bc.remainder());
+    for (x, y) in ac.zip(bc) {
+        for j in 0..16 {
+            let d = x[j] - y[j];
+            lanes[j] += d * d;
+        }
+    }
+    for (j, (x, y)) in ar.iter().zip(br).enumerate() {
+        let d = x - y;
+        lanes[j] += d * d;
+    }
+    for w in [8, 4, 2, 1] {
+        for j in 0..w {
+            lanes[j] += lanes[j + w];
+        }
+    }
+    lanes[0]
+}
+
+/// The nearest centroid of `v` (ties and NaN to the lower list).
+fn nearest(v: &[f32], centroids: &[f32], dim: usize) -> u32 {
+    let mut best = (f32::INFINITY, 0u32);
+    for (i, c) in centroids.chunks_exact(dim).enumerate() {
+        let d = l2_sq(v, c);
+        if d < best.0 {
+            best = (d, i as u32);
+        }
+    }
+    best.1
+}
+
+/// Nearest centroids of the `dim`-element vectors in `points`, on every core.
+fn assign(points: &[f32], centroids: &[f32], dim: usize, out: &mut [u32]) {
+    let threads = std::thread::available_parallelism().map_or(1, usize::from).max(1);
+    let n = out.len();
+    let per = n.div_ceil(threads).max(1);
+    std::thread::scope(|s| {
+        for (t, part) in out.chunks_mut(per).enumerate() {
+            let pts = &points[t * per * dim..(t * per + part.len()) * dim];
+            s.spawn(move || {
+                for (o, v) in part.iter_mut().zip(pts.chunks_exact(dim)) {
+                    *o = nearest(v, centroids, dim);
+                }
+            });
+        }
+    });
+}
+
+/// `v` scaled to unit length (f64 norm, summed in order); zero vectors stay zero.
+fn normalise(v: &mut [f32]) {
+    let norm = v.iter().map(|&x| f64::from(x) * f64::from(x)).sum::<f64>().sqrt();
+    if norm > 0.0 && norm.is_finite() {
+        for x in v.iter_mut() {
+            *x = (f64::from(*x) / norm) as f32;
+        }
+    }
+}
+
+/// Reads `column` of `ds` in chunks: `f(first row, data)`.
+fn each_chunk(
+    ds: &Dataset,
+    column: &str,
+    row_bytes: u64,
+    mut f: impl FnMut(u64, &ColumnData) -> Result<()>,
+) -> Result<()> {
+    let per = (CHUNK_BYTES / row_bytes.max(1)).max(1);
+    let n = ds.row_count();
+    let mut start = 0;
+    while start < n {
+        let end = (start + per).min(n);
+        let batch = ds.read_rows(start..end, Some(&[column]))?;
+        let data = batch.get(column).ok_or_else(|| Error::usage(format!("no column {column:?}")))?;
+        f(start, data)?;
+        start = end;
+    }
+    Ok(())
+}
+
+impl Dataset {
+    /// Builds vector index `spec.name` over `spec.column` of this version and stores it
+    /// (`ann/<name>.tsann` and its lists object) `[ANN-11]`. Rows whose vector is null are not
+    /// indexed.
+    ///
+    /// # Errors
+    /// `usage` for a bad name or settings, a column that is not a fixed-shape float vector, an
+    /// inner-product metric or a version without a non-null vector; `conflict` if the name is
+    /// taken; `limit` when the record would pass the segment body limit; storage errors.
+    pub fn create_vector_index(&self, spec: &IndexSpec, options: &WriteOptions) -> Result<VectorIndex> {
+        check_name(&spec.name)?;
+        let column =
+            self.schema().column(&spec.column).ok_or_else(|| Error::usage(format!("no column {:?}", spec.column)))?;
+        let dim = column.shape.iter().try_fold(1u64, |a, d| match d {
+            Dim::Fixed(n) => a.checked_mul(*n),
+            Dim::Ragged => None,
+        });
+        let dim = match dim {
+            Some(d) if d >= 1 && d <= super::MAX_DIM && indexable(column.dtype) => d as usize,
+            _ => {
+                return Err(Error::usage(format!(
+                    "column {:?} is not a fixed-shape vector of f16, bf16, f32 or f64 elements (at most {} of them)",
+                    spec.column,
+                    super::MAX_DIM
+                )));
+            }
+        };
+        if spec.metric == Distance::InnerProduct {
+            return Err(Error::usage("vector indexes are built for cosine or l2; inner_product uses the exact scan"));
+        }
+        if spec.iterations == 0 || spec.lists == Some(0) || spec.sample == Some(0) {
+            return Err(Error::usage("lists, sample and iterations must be at least 1"));
+        }
+        let file = index_key(&spec.name);
+        if self.store().list(super::ANN_DIR)?.iter().any(|(n, _)| format!("{}/{n}", super::ANN_DIR) == file) {
+            return Err(Error::Conflict { what: format!("vector index {:?} exists", spec.name) });
+        }
+        let dtype = column.dtype;
+        let row_bytes = (dim * dtype.item_size()) as u64;
+        let cosine = spec.metric == Distance::Cosine;
+        let rows = self.row_count();
+        let lists =
+            spec.lists.unwrap_or_else(|| (rows as f64).sqrt().round().max(1.0) as usize).min(MAX_LISTS as usize);
+        let want = spec.sample.unwrap_or_else(|| (32 * lists).max(16_384));
+        let stride = (rows / want.max(1) as u64).max(1);
+
+        // 1. The sample: every stride-th row with a finite vector.
+        let mut wide = super::search::Wide::new(crate::dtype::DType::F32);
+        let mut to_f32 = |bytes: &[u8], out: &mut Vec<f32>| {
+            if dtype == crate::dtype::DType::F64 {
+                out.extend(
+                    bytes
+                        .chunks_exact(8)
+                        .map(|b| f64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]) as f32),
+                );
+            } else {
+                wide.set(dtype, bytes);
+                if let super::search::Wide::F32(v) = &wide {
+                    out.extend_from_slice(v);
+                }
+            }
+            if cosine {
+                let at = out.len() - dim;
+                normalise(&mut out[at..]);
+            }
+        };
+        let mut sample: Vec<f32> = Vec::new();
+        each_chunk(self, &spec.column, row_bytes, |start, data| {
+            for i in 0..data.len() {
+                let r = start + i as u64;
+                if r % stride != 0 || !data.is_valid(i) || sample.len() / dim >= want {
+                    continue;
+                }
+                to_f32(data.row(i), &mut sample);
+                if sample[sample.len() - dim..].iter().any(|x| !x.is_finite()) {
+                    sample.truncate(sample.len() - dim);
+                }
+            }
+            Ok(())
+        })?;
+        let points = sample.len() / dim;
+        if points == 0 {
+            return Err(Error::usage(format!("column {:?} has no finite vector to index", spec.column)));
+        }
+        let nlist = lists.min(points);
+
+        // 2. k-means.
+        let mut centroids: Vec<f32> = (0..nlist)
+            .flat_map(|i| sample[(i * points / nlist) * dim..(i * points / nlist + 1) * dim].iter().copied())
+            .collect();
+        let mut labels = vec![0u32; points];
+        for _ in 0..spec.iterations {
+            assign(&sample, &centroids, dim, &mut labels);
+            let mut sums = vec![0f64; nlist * dim];
+            let mut counts = vec![0u64; nlist];
+            for (p, &l) in labels.iter().enumerate() {
+                let l = l as usize;
+                counts[l] += 1;
+                for (s, &x) in sums[l * dim..(l + 1) * dim].iter_mut().zip(&sample[p * dim..(p + 1) * dim]) {
+                    *s += f64::from(x);
+                }
+            }
+            for (l, &count) in counts.iter().enumerate() {
+                if count == 0 {
+                    continue; // an empty list keeps its centroid
+                }
+                let c = &mut centroids[l * dim..(l + 1) * dim];
+                for (x, s) in c.iter_mut().zip(&sums[l * dim..(l + 1) * dim]) {
+                    *x = (s / count as f64) as f32;
+                }
+                if cosine {
+                    normalise(c);
+                }
+            }
+        }
+        drop(sample);
+
+        // 3. Every row to its list.
+        let mut label =
+            vec![u32::MAX; usize::try_from(rows).map_err(|_| Error::usage("too many rows for this machine"))?];
+        let mut chunk: Vec<f32> = Vec::new();
+        let mut valid: Vec<usize> = Vec::new();
+        let mut out: Vec<u32> = Vec::new();
+        each_chunk(self, &spec.column, row_bytes, |start, data| {
+            chunk.clear();
+            valid.clear();
+            for i in 0..data.len() {
+                if data.is_valid(i) {
+                    to_f32(data.row(i), &mut chunk);
+                    valid.push(i);
+                }
+            }
+            out.clear();
+            out.resize(valid.len(), 0);
+            assign(&chunk, &centroids, dim, &mut out);
+            for (&i, &l) in valid.iter().zip(&out) {
+                label[start as usize + i] = l;
+            }
+            Ok(())
+        })?;
+
+        // 4. The lists object, list by list, rows ascending within a list.
+        let entry = 8 + row_bytes;
+        let mut counts = vec![0u64; nlist];
+        for &l in label.iter().filter(|&&l| l != u32::MAX) {
+            counts[l as usize] += 1;
+        }
+        let mut cursor = Vec::with_capacity(nlist);
+        let mut list_refs = Vec::with_capacity(nlist);
+        let mut end = 0u64;
+        for &c in &counts {
+            cursor.push(end as usize);
+            list_refs.push(ListRef { offset: end, rows: c, crc32: 0 });
+            end += c * entry;
+        }
+        let mut bytes = vec![0u8; usize::try_from(end).map_err(|_| Error::usage("index too large for this machine"))?];
+        each_chunk(self, &spec.column, row_bytes, |start, data| {
+            for i in 0..data.len() {
+                let r = start + i as u64;
+                let l = label[r as usize];
+                if l == u32::MAX {
+                    continue;
+                }
+                let at = &mut cursor[l as usize];
+                bytes[*at..*at + 8].copy_from_slice(&r.to_le_bytes());
+                bytes[*at + 8..*at + entry as usize].copy_from_slice(data.row(i));
+                *at += entry as usize;
+            }
+            Ok(())
+        })?;
+        for l in &mut list_refs {
+            let at = l.offset as usize;
+            l.crc32 = crc32fast::hash(&bytes[at..at + (l.rows * entry) as usize]);
+        }
+        let data = paths::content_key(LISTS_DIR, LISTS_EXT, &bytes);
+
+        let target = paths::manifest_key(self.branch(), self.version());
+        let manifest_bytes =
+            self.store().get_bounded(&target, envelope::max_object_len(self.limits().max_manifest_body()))?;
+        if envelope::stored_crc(&manifest_bytes) != self.manifest_crc32() {
+            return Err(Error::invalid(&target, "the manifest differs from the one this dataset opened [LAY-06]"));
+        }
+        let index = VectorIndex {
+            name: spec.name.clone(),
+            target: VersionRef { branch: self.branch().to_string(), version: self.version() },
+            manifest_sha256: Sha256::digest(&manifest_bytes).into(),
+            timestamp_ms: options.timestamp(),
+            column: spec.column.clone(),
+            dtype,
+            dim,
+            metric: spec.metric,
+            rows: counts.iter().sum(),
+            build: format!(
+                "ivf-flat: {nlist} lists, k-means ({}) on {points} sampled rows, {} iterations",
+                if cosine { "unit vectors" } else { "l2" },
+                spec.iterations
+            ),
+            centroids,
+            lists: list_refs,
+            data,
+            data_size: end,
+            target_rows: rows,
+        };
+        self.store_index(&index, Bytes::from(bytes), self.limits().tightest(&options.limits).max_segment_body())?;
+        Ok(index)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn l2_sq_is_the_lane_sum() {
+        let a: Vec<f32> = (0..37).map(|i| i as f32 * 0.5).collect();
+        let b: Vec<f32> = (0..37).map(|i| (i * i) as f32 * 0.01).collect();
+        let plain: f64 = a.iter().zip(&b).map(|(x, y)| f64::from(x - y) * f64::from(x - y)).sum();
+        assert!((f64::from(l2_sq(&a, &b)) - plain).abs() < 1e-3 * plain);
+        assert_eq!(nearest(&a, &[b.clone(), a.clone()].concat(), 37), 1);
+    }
+}
