@@ -110,6 +110,10 @@ enum Command {
     /// List, show or delete views (saved query answers pinned to a version).
     #[command(subcommand)]
     View(cmd::view::Command),
+    /// Build, list, check or delete vector indexes (approximate nearest-neighbour search for
+    /// `query`), and drop near-duplicates into a view.
+    #[command(subcommand)]
+    Index(cmd::index::Command),
     /// Which rows a recorded training run's step saw, or which steps saw a row (from the
     /// loader's lineage record).
     Lineage(cmd::lineage::Args),
@@ -140,6 +144,7 @@ fn main() -> ExitCode {
         Command::Gc(a) => cmd::gc::run(ctx, &a),
         Command::Query(a) => cmd::query::run(ctx, &a),
         Command::View(c) => cmd::view::run(ctx, &c),
+        Command::Index(c) => cmd::index::run(ctx, &c),
         Command::Lineage(a) => cmd::lineage::run(ctx, &a),
         Command::Bench(a) => cmd::bench::run(ctx, &a),
     };

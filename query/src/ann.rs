@@ -22,6 +22,9 @@ use crate::error::QueryResult;
 use crate::table::ScanCounters;
 use crate::topk::VectorTopK;
 
+/// The index a table's scans use for one column and metric, if any.
+type Found = Option<Arc<VectorIndex>>;
+
 /// The vector indexes a table's scans may use, loaded on first need.
 #[derive(Debug)]
 pub(crate) struct IndexCatalog {
@@ -30,7 +33,7 @@ pub(crate) struct IndexCatalog {
     /// Lists to probe; `None` for each index's default.
     nprobe: Option<usize>,
     /// (column, metric) → the index used for it, if any.
-    found: Mutex<HashMap<(String, Distance), Option<Arc<VectorIndex>>>>,
+    found: Mutex<HashMap<(String, Distance), Found>>,
 }
 
 impl IndexCatalog {

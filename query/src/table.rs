@@ -36,6 +36,8 @@ use crate::scan::{DatasetScan, ScanPlan};
 /// How scans of a [`DatasetTable`] behave; the defaults are what queries should use, the
 /// switches exist so that tests and benchmarks can compare.
 #[derive(Clone, Debug)]
+// Independent switches, each a knob of its own (as in DataFusion's own options).
+#[allow(clippy::struct_excessive_bools)]
 pub struct ScanOptions {
     /// Skip fragments whose statistics cannot match the filters.
     pub prune: bool,

@@ -12,6 +12,7 @@ pub(crate) mod delete;
 pub(crate) mod diff;
 pub(crate) mod export;
 pub(crate) mod gc;
+pub(crate) mod index;
 pub(crate) mod info;
 pub(crate) mod ingest;
 pub(crate) mod lineage;

@@ -9,7 +9,7 @@ use tessera_query::convert::{META_DTYPE, META_SHAPE};
 use tessera_query::datafusion::arrow::array::{Array, RecordBatch};
 use tessera_query::datafusion::arrow::datatypes::{DataType, Field, SchemaRef};
 use tessera_query::datafusion::common::ScalarValue;
-use tessera_query::{QueryEngine, QueryError, TABLE};
+use tessera_query::{QueryEngine, QueryError, ScanOptions, TABLE};
 
 use super::{Ctx, DatasetArg, emit, emit_json, open_store, open_version, required};
 use crate::error::{CliError, CliResult, Exit};
@@ -25,7 +25,10 @@ Vector functions (f32/f16/bf16 vectors; a query vector is written [0.1, 0.2, ...
   cosine_distance(a, b)   1 - cos(a, b); nearest first: ORDER BY d
   l2_distance(a, b)       Euclidean distance
   inner_product(a, b)     dot product; nearest first: ORDER BY ... DESC
-ORDER BY ... LIMIT k is an exact top-k; rows that tie come out in _rowid order.
+ORDER BY ... LIMIT k is an exact top-k; rows that tie come out in _rowid order. With a vector
+index of the version on that column and metric (`tessera index create`), an unfiltered
+nearest-first top-k probes the index instead: the rows it returns are ranked exactly, but rows
+in unprobed lists can be missed (--nprobe N probes more; --exact never uses an index).
 Filters on scalar columns skip fragments whose statistics cannot match.
 
 Examples:
@@ -51,6 +54,13 @@ pub(crate) struct Args {
     /// Print at most N rows (default 100).
     #[arg(long, default_value_t = 100, value_name = "N")]
     limit: usize,
+    /// Never use a vector index: every ORDER BY <distance> LIMIT k is the exact top-k.
+    #[arg(long)]
+    exact: bool,
+    /// Lists a vector index search probes (default: 1/32 of the index's lists). More is
+    /// slower and finds more of the exact top-k; all of them is the exact answer.
+    #[arg(long, value_name = "N", conflicts_with = "exact")]
+    nprobe: Option<usize>,
 }
 
 /// Runs `tessera query`.
@@ -66,7 +76,8 @@ pub(crate) fn run(ctx: Ctx, args: &Args) -> CliResult<Exit> {
         Some(v) => v.parse::<u64>().map_or_else(|_| At::Tag(v.to_owned()), At::Version),
     };
     let ds = open_version(&open_store(&location)?, &at)?;
-    let engine = QueryEngine::new(ds).map_err(cli_error)?;
+    let options = ScanOptions { vector_index: !args.exact, nprobe: args.nprobe, ..ScanOptions::default() };
+    let engine = QueryEngine::with_options(ds, options).map_err(cli_error)?;
     if let Some(name) = &args.save_view {
         let rows = engine.view_rows(&sql).map_err(cli_error)?;
         let ds = engine.table().dataset();

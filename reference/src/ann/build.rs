@@ -15,6 +15,7 @@ use sha2::{Digest, Sha256};
 use crate::column::ColumnData;
 use crate::dataset::Dataset;
 use crate::distance::Distance;
+use crate::dtype::DType;
 use crate::envelope;
 use crate::error::{Error, Result};
 use crate::manifest::VersionRef;
@@ -22,7 +23,10 @@ use crate::paths;
 use crate::schema::Dim;
 use crate::writer::WriteOptions;
 
-use super::{LISTS_DIR, LISTS_EXT, ListRef, MAX_LISTS, VectorIndex, check_name, index_key, indexable};
+use super::search::Wide;
+use super::{
+    ANN_DIR, LISTS_DIR, LISTS_EXT, ListRef, MAX_DIM, MAX_LISTS, VectorIndex, check_name, index_key, indexable,
+};
 
 /// Bytes of vectors read per chunk of rows.
 const CHUNK_BYTES: u64 = 32 << 20;
@@ -135,6 +139,151 @@ fn each_chunk(
     Ok(())
 }
 
+/// One build's fixed facts: the version, the column and how its rows become f32 points.
+struct Build<'a> {
+    ds: &'a Dataset,
+    column: &'a str,
+    dtype: DType,
+    dim: usize,
+    cosine: bool,
+}
+
+impl Build<'_> {
+    /// Bytes of one stored vector.
+    fn row_bytes(&self) -> u64 {
+        (self.dim * self.dtype.item_size()) as u64
+    }
+
+    /// Appends a stored vector as an f32 point (f64 rounded; unit length for cosine).
+    fn push_point(&self, bytes: &[u8], wide: &mut Wide, out: &mut Vec<f32>) {
+        if self.dtype == DType::F64 {
+            out.extend(
+                bytes
+                    .chunks_exact(8)
+                    .map(|b| f64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]) as f32),
+            );
+        } else {
+            wide.set(self.dtype, bytes);
+            if let Wide::F32(v) = wide {
+                out.extend_from_slice(v);
+            }
+        }
+        if self.cosine {
+            let at = out.len() - self.dim;
+            normalise(&mut out[at..]);
+        }
+    }
+
+    /// Every `stride`-th row with a finite vector, at most `want` of them.
+    fn sample(&self, stride: u64, want: usize) -> Result<Vec<f32>> {
+        let (dim, mut wide, mut sample) = (self.dim, Wide::new(DType::F32), Vec::new());
+        each_chunk(self.ds, self.column, self.row_bytes(), |start, data| {
+            for i in 0..data.len() {
+                let r = start + i as u64;
+                if !r.is_multiple_of(stride) || !data.is_valid(i) || sample.len() / dim >= want {
+                    continue;
+                }
+                self.push_point(data.row(i), &mut wide, &mut sample);
+                if sample[sample.len() - dim..].iter().any(|x| !x.is_finite()) {
+                    sample.truncate(sample.len() - dim);
+                }
+            }
+            Ok(())
+        })?;
+        Ok(sample)
+    }
+
+    /// `nlist` centroids by `iterations` rounds of k-means on `sample`, starting from evenly
+    /// spaced sample points; a list left empty keeps its centroid.
+    fn kmeans(&self, sample: &[f32], nlist: usize, iterations: u32) -> Vec<f32> {
+        let dim = self.dim;
+        let points = sample.len() / dim;
+        let mut centroids: Vec<f32> = (0..nlist)
+            .flat_map(|i| sample[(i * points / nlist) * dim..(i * points / nlist + 1) * dim].iter().copied())
+            .collect();
+        let mut labels = vec![0u32; points];
+        for _ in 0..iterations {
+            assign(sample, &centroids, dim, &mut labels);
+            let mut sums = vec![0f64; nlist * dim];
+            let mut counts = vec![0u64; nlist];
+            for (p, &l) in labels.iter().enumerate() {
+                let l = l as usize;
+                counts[l] += 1;
+                for (s, &x) in sums[l * dim..(l + 1) * dim].iter_mut().zip(&sample[p * dim..(p + 1) * dim]) {
+                    *s += f64::from(x);
+                }
+            }
+            for (l, &count) in counts.iter().enumerate().filter(|(_, c)| **c > 0) {
+                let c = &mut centroids[l * dim..(l + 1) * dim];
+                for (x, s) in c.iter_mut().zip(&sums[l * dim..(l + 1) * dim]) {
+                    *x = (s / count as f64) as f32;
+                }
+                if self.cosine {
+                    normalise(c);
+                }
+            }
+        }
+        centroids
+    }
+
+    /// Every row's list (`u32::MAX` for a null vector).
+    fn labels(&self, centroids: &[f32]) -> Result<Vec<u32>> {
+        let rows = usize::try_from(self.ds.row_count()).map_err(|_| Error::usage("too many rows for this machine"))?;
+        let mut label = vec![u32::MAX; rows];
+        let (mut wide, mut chunk, mut valid, mut out) = (Wide::new(DType::F32), Vec::new(), Vec::new(), Vec::new());
+        each_chunk(self.ds, self.column, self.row_bytes(), |start, data| {
+            chunk.clear();
+            valid.clear();
+            for i in (0..data.len()).filter(|&i| data.is_valid(i)) {
+                self.push_point(data.row(i), &mut wide, &mut chunk);
+                valid.push(i);
+            }
+            out.clear();
+            out.resize(valid.len(), 0);
+            assign(&chunk, centroids, self.dim, &mut out);
+            for (&i, &l) in valid.iter().zip(&out) {
+                label[start as usize + i] = l;
+            }
+            Ok(())
+        })?;
+        Ok(label)
+    }
+
+    /// The lists object (list by list, rows ascending within a list) and its list records.
+    fn lists(&self, label: &[u32], nlist: usize) -> Result<(Vec<u8>, Vec<ListRef>)> {
+        let entry = 8 + self.row_bytes();
+        let mut counts = vec![0u64; nlist];
+        for &l in label.iter().filter(|&&l| l != u32::MAX) {
+            counts[l as usize] += 1;
+        }
+        let (mut cursor, mut refs, mut end) = (Vec::with_capacity(nlist), Vec::with_capacity(nlist), 0u64);
+        for &c in &counts {
+            cursor.push(end as usize);
+            refs.push(ListRef { offset: end, rows: c, crc32: 0 });
+            end += c * entry;
+        }
+        let mut bytes = vec![0u8; usize::try_from(end).map_err(|_| Error::usage("index too large for this machine"))?];
+        each_chunk(self.ds, self.column, self.row_bytes(), |start, data| {
+            for i in 0..data.len() {
+                let r = start + i as u64;
+                let Some(at) = label.get(r as usize).filter(|l| **l != u32::MAX).map(|&l| &mut cursor[l as usize])
+                else {
+                    continue;
+                };
+                bytes[*at..*at + 8].copy_from_slice(&r.to_le_bytes());
+                bytes[*at + 8..*at + entry as usize].copy_from_slice(data.row(i));
+                *at += entry as usize;
+            }
+            Ok(())
+        })?;
+        for l in &mut refs {
+            let at = l.offset as usize;
+            l.crc32 = crc32fast::hash(&bytes[at..at + (l.rows * entry) as usize]);
+        }
+        Ok((bytes, refs))
+    }
+}
+
 impl Dataset {
     /// Builds vector index `spec.name` over `spec.column` of this version and stores it
     /// (`ann/<name>.tsann` and its lists object) `[ANN-11]`. Rows whose vector is null are not
@@ -145,171 +294,22 @@ impl Dataset {
     /// inner-product metric or a version without a non-null vector; `conflict` if the name is
     /// taken; `limit` when the record would pass the segment body limit; storage errors.
     pub fn create_vector_index(&self, spec: &IndexSpec, options: &WriteOptions) -> Result<VectorIndex> {
-        check_name(&spec.name)?;
-        let column =
-            self.schema().column(&spec.column).ok_or_else(|| Error::usage(format!("no column {:?}", spec.column)))?;
-        let dim = column.shape.iter().try_fold(1u64, |a, d| match d {
-            Dim::Fixed(n) => a.checked_mul(*n),
-            Dim::Ragged => None,
-        });
-        let dim = match dim {
-            Some(d) if d >= 1 && d <= super::MAX_DIM && indexable(column.dtype) => d as usize,
-            _ => {
-                return Err(Error::usage(format!(
-                    "column {:?} is not a fixed-shape vector of f16, bf16, f32 or f64 elements (at most {} of them)",
-                    spec.column,
-                    super::MAX_DIM
-                )));
-            }
-        };
-        if spec.metric == Distance::InnerProduct {
-            return Err(Error::usage("vector indexes are built for cosine or l2; inner_product uses the exact scan"));
-        }
-        if spec.iterations == 0 || spec.lists == Some(0) || spec.sample == Some(0) {
-            return Err(Error::usage("lists, sample and iterations must be at least 1"));
-        }
-        let file = index_key(&spec.name);
-        if self.store().list(super::ANN_DIR)?.iter().any(|(n, _)| format!("{}/{n}", super::ANN_DIR) == file) {
-            return Err(Error::Conflict { what: format!("vector index {:?} exists", spec.name) });
-        }
-        let dtype = column.dtype;
-        let row_bytes = (dim * dtype.item_size()) as u64;
-        let cosine = spec.metric == Distance::Cosine;
+        let build = self.check_spec(spec)?;
         let rows = self.row_count();
         let lists =
             spec.lists.unwrap_or_else(|| (rows as f64).sqrt().round().max(1.0) as usize).min(MAX_LISTS as usize);
         let want = spec.sample.unwrap_or_else(|| (32 * lists).max(16_384));
-        let stride = (rows / want.max(1) as u64).max(1);
-
-        // 1. The sample: every stride-th row with a finite vector.
-        let mut wide = super::search::Wide::new(crate::dtype::DType::F32);
-        let mut to_f32 = |bytes: &[u8], out: &mut Vec<f32>| {
-            if dtype == crate::dtype::DType::F64 {
-                out.extend(
-                    bytes
-                        .chunks_exact(8)
-                        .map(|b| f64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]) as f32),
-                );
-            } else {
-                wide.set(dtype, bytes);
-                if let super::search::Wide::F32(v) = &wide {
-                    out.extend_from_slice(v);
-                }
-            }
-            if cosine {
-                let at = out.len() - dim;
-                normalise(&mut out[at..]);
-            }
-        };
-        let mut sample: Vec<f32> = Vec::new();
-        each_chunk(self, &spec.column, row_bytes, |start, data| {
-            for i in 0..data.len() {
-                let r = start + i as u64;
-                if r % stride != 0 || !data.is_valid(i) || sample.len() / dim >= want {
-                    continue;
-                }
-                to_f32(data.row(i), &mut sample);
-                if sample[sample.len() - dim..].iter().any(|x| !x.is_finite()) {
-                    sample.truncate(sample.len() - dim);
-                }
-            }
-            Ok(())
-        })?;
-        let points = sample.len() / dim;
+        let sample = build.sample((rows / want.max(1) as u64).max(1), want)?;
+        let points = sample.len() / build.dim;
         if points == 0 {
             return Err(Error::usage(format!("column {:?} has no finite vector to index", spec.column)));
         }
         let nlist = lists.min(points);
-
-        // 2. k-means.
-        let mut centroids: Vec<f32> = (0..nlist)
-            .flat_map(|i| sample[(i * points / nlist) * dim..(i * points / nlist + 1) * dim].iter().copied())
-            .collect();
-        let mut labels = vec![0u32; points];
-        for _ in 0..spec.iterations {
-            assign(&sample, &centroids, dim, &mut labels);
-            let mut sums = vec![0f64; nlist * dim];
-            let mut counts = vec![0u64; nlist];
-            for (p, &l) in labels.iter().enumerate() {
-                let l = l as usize;
-                counts[l] += 1;
-                for (s, &x) in sums[l * dim..(l + 1) * dim].iter_mut().zip(&sample[p * dim..(p + 1) * dim]) {
-                    *s += f64::from(x);
-                }
-            }
-            for (l, &count) in counts.iter().enumerate() {
-                if count == 0 {
-                    continue; // an empty list keeps its centroid
-                }
-                let c = &mut centroids[l * dim..(l + 1) * dim];
-                for (x, s) in c.iter_mut().zip(&sums[l * dim..(l + 1) * dim]) {
-                    *x = (s / count as f64) as f32;
-                }
-                if cosine {
-                    normalise(c);
-                }
-            }
-        }
+        let centroids = build.kmeans(&sample, nlist, spec.iterations);
         drop(sample);
-
-        // 3. Every row to its list.
-        let mut label =
-            vec![u32::MAX; usize::try_from(rows).map_err(|_| Error::usage("too many rows for this machine"))?];
-        let mut chunk: Vec<f32> = Vec::new();
-        let mut valid: Vec<usize> = Vec::new();
-        let mut out: Vec<u32> = Vec::new();
-        each_chunk(self, &spec.column, row_bytes, |start, data| {
-            chunk.clear();
-            valid.clear();
-            for i in 0..data.len() {
-                if data.is_valid(i) {
-                    to_f32(data.row(i), &mut chunk);
-                    valid.push(i);
-                }
-            }
-            out.clear();
-            out.resize(valid.len(), 0);
-            assign(&chunk, &centroids, dim, &mut out);
-            for (&i, &l) in valid.iter().zip(&out) {
-                label[start as usize + i] = l;
-            }
-            Ok(())
-        })?;
-
-        // 4. The lists object, list by list, rows ascending within a list.
-        let entry = 8 + row_bytes;
-        let mut counts = vec![0u64; nlist];
-        for &l in label.iter().filter(|&&l| l != u32::MAX) {
-            counts[l as usize] += 1;
-        }
-        let mut cursor = Vec::with_capacity(nlist);
-        let mut list_refs = Vec::with_capacity(nlist);
-        let mut end = 0u64;
-        for &c in &counts {
-            cursor.push(end as usize);
-            list_refs.push(ListRef { offset: end, rows: c, crc32: 0 });
-            end += c * entry;
-        }
-        let mut bytes = vec![0u8; usize::try_from(end).map_err(|_| Error::usage("index too large for this machine"))?];
-        each_chunk(self, &spec.column, row_bytes, |start, data| {
-            for i in 0..data.len() {
-                let r = start + i as u64;
-                let l = label[r as usize];
-                if l == u32::MAX {
-                    continue;
-                }
-                let at = &mut cursor[l as usize];
-                bytes[*at..*at + 8].copy_from_slice(&r.to_le_bytes());
-                bytes[*at + 8..*at + entry as usize].copy_from_slice(data.row(i));
-                *at += entry as usize;
-            }
-            Ok(())
-        })?;
-        for l in &mut list_refs {
-            let at = l.offset as usize;
-            l.crc32 = crc32fast::hash(&bytes[at..at + (l.rows * entry) as usize]);
-        }
-        let data = paths::content_key(LISTS_DIR, LISTS_EXT, &bytes);
+        let label = build.labels(&centroids)?;
+        let (bytes, list_refs) = build.lists(&label, nlist)?;
+        drop(label);
 
         let target = paths::manifest_key(self.branch(), self.version());
         let manifest_bytes =
@@ -323,23 +323,54 @@ impl Dataset {
             manifest_sha256: Sha256::digest(&manifest_bytes).into(),
             timestamp_ms: options.timestamp(),
             column: spec.column.clone(),
-            dtype,
-            dim,
+            dtype: build.dtype,
+            dim: build.dim,
             metric: spec.metric,
-            rows: counts.iter().sum(),
+            rows: list_refs.iter().map(|l| l.rows).sum(),
             build: format!(
                 "ivf-flat: {nlist} lists, k-means ({}) on {points} sampled rows, {} iterations",
-                if cosine { "unit vectors" } else { "l2" },
+                if build.cosine { "unit vectors" } else { "l2" },
                 spec.iterations
             ),
             centroids,
+            data: paths::content_key(LISTS_DIR, LISTS_EXT, &bytes),
+            data_size: bytes.len() as u64,
             lists: list_refs,
-            data,
-            data_size: end,
             target_rows: rows,
         };
         self.store_index(&index, Bytes::from(bytes), self.limits().tightest(&options.limits).max_segment_body())?;
         Ok(index)
+    }
+
+    /// Checks a build's name, column, metric and settings before any data is read.
+    fn check_spec<'a>(&'a self, spec: &'a IndexSpec) -> Result<Build<'a>> {
+        check_name(&spec.name)?;
+        let column =
+            self.schema().column(&spec.column).ok_or_else(|| Error::usage(format!("no column {:?}", spec.column)))?;
+        let dim = column.shape.iter().try_fold(1u64, |a, d| match d {
+            Dim::Fixed(n) => a.checked_mul(*n),
+            Dim::Ragged => None,
+        });
+        let dim = match dim {
+            Some(d) if (1..=MAX_DIM).contains(&d) && indexable(column.dtype) => d as usize,
+            _ => {
+                return Err(Error::usage(format!(
+                    "column {:?} is not a fixed-shape vector of f16, bf16, f32 or f64 elements (at most {MAX_DIM} of them)",
+                    spec.column
+                )));
+            }
+        };
+        if spec.metric == Distance::InnerProduct {
+            return Err(Error::usage("vector indexes are built for cosine or l2; inner_product uses the exact scan"));
+        }
+        if spec.iterations == 0 || spec.lists == Some(0) || spec.sample == Some(0) {
+            return Err(Error::usage("lists, sample and iterations must be at least 1"));
+        }
+        let key = index_key(&spec.name);
+        if self.store().list(ANN_DIR)?.iter().any(|(n, _)| format!("{ANN_DIR}/{n}") == key) {
+            return Err(Error::Conflict { what: format!("vector index {:?} exists", spec.name) });
+        }
+        Ok(Build { ds: self, column: &spec.column, dtype: column.dtype, dim, cosine: spec.metric == Distance::Cosine })
     }
 }
 

@@ -193,6 +193,26 @@ impl VectorIndex {
         self.nlist().div_ceil(32).max(1)
     }
 
+    /// Reads every list and checks it: its CRC-32, its row ids below the version's row count,
+    /// and no row in two entries `[ANN-07]`. Memory: one bit per row of the version.
+    ///
+    /// # Errors
+    /// `malformed` for a damaged list, `invalid` for a bad or repeated row id, storage errors.
+    pub fn verify(&self, store: &Store) -> Result<SearchStats> {
+        let words = usize::try_from(self.target_rows.div_ceil(64))
+            .map_err(|_| Error::usage("too many rows for this machine"))?;
+        let mut seen = vec![0u64; words];
+        let all: Vec<usize> = (0..self.nlist()).collect();
+        self.each_entry(store, &all, |row, _| {
+            let (w, b) = ((row / 64) as usize, 1u64 << (row % 64));
+            if seen[w] & b != 0 {
+                return Err(Error::invalid(&self.data, format!("row {row} is listed twice [ANN-07]")));
+            }
+            seen[w] |= b;
+            Ok(())
+        })
+    }
+
     /// The record as an object (envelope and body).
     ///
     /// # Errors
@@ -325,6 +345,13 @@ impl VectorIndex {
         self.target_rows = manifest.row_count;
         Ok(())
     }
+}
+
+/// The lists object index record `name` names (VAL-21 steps 2 to 9: the record alone).
+pub(crate) fn lists_object_of(store: &Store, name: &str, limits: &Limits) -> Result<String> {
+    let key = index_key(name);
+    let bytes = store.get_bounded(&key, envelope::max_object_len(limits.max_segment_body()))?;
+    Ok(VectorIndex::decode(&bytes, name, &key, limits)?.data)
 }
 
 /// Reads index `name` and runs VAL-21 on it.

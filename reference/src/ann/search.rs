@@ -221,6 +221,7 @@ impl VectorIndex {
         let mut stats = SearchStats { lists: lists.len() as u64, ..SearchStats::default() };
         let mut crc = crc32fast::Hasher::new();
         let mut bad_row: Option<u64> = None;
+        let mut pending: Option<Error> = None;
         let mut next = 0;
         while next < pieces.len() {
             let mut total = 0u64;
@@ -257,7 +258,12 @@ impl VectorIndex {
                         continue;
                     }
                     stats.entries += 1;
-                    f(id, &e[8..])?;
+                    if pending.is_none()
+                        && let Err(e) = f(id, &e[8..])
+                    {
+                        // Reported after the list's CRC-32 too.
+                        pending = Some(e);
+                    }
                 }
                 if *last {
                     let computed = std::mem::replace(&mut crc, crc32fast::Hasher::new()).finalize();
@@ -273,6 +279,9 @@ impl VectorIndex {
                                 self.target_rows
                             ),
                         ));
+                    }
+                    if let Some(e) = pending.take() {
+                        return Err(e);
                     }
                 }
             }

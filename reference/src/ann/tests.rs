@@ -186,6 +186,9 @@ fn damage_is_detected_by_checksums() {
     assert_eq!(index.search(ds.store(), &[1.0], 5, 1).unwrap_err().class(), ErrorClass::Usage);
 }
 
+/// A change to a valid record.
+type Change = Box<dyn Fn(&mut VectorIndex)>;
+
 #[test]
 fn records_that_break_the_rules_are_refused() {
     let dir = tempfile::tempdir().unwrap();
@@ -193,7 +196,7 @@ fn records_that_break_the_rules_are_refused() {
     let good = ds
         .create_vector_index(&IndexSpec { lists: Some(3), ..IndexSpec::new("g", "emb", Distance::L2) }, &options())
         .unwrap();
-    let cases: Vec<(&str, Box<dyn Fn(&mut VectorIndex)>, ErrorClass)> = vec![
+    let cases: Vec<(&str, Change, ErrorClass)> = vec![
         ("gap", Box::new(|i| i.lists[1].offset += 1), ErrorClass::Invalid),
         ("rows", Box::new(|i| i.rows += 1), ErrorClass::Invalid),
         (
@@ -258,4 +261,48 @@ fn near_duplicates_match_brute_force_when_every_list_is_compared() {
     let some = index.near_duplicates(ds.store(), threshold, 1).unwrap();
     assert!(some.iter().all(|r| brute.contains(r)));
     assert_eq!(index.near_duplicates(ds.store(), f64::NAN, 1).unwrap_err().class(), ErrorClass::Usage);
+}
+
+#[test]
+fn garbage_collection_keeps_named_lists_and_drops_orphans() {
+    let dir = tempfile::tempdir().unwrap();
+    let ds = dataset(dir.path(), 100, false);
+    let index = ds
+        .create_vector_index(&IndexSpec { lists: Some(3), ..IndexSpec::new("g", "emb", Distance::L2) }, &options())
+        .unwrap();
+    let orphan = format!("{LISTS_DIR}/0123456789abcdef0123456789abcdef.{LISTS_EXT}");
+    std::fs::write(dir.path().join(&orphan), b"left by a crashed build").unwrap();
+    let report = crate::gc::collect_garbage(ds.store(), std::time::Duration::ZERO, false).unwrap();
+    assert_eq!(report.garbage.iter().map(|g| g.0.as_str()).collect::<Vec<_>>(), vec![orphan.as_str()]);
+    assert!(dir.path().join(&index.data).exists());
+    assert_eq!(index.search(ds.store(), &[0.5; DIM], 3, 3).unwrap().0.len(), 3);
+    // A record that cannot be read stops the collection before anything is deleted.
+    std::fs::write(dir.path().join(index_key("broken")), b"not a record").unwrap();
+    let err = crate::gc::collect_garbage(ds.store(), std::time::Duration::ZERO, false).unwrap_err();
+    assert_eq!(err.class(), ErrorClass::Malformed);
+}
+
+#[test]
+fn verify_reads_every_list() {
+    let dir = tempfile::tempdir().unwrap();
+    let ds = dataset(dir.path(), 120, true);
+    let index = ds
+        .create_vector_index(&IndexSpec { lists: Some(4), ..IndexSpec::new("v", "emb", Distance::L2) }, &options())
+        .unwrap();
+    let stats = index.verify(ds.store()).unwrap();
+    assert_eq!((stats.lists, stats.entries, stats.bytes), (4, index.rows, index.data_size));
+    // The same row in two lists (CRC-32s recomputed, so only the repeat is wrong).
+    let path = dir.path().join(&index.data);
+    let mut bytes = std::fs::read(&path).unwrap();
+    let full: Vec<usize> = (0..4).filter(|&i| index.lists[i].rows > 0).collect();
+    assert!(full.len() >= 2, "{:?}", index.lists);
+    let (a, b) = (index.list_range(full[0]).start as usize, index.list_range(full[1]).start as usize);
+    let first: [u8; 8] = bytes[a..a + 8].try_into().unwrap();
+    bytes[b..b + 8].copy_from_slice(&first);
+    std::fs::write(&path, &bytes).unwrap();
+    let mut forged = index.clone();
+    let r = index.list_range(full[1]);
+    forged.lists[full[1]].crc32 = crc32fast::hash(&bytes[r.start as usize..r.end as usize]);
+    assert_eq!(forged.verify(ds.store()).unwrap_err().class(), ErrorClass::Invalid);
+    assert_eq!(index.verify(ds.store()).unwrap_err().class(), ErrorClass::Malformed);
 }
