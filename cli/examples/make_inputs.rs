@@ -1,5 +1,5 @@
 //! Writes synthetic ingest inputs for throughput measurements: an image folder of JPEGs
-//! (10 classes) and the same images as WebDataset tar shards.
+//! (10 classes), the same images as WebDataset tar shards, and an embedding per image.
 //!
 //! ```text
 //! cargo run --release -p tessera-cli --example make_inputs -- OUT [N] [SIDE] [SHARDS]
@@ -7,7 +7,10 @@
 //! writes `OUT/folder/class_K/img_NNNNNN.jpg` and `OUT/wds/shard-NNNN.tar` (`.jpg` + `.cls`),
 //! N images (default 2000) of SIDE×SIDE pixels (default 256), JPEG quality 90, in SHARDS
 //! shards (default 4). The pictures are smooth gradients with noise, so they compress about
-//! like photographs (tens of KB each at 256×256).
+//! like photographs (tens of KB each at 256×256). `OUT/emb/` holds `emb.npy` (f32 `[N, 16]`,
+//! one vector per image: its class's direction plus features of its own) and `label.npy`
+//! (i64 class); every 25th vector is a near-copy of the one before it (a near-duplicate for
+//! the curation recipe).
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -65,6 +68,56 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     if let Some(t) = tar.take() {
         t.into_inner()?.sync_all()?;
     }
+    write_embeddings(&out.join("emb"), n)?;
     println!("wrote {n} JPEGs ({side}x{side}, {:.1} KB average) to {}", total as f64 / n as f64 / 1e3, out.display());
     Ok(())
+}
+
+/// Elements per embedding.
+const EMB_DIM: usize = 16;
+
+/// `dir/emb.npy` (f32 `[n, 16]`) and `dir/label.npy` (i64 `[n]`).
+fn write_embeddings(dir: &std::path::Path, n: u64) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    let mut emb: Vec<f32> = Vec::with_capacity(n as usize * EMB_DIM);
+    for i in 0..n {
+        if i % 25 == 24 {
+            let prev: Vec<f32> = emb[emb.len() - EMB_DIM..].iter().map(|x| x + 1e-4).collect();
+            emb.extend(prev);
+            continue;
+        }
+        let class = (i % 10) as usize;
+        emb.extend((0..EMB_DIM).map(|j| {
+            let own = (i as f32 * 0.37 * (j + 1) as f32).cos() * 0.3;
+            if j == class { 1.0 + own } else { own }
+        }));
+    }
+    let labels: Vec<i64> = (0..n as i64).map(|i| i % 10).collect();
+    npy(
+        &dir.join("emb.npy"),
+        "<f4",
+        &format!("({n}, {EMB_DIM})"),
+        &emb.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<_>>(),
+    )?;
+    npy(
+        &dir.join("label.npy"),
+        "<i8",
+        &format!("({n},)"),
+        &labels.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<_>>(),
+    )
+}
+
+/// A version 1.0 `.npy` file: magic, header dict padded to 64 bytes, data.
+fn npy(path: &std::path::Path, descr: &str, shape: &str, data: &[u8]) -> std::io::Result<()> {
+    let mut header = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}");
+    while (10 + header.len() + 1) % 64 != 0 {
+        header.push(' ');
+    }
+    header.push('\n');
+    let mut f = std::io::BufWriter::new(std::fs::File::create(path)?);
+    f.write_all(b"\x93NUMPY\x01\x00")?;
+    f.write_all(&(header.len() as u16).to_le_bytes())?;
+    f.write_all(header.as_bytes())?;
+    f.write_all(data)?;
+    f.flush()
 }

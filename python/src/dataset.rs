@@ -483,6 +483,75 @@ impl PyDataset {
         py.detach(|| self.inner.views()).py_err()
     }
 
+    /// Builds a vector index (IVF-Flat) over `column` of this version (SPEC.md §24); returns
+    /// its summary.
+    #[pyo3(signature = (name, column, metric="cosine", lists=None, sample=None, iterations=10))]
+    #[allow(clippy::too_many_arguments)]
+    fn create_index<'py>(
+        &self,
+        py: Python<'py>,
+        name: &str,
+        column: &str,
+        metric: &str,
+        lists: Option<usize>,
+        sample: Option<usize>,
+        iterations: u32,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let metric = match metric {
+            "cosine" => tessera::distance::Distance::Cosine,
+            "l2" => tessera::distance::Distance::L2,
+            other => return Err(usage(format!("metric {other:?}: use 'cosine' or 'l2'"))),
+        };
+        let spec =
+            tessera::ann::IndexSpec { lists, sample, iterations, ..tessera::ann::IndexSpec::new(name, column, metric) };
+        let index = py.detach(|| self.inner.create_vector_index(&spec, &tessera::WriteOptions::default())).py_err()?;
+        index_summary(py, &index)
+    }
+
+    /// Vector index names, sorted.
+    fn indexes(&self, py: Python<'_>) -> PyResult<Vec<String>> {
+        py.detach(|| self.inner.vector_indexes()).py_err()
+    }
+
+    /// One vector index's summary (its version, column, metric, lists, rows, bytes).
+    fn index_info<'py>(&self, py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyDict>> {
+        let index = py.detach(|| self.inner.vector_index(name)).py_err()?;
+        index_summary(py, &index)
+    }
+
+    /// Deletes a vector index (no version changes).
+    fn drop_index(&self, py: Python<'_>, name: &str) -> PyResult<()> {
+        py.detach(|| self.inner.delete_vector_index(name)).py_err()
+    }
+
+    /// The `k` rows nearest `vector` by the index's metric, probing `nprobe` lists (default
+    /// 1/32 of them): `(row, distance)` pairs, nearest first (SPEC.md ANN-10).
+    #[pyo3(signature = (index, vector, k=10, nprobe=None))]
+    #[allow(clippy::needless_pass_by_value)] // pyo3 extracts a Python list as an owned Vec
+    fn search(
+        &self,
+        py: Python<'_>,
+        index: &str,
+        vector: Vec<f64>,
+        k: usize,
+        nprobe: Option<usize>,
+    ) -> PyResult<Vec<(u64, f64)>> {
+        py.detach(|| {
+            let ix = self.inner.vector_index(index)?;
+            let nprobe = nprobe.unwrap_or_else(|| ix.default_nprobe());
+            let (hits, _) = ix.search(self.inner.store(), &vector, k, nprobe)?;
+            Ok(hits.into_iter().map(|h| (h.row, h.distance)).collect())
+        })
+        .py_err()
+    }
+
+    /// Rows within `threshold` of a row with a smaller id, among their list and the
+    /// `probe - 1` nearest lists, ascending (curation: drop them).
+    #[pyo3(signature = (index, threshold, probe=1))]
+    fn near_duplicates(&self, py: Python<'_>, index: &str, threshold: f64, probe: usize) -> PyResult<Vec<u64>> {
+        py.detach(|| self.inner.vector_index(index)?.near_duplicates(self.inner.store(), threshold, probe)).py_err()
+    }
+
     /// Branch names, sorted.
     fn branches(&self, py: Python<'_>) -> PyResult<Vec<String>> {
         py.detach(|| self.inner.branches()).py_err()
@@ -544,4 +613,19 @@ impl PyDataset {
             self.inner.row_count()
         )
     }
+}
+
+/// A vector index's summary as a dict.
+fn index_summary<'py>(py: Python<'py>, i: &tessera::ann::VectorIndex) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("name", &i.name)?;
+    d.set_item("branch", &i.target.branch)?;
+    d.set_item("version", i.target.version)?;
+    d.set_item("column", &i.column)?;
+    d.set_item("metric", tessera::ann::metric_name(i.metric))?;
+    d.set_item("lists", i.nlist())?;
+    d.set_item("rows", i.rows)?;
+    d.set_item("bytes", i.data_size)?;
+    d.set_item("default_nprobe", i.default_nprobe())?;
+    Ok(d)
 }

@@ -25,7 +25,7 @@ Errors are :class:`TesseraError` subclasses named after the format's error class
 
 from __future__ import annotations
 
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Union
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -458,6 +458,42 @@ class Dataset:
     def views(self) -> List[str]:
         """View names, sorted."""
         return self._native.views()
+
+    def create_index(self, name: str, column: str, metric: str = "cosine", lists: Optional[int] = None,
+                     sample: Optional[int] = None, iterations: int = 10) -> Dict[str, Any]:
+        """Builds a vector index (IVF-Flat, SPEC.md §24) over ``column`` of this version:
+        ``metric`` ``"cosine"`` or ``"l2"``, ``lists`` (default √rows). Returns its summary.
+        :class:`ConflictError` if the name exists."""
+        return self._native.create_index(name, column, metric, lists, sample, iterations)
+
+    def indexes(self) -> List[str]:
+        """Vector index names, sorted."""
+        return self._native.indexes()
+
+    def index_info(self, name: str) -> Dict[str, Any]:
+        """A vector index's summary: version, column, metric, lists, rows, bytes."""
+        return self._native.index_info(name)
+
+    def drop_index(self, name: str) -> None:
+        """Deletes a vector index; no version changes."""
+        self._native.drop_index(name)
+
+    def search(self, index: str, vector: Sequence[float], k: int = 10,
+               nprobe: Optional[int] = None) -> List[Tuple[int, float]]:
+        """The ``k`` rows nearest ``vector`` with index ``index`` (of this dataset's version):
+        ``(row, distance)`` pairs, nearest first, each distance exact (SPEC.md §23). Probes
+        ``nprobe`` lists (default 1/32 of them; all of them gives the exact answer)."""
+        return self._native.search(index, [float(x) for x in vector], k, nprobe)
+
+    def near_duplicates(self, index: str, threshold: float, probe: int = 1) -> List[int]:
+        """Rows whose vector lies within ``threshold`` (the index's metric) of a row with a
+        smaller id in the same list or the ``probe - 1`` nearest lists, ascending. Save the
+        others as a view to train without them::
+
+            dropped = set(ds.near_duplicates("emb-cos", 1e-4))
+            ds.save_view("unique", [r for r in range(len(ds)) if r not in dropped])
+        """
+        return self._native.near_duplicates(index, threshold, probe)
 
     def branches(self) -> List[str]:
         """Branch names, sorted."""

@@ -160,27 +160,46 @@ impl VectorIndex {
         }
         let q = Wide::query(self.dtype, query);
         let probe: Vec<usize> = self.probe_order(query).into_iter().take(nprobe.max(1)).collect();
-        let mut heap: BinaryHeap<Kept> = BinaryHeap::with_capacity(k.min(1 << 16) + 1);
-        let mut row = Wide::new(self.dtype);
-        let mut stats = SearchStats::default();
-        if k > 0 {
-            stats = self.each_entry(store, &probe, |id, bytes| {
-                row.set(self.dtype, bytes);
-                let key = (total_key(row.distance(self.metric, &q)), id);
-                if heap.len() < k {
-                    heap.push(Kept { key, vector: bytes.to_vec() });
-                } else if heap.peek().is_some_and(|worst| key < worst.key) {
-                    let mut worst = heap.pop().map(|w| w.vector).unwrap_or_default();
-                    worst.clear();
-                    worst.extend_from_slice(bytes);
-                    heap.push(Kept { key, vector: worst });
-                }
-                Ok(())
-            })?;
+        if k == 0 {
+            return Ok((Vec::new(), SearchStats::default()));
         }
-        let kept = heap.into_sorted_vec();
-        if let Some(w) = kept.windows(2).find(|w| w[0].key.1 == w[1].key.1) {
-            return Err(Error::invalid(&self.data, format!("row {} is listed twice [ANN-07]", w[0].key.1)));
+        // The probed lists split over the cores by bytes, each part ranked on its own thread;
+        // the parts' best k merge into the answer (the order does not depend on the split).
+        let threads = std::thread::available_parallelism().map_or(1, usize::from).clamp(1, probe.len());
+        let mut parts: Vec<(u64, Vec<usize>)> = vec![(0, Vec::new()); threads];
+        for &l in &probe {
+            if let Some(p) = parts.iter_mut().min_by_key(|p| p.0) {
+                p.0 += self.lists[l].rows;
+                p.1.push(l);
+            }
+        }
+        let ranked: Vec<Result<(Vec<Kept>, SearchStats)>> = if threads == 1 {
+            vec![self.rank(store, &q, &probe, k)]
+        } else {
+            std::thread::scope(|s| {
+                let handles: Vec<_> =
+                    parts.iter().map(|(_, lists)| s.spawn(|| self.rank(store, &q, lists, k))).collect();
+                handles
+                    .into_iter()
+                    .map(|h| h.join().unwrap_or_else(|_| Err(Error::usage("a search thread panicked"))))
+                    .collect()
+            })
+        };
+        let mut kept = Vec::new();
+        let mut stats = SearchStats::default();
+        for r in ranked {
+            let (part, st) = r?;
+            kept.extend(part);
+            stats.lists += st.lists;
+            stats.entries += st.entries;
+            stats.bytes += st.bytes;
+        }
+        kept.sort_unstable();
+        kept.truncate(k);
+        let mut rows: Vec<u64> = kept.iter().map(|k| k.key.1).collect();
+        rows.sort_unstable();
+        if let Some(w) = rows.windows(2).find(|w| w[0] == w[1]) {
+            return Err(Error::invalid(&self.data, format!("row {} is listed twice [ANN-07]", w[0])));
         }
         let hits = kept
             .into_iter()
@@ -194,8 +213,30 @@ impl VectorIndex {
         Ok((hits, stats))
     }
 
+    /// The best `k` entries of `lists` for query `q`, by (distance, row).
+    fn rank(&self, store: &Store, q: &Wide, lists: &[usize], k: usize) -> Result<(Vec<Kept>, SearchStats)> {
+        let mut heap: BinaryHeap<Kept> = BinaryHeap::with_capacity(k.min(1 << 16) + 1);
+        let mut row = Wide::new(self.dtype);
+        let stats = self.each_entry(store, lists, |id, bytes| {
+            row.set(self.dtype, bytes);
+            let key = (total_key(row.distance(self.metric, q)), id);
+            if heap.len() < k {
+                heap.push(Kept { key, vector: bytes.to_vec() });
+            } else if heap.peek().is_some_and(|worst| key < worst.key) {
+                let mut worst = heap.pop().map(|w| w.vector).unwrap_or_default();
+                worst.clear();
+                worst.extend_from_slice(bytes);
+                heap.push(Kept { key, vector: worst });
+            }
+            Ok(())
+        })?;
+        Ok((heap.into_vec(), stats))
+    }
+
     /// Calls `f(row, vector bytes)` for every entry of `lists`, in order, reading each list in
-    /// pieces and checking its CRC-32 and row ids `[ANN-07]`.
+    /// pieces and checking its CRC-32 and row ids `[ANN-07]`. A local dataset's lists object is
+    /// read with positioned reads into one reused buffer; another store's with ranged GETs of
+    /// a few pieces each.
     pub(crate) fn each_entry(
         &self,
         store: &Store,
@@ -218,10 +259,29 @@ impl VectorIndex {
                 pieces.push((i, r.clone(), true));
             }
         }
-        let mut stats = SearchStats { lists: lists.len() as u64, ..SearchStats::default() };
-        let mut crc = crc32fast::Hasher::new();
-        let mut bad_row: Option<u64> = None;
-        let mut pending: Option<Error> = None;
+        let mut check = ListCheck {
+            index: self,
+            stats: SearchStats { lists: lists.len() as u64, ..SearchStats::default() },
+            crc: crc32fast::Hasher::new(),
+            bad_row: None,
+            pending: None,
+        };
+        #[cfg(unix)]
+        if let Some(file) = local_file(store, &self.data) {
+            use std::os::unix::fs::FileExt as _;
+            let mut buf = Vec::new();
+            for (list, range, last) in &pieces {
+                buf.resize((range.end - range.start) as usize, 0);
+                if file.read_exact_at(&mut buf, range.start).is_err() {
+                    // The store reads the same range and names the fault as for any store.
+                    let again = store.get_ranges(&self.data, std::slice::from_ref(range))?;
+                    buf.clear();
+                    buf.extend_from_slice(again.first().map_or(&[][..], AsRef::as_ref));
+                }
+                check.piece(*list, range, *last, &buf, &mut f)?;
+            }
+            return Ok(check.stats);
+        }
         let mut next = 0;
         while next < pieces.len() {
             let mut total = 0u64;
@@ -238,55 +298,92 @@ impl VectorIndex {
             let mut bodies = bodies.into_iter();
             for (list, range, last) in &pieces[next..end] {
                 let body = if range.is_empty() { bytes::Bytes::new() } else { bodies.next().unwrap_or_default() };
-                if body.len() as u64 != range.end - range.start {
-                    return Err(Error::malformed(
-                        &self.data,
-                        format!(
-                            "list {list} read {} bytes of {} (object shorter than the record says) [ANN-07]",
-                            body.len(),
-                            range.end - range.start
-                        ),
-                    ));
-                }
-                stats.bytes += body.len() as u64;
-                crc.update(&body);
-                for e in body.chunks_exact(entry as usize) {
-                    let id = u64::from_le_bytes([e[0], e[1], e[2], e[3], e[4], e[5], e[6], e[7]]);
-                    if id >= self.target_rows {
-                        // Reported after the list's CRC-32, which names a damaged list first.
-                        bad_row.get_or_insert(id);
-                        continue;
-                    }
-                    stats.entries += 1;
-                    if pending.is_none()
-                        && let Err(e) = f(id, &e[8..])
-                    {
-                        // Reported after the list's CRC-32 too.
-                        pending = Some(e);
-                    }
-                }
-                if *last {
-                    let computed = std::mem::replace(&mut crc, crc32fast::Hasher::new()).finalize();
-                    let stored = self.lists[*list].crc32;
-                    if computed != stored {
-                        return Err(Error::Checksum { what: format!("{}: list {list}", self.data), stored, computed });
-                    }
-                    if let Some(id) = bad_row.take() {
-                        return Err(Error::invalid(
-                            &self.data,
-                            format!(
-                                "list {list} holds row {id}, not one of the version's {} rows [ANN-07]",
-                                self.target_rows
-                            ),
-                        ));
-                    }
-                    if let Some(e) = pending.take() {
-                        return Err(e);
-                    }
-                }
+                check.piece(*list, range, *last, &body, &mut f)?;
             }
             next = end;
         }
-        Ok(stats)
+        Ok(check.stats)
     }
+}
+
+/// The checks of ANN-07 over a list's pieces, in order: its CRC-32 first, then its row ids,
+/// then what the caller's function found.
+struct ListCheck<'a> {
+    index: &'a VectorIndex,
+    stats: SearchStats,
+    crc: crc32fast::Hasher,
+    bad_row: Option<u64>,
+    pending: Option<Error>,
+}
+
+impl ListCheck<'_> {
+    fn piece(
+        &mut self,
+        list: usize,
+        range: &Range<u64>,
+        last: bool,
+        body: &[u8],
+        f: &mut impl FnMut(u64, &[u8]) -> Result<()>,
+    ) -> Result<()> {
+        let ix = self.index;
+        if body.len() as u64 != range.end - range.start {
+            return Err(Error::malformed(
+                &ix.data,
+                format!(
+                    "list {list} read {} bytes of {} (object shorter than the record says) [ANN-07]",
+                    body.len(),
+                    range.end - range.start
+                ),
+            ));
+        }
+        self.stats.bytes += body.len() as u64;
+        self.crc.update(body);
+        for e in body.chunks_exact(ix.entry_bytes() as usize) {
+            let id = u64::from_le_bytes([e[0], e[1], e[2], e[3], e[4], e[5], e[6], e[7]]);
+            if id >= ix.target_rows {
+                // Reported after the list's CRC-32, which names a damaged list first.
+                self.bad_row.get_or_insert(id);
+                continue;
+            }
+            self.stats.entries += 1;
+            if self.pending.is_none()
+                && let Err(e) = f(id, &e[8..])
+            {
+                self.pending = Some(e);
+            }
+        }
+        if !last {
+            return Ok(());
+        }
+        let computed = std::mem::replace(&mut self.crc, crc32fast::Hasher::new()).finalize();
+        let stored = ix.lists[list].crc32;
+        if computed != stored {
+            return Err(Error::Checksum { what: format!("{}: list {list}", ix.data), stored, computed });
+        }
+        if let Some(id) = self.bad_row.take() {
+            return Err(Error::invalid(
+                &ix.data,
+                format!("list {list} holds row {id}, not one of the version's {} rows [ANN-07]", ix.target_rows),
+            ));
+        }
+        self.pending.take().map_or(Ok(()), Err)
+    }
+}
+
+/// The lists object as a local file, when the store is a local directory and no component of
+/// the key is a link (a link is no object, LAY-11: the store then answers).
+#[cfg(unix)]
+fn local_file(store: &Store, key: &str) -> Option<std::fs::File> {
+    let root = std::path::Path::new(store.url());
+    if !root.is_dir() {
+        return None;
+    }
+    let mut path = root.to_path_buf();
+    for part in key.split('/') {
+        path.push(part);
+        if std::fs::symlink_metadata(&path).ok()?.file_type().is_symlink() {
+            return None;
+        }
+    }
+    std::fs::File::open(path).ok().filter(|f| f.metadata().is_ok_and(|m| m.is_file()))
 }
