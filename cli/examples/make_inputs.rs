@@ -88,7 +88,7 @@ fn write_embeddings(dir: &std::path::Path, n: u64) -> std::io::Result<()> {
         }
         let class = (i % 10) as usize;
         emb.extend((0..EMB_DIM).map(|j| {
-            let own = (i as f32 * 0.37 * (j + 1) as f32).cos() * 0.3;
+            let own = (i as f32 * 1.324_7 * (j + 1) as f32).cos() * 0.3;
             if j == class { 1.0 + own } else { own }
         }));
     }

@@ -525,7 +525,7 @@ impl PyDataset {
     }
 
     /// The `k` rows nearest `vector` by the index's metric, probing `nprobe` lists (default
-    /// 1/32 of them): `(row, distance)` pairs, nearest first (SPEC.md ANN-10).
+    /// 1/64 of them, at least 8): `(row, distance)` pairs, nearest first (SPEC.md ANN-10).
     #[pyo3(signature = (index, vector, k=10, nprobe=None))]
     #[allow(clippy::needless_pass_by_value)] // pyo3 extracts a Python list as an owned Vec
     fn search(
@@ -536,7 +536,7 @@ impl PyDataset {
         k: usize,
         nprobe: Option<usize>,
     ) -> PyResult<Vec<(u64, f64)>> {
-        py.detach(|| {
+        py.detach(|| -> tessera::Result<Vec<(u64, f64)>> {
             let ix = self.inner.vector_index(index)?;
             let nprobe = nprobe.unwrap_or_else(|| ix.default_nprobe());
             let (hits, _) = ix.search(self.inner.store(), &vector, k, nprobe)?;

@@ -482,7 +482,7 @@ class Dataset:
                nprobe: Optional[int] = None) -> List[Tuple[int, float]]:
         """The ``k`` rows nearest ``vector`` with index ``index`` (of this dataset's version):
         ``(row, distance)`` pairs, nearest first, each distance exact (SPEC.md §23). Probes
-        ``nprobe`` lists (default 1/32 of them; all of them gives the exact answer)."""
+        ``nprobe`` lists (default 1/64 of them, at least 8; all of them gives the exact answer)."""
         return self._native.search(index, [float(x) for x in vector], k, nprobe)
 
     def near_duplicates(self, index: str, threshold: float, probe: int = 1) -> List[int]:

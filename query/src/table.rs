@@ -51,7 +51,7 @@ pub struct ScanOptions {
     /// Answer such a top-k (nearest first, no filter) from a vector index of the version when
     /// there is one (module `ann`); off, always the exact scan.
     pub vector_index: bool,
-    /// Lists an index search probes; `None` for the index's default (1/32 of its lists).
+    /// Lists an index search probes; `None` for the index's default (1/64 of its lists, at least 8).
     pub nprobe: Option<usize>,
 }
 

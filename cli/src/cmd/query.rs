@@ -57,7 +57,7 @@ pub(crate) struct Args {
     /// Never use a vector index: every ORDER BY <distance> LIMIT k is the exact top-k.
     #[arg(long)]
     exact: bool,
-    /// Lists a vector index search probes (default: 1/32 of the index's lists). More is
+    /// Lists a vector index search probes (default: 1/64 of the index's lists, at least 8). More is
     /// slower and finds more of the exact top-k; all of them is the exact answer.
     #[arg(long, value_name = "N", conflicts_with = "exact")]
     nprobe: Option<usize>,

@@ -187,10 +187,13 @@ impl VectorIndex {
         l.offset..l.offset + l.rows * self.entry_bytes()
     }
 
-    /// The number of lists a search probes unless told: 1/32 of them, at least 1 `[ANN-10]`.
+    /// The number of lists a search probes unless told: 1/64 of them, but at least 8 (or all,
+    /// when there are fewer) `[ANN-10]`. At 10^6 vectors (1,000 lists) that is 16 lists, which
+    /// found 96% to 100% of the exact top-10 at over 20 times the exact scan's speed
+    /// (`ann_bench`).
     #[must_use]
     pub fn default_nprobe(&self) -> usize {
-        self.nlist().div_ceil(32).max(1)
+        self.nlist().div_ceil(64).max(self.nlist().min(8))
     }
 
     /// Reads every list and checks it: its CRC-32, its row ids below the version's row count,

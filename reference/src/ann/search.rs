@@ -198,8 +198,8 @@ impl VectorIndex {
         kept.truncate(k);
         let mut rows: Vec<u64> = kept.iter().map(|k| k.key.1).collect();
         rows.sort_unstable();
-        if let Some(w) = rows.windows(2).find(|w| w[0] == w[1]) {
-            return Err(Error::invalid(&self.data, format!("row {} is listed twice [ANN-07]", w[0])));
+        if let Some(&[r, _]) = rows.windows(2).find(|w| w[0] == w[1]) {
+            return Err(Error::invalid(&self.data, format!("row {r} is listed twice [ANN-07]")));
         }
         let hits = kept
             .into_iter()
