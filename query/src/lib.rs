@@ -1,4 +1,4 @@
-//! # SQL and exact vector search over a pinned Tessera version
+//! # SQL and vector search over a pinned Tessera version
 //!
 //! [`QueryEngine`] opens one version of a dataset as the table `ds` in Apache DataFusion and
 //! answers SQL over it:
@@ -26,6 +26,12 @@
 //! first key is a distance to a constant vector, the scan itself keeps the k best rows of
 //! each partition, computing distances from the column's pages (modules `topk`,
 //! `vector_scan`); the answer is the same. Without `ORDER BY` the order is unspecified.
+//!
+//! **Vector indexes.** When the version has a vector index (`tessera::ann`, SPEC.md §24) on
+//! the ranked column for the ranked metric, an unfiltered nearest-first top-k reads only the
+//! lists nearest the query (module `ann`): the rows returned are ranked exactly, rows in lists
+//! not read can be missed. [`ScanOptions::vector_index`] turns this off, and
+//! [`ScanOptions::nprobe`] sets the lists read; [`ScanStats`] counts the searches.
 //!
 //! The engine is blocking: call it from outside any async runtime (it owns one).
 

@@ -60,9 +60,9 @@ impl IndexSpec {
 /// Rust never fuses or reorders float operations).
 fn l2_sq(a: &[f32], b: &[f32]) -> f32 {
     let mut lanes = [0f32; 16];
-    let (ac, bc) = (a.chunks_exact(16), b.chunks_exact(16));
-    let (ar, br) = (ac.remainder(), bc.remainder());
-    for (x, y) in ac.zip(bc) {
+    // Whole 16-element arrays, so the lanes compile to vector registers without bounds checks.
+    let ((ac, ar), (bc, br)) = (a.as_chunks::<16>(), b.as_chunks::<16>());
+    for (x, y) in ac.iter().zip(bc) {
         for j in 0..16 {
             let d = x[j] - y[j];
             lanes[j] += d * d;
@@ -80,16 +80,24 @@ fn l2_sq(a: &[f32], b: &[f32]) -> f32 {
     lanes[0]
 }
 
-/// The nearest centroid of `v` (ties and NaN to the lower list).
-fn nearest(v: &[f32], centroids: &[f32], dim: usize) -> u32 {
-    let mut best = (f32::INFINITY, 0u32);
+/// Points compared with each centroid while it is in cache: the centroids stream through
+/// the cache once per block of points instead of once per point.
+const BLOCK: usize = 32;
+
+/// The nearest centroid of each of `points` (at most [`BLOCK`] of them), ties and NaN to the
+/// lower list.
+fn nearest_block(points: &[f32], centroids: &[f32], dim: usize, out: &mut [u32]) {
+    let mut best = [f32::INFINITY; BLOCK];
+    out.fill(0);
     for (i, c) in centroids.chunks_exact(dim).enumerate() {
-        let d = l2_sq(v, c);
-        if d < best.0 {
-            best = (d, i as u32);
+        for ((v, b), o) in points.chunks_exact(dim).zip(best.iter_mut()).zip(out.iter_mut()) {
+            let d = l2_sq(v, c);
+            if d < *b {
+                *b = d;
+                *o = i as u32;
+            }
         }
     }
-    best.1
 }
 
 /// Nearest centroids of the `dim`-element vectors in `points`, on every core.
@@ -101,8 +109,8 @@ fn assign(points: &[f32], centroids: &[f32], dim: usize, out: &mut [u32]) {
         for (t, part) in out.chunks_mut(per).enumerate() {
             let pts = &points[t * per * dim..(t * per + part.len()) * dim];
             s.spawn(move || {
-                for (o, v) in part.iter_mut().zip(pts.chunks_exact(dim)) {
-                    *o = nearest(v, centroids, dim);
+                for (o, v) in part.chunks_mut(BLOCK).zip(pts.chunks(BLOCK * dim)) {
+                    nearest_block(v, centroids, dim, o);
                 }
             });
         }
@@ -384,6 +392,8 @@ mod tests {
         let b: Vec<f32> = (0..37).map(|i| (i * i) as f32 * 0.01).collect();
         let plain: f64 = a.iter().zip(&b).map(|(x, y)| f64::from(x - y) * f64::from(x - y)).sum();
         assert!((f64::from(l2_sq(&a, &b)) - plain).abs() < 1e-3 * plain);
-        assert_eq!(nearest(&a, &[b.clone(), a.clone()].concat(), 37), 1);
+        let mut out = [9u32; 2];
+        nearest_block(&[a.clone(), b.clone()].concat(), &[b.clone(), a.clone(), a.clone()].concat(), 37, &mut out);
+        assert_eq!(out, [1, 0], "the nearest, ties to the lower list");
     }
 }
