@@ -8,9 +8,9 @@ use std::time::Instant;
 use serde_json::json;
 use tessera::ann::{IndexSpec, VectorIndex, metric_name};
 use tessera::distance::Distance;
-use tessera::{At, Dataset, ViewRowsBuilder, WriteOptions};
+use tessera::{At, ViewRowsBuilder, WriteOptions};
 
-use super::{AtArgs, Ctx, DatasetArg, emit, emit_json, fmt_bytes, fmt_time, open, open_store, open_version, required};
+use super::{AtArgs, Ctx, DatasetArg, emit, emit_json, fmt_bytes, fmt_time, open, open_latest, open_version, required};
 use crate::error::{CliError, CliResult, Exit};
 
 /// `tessera index` subcommands.
@@ -105,14 +105,6 @@ pub(crate) fn run(ctx: Ctx, cmd: &Command) -> CliResult<Exit> {
         Command::Rm(a) => rm(ctx, a),
         Command::Dedup(a) => dedup(ctx, a),
     }
-}
-
-/// Opens the latest version of `main` (indexes are listed and read through any version) and
-/// resolves the name positional.
-fn open_latest(ds: &DatasetArg, name: Option<&String>) -> CliResult<(Dataset, Option<String>)> {
-    let (location, [name]) = ds.resolve([name.cloned()])?;
-    let store = open_store(&location)?;
-    Ok((open_version(&store, &At::Latest)?, name))
 }
 
 fn summary_json(i: &VectorIndex) -> serde_json::Value {

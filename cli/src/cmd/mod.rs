@@ -174,6 +174,17 @@ pub(crate) fn open_version(store: &Store, at: &At) -> CliResult<Dataset> {
     })
 }
 
+/// Opens the latest version of `main` and resolves one name positional: for objects read
+/// through any version (views, vector indexes).
+///
+/// # Errors
+/// As [`open_store`] and [`open_version`]; usage errors of the positionals.
+pub(crate) fn open_latest(ds: &DatasetArg, name: Option<&String>) -> CliResult<(Dataset, Option<String>)> {
+    let (location, [name]) = ds.resolve([name.cloned()])?;
+    let store = open_store(&location)?;
+    Ok((open_version(&store, &At::Latest)?, name))
+}
+
 /// Opens the dataset a command names at the version it selects.
 ///
 /// # Errors

@@ -5,9 +5,9 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use serde_json::json;
-use tessera::{At, Dataset, View, ViewRows};
+use tessera::{Dataset, View, ViewRows};
 
-use super::{Ctx, DatasetArg, emit, emit_json, fmt_time, open_store, open_version, required};
+use super::{Ctx, DatasetArg, emit, emit_json, fmt_time, open_latest, required};
 use crate::error::{CliResult, Exit};
 
 /// `tessera view` subcommands.
@@ -62,13 +62,6 @@ pub(crate) fn run(ctx: Ctx, cmd: &Command) -> CliResult<Exit> {
         Command::Show(a) => show(ctx, a),
         Command::Rm(a) => rm(ctx, a),
     }
-}
-
-/// Opens the latest version of `main`: views are listed and read through any version.
-fn open_latest(ds: &DatasetArg, name: Option<&String>) -> CliResult<(Dataset, Option<String>)> {
-    let (location, [name]) = ds.resolve([name.cloned()])?;
-    let store = open_store(&location)?;
-    Ok((open_version(&store, &At::Latest)?, name))
 }
 
 /// Lowercase hex of a digest.
