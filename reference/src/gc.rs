@@ -77,13 +77,7 @@ pub fn collect_garbage(store: &Store, retention: Duration, dry_run: bool) -> Res
     }
     // Lists objects of vector indexes are live while a record names them [ANN-12]; a record
     // that cannot be decoded stops the collection like an unreadable manifest.
-    for (name, _) in store.list(crate::ann::ANN_DIR)? {
-        let Some(index) = name.strip_suffix(crate::ann::ANN_SUFFIX) else { continue };
-        if paths::validate_ref_name(index).is_err() {
-            continue;
-        }
-        live.insert(crate::ann::lists_object_of(store, index, &limits)?);
-    }
+    live.extend(crate::ann::named_lists(store, &limits)?);
     let now = SystemTime::now();
     let mut report = GcReport { dry_run, ..GcReport::default() };
     for dir in [paths::DATA_DIR, paths::INDEX_DIR, paths::DELETIONS_DIR, crate::ann::LISTS_DIR] {

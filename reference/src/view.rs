@@ -668,16 +668,10 @@ impl Dataset {
             Error::check_limit(|| format!("{key}: rows"), hard::MAX_VIEW_RUN_ROWS, r.len())?;
         }
         rows.check_against(self.row_count()).map_err(|reason| Error::usage(format!("view {name:?}: {reason}")))?;
-        let target = paths::manifest_key(self.branch(), self.version());
-        let manifest_bytes =
-            self.store().get_bounded(&target, envelope::max_object_len(self.limits().max_manifest_body()))?;
-        if envelope::stored_crc(&manifest_bytes) != self.manifest_crc32() {
-            return Err(Error::invalid(&target, "the manifest differs from the one this dataset opened [LAY-06]"));
-        }
         let view = View {
             name: name.to_string(),
             target: VersionRef { branch: self.branch().to_string(), version: self.version() },
-            manifest_sha256: Sha256::digest(&manifest_bytes).into(),
+            manifest_sha256: self.manifest_sha256()?,
             timestamp_ms: options.timestamp(),
             query: query.to_string(),
             rows_sha256: rows.digest(),
@@ -697,6 +691,17 @@ impl Dataset {
             }
             Created::Existed => Err(Error::Conflict { what: format!("view {name:?} exists") }),
         }
+    }
+
+    /// The SHA-256 of this version's manifest object, which views and vector indexes bind to
+    /// (VIEW-02, ANN-02); the object is read again and must be the one this dataset opened.
+    pub(crate) fn manifest_sha256(&self) -> Result<[u8; 32]> {
+        let target = paths::manifest_key(self.branch(), self.version());
+        let bytes = self.store().get_bounded(&target, envelope::max_object_len(self.limits().max_manifest_body()))?;
+        if envelope::stored_crc(&bytes) != self.manifest_crc32() {
+            return Err(Error::invalid(&target, "the manifest differs from the one this dataset opened [LAY-06]"));
+        }
+        Ok(Sha256::digest(&bytes).into())
     }
 
     /// Reads and validates view `name` of this dataset (VAL-18); the view may pin any

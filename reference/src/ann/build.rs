@@ -10,13 +10,11 @@
 //! not depend on how the lists were made: any partition of the rows is a valid index.
 
 use bytes::Bytes;
-use sha2::{Digest, Sha256};
 
 use crate::column::ColumnData;
 use crate::dataset::Dataset;
 use crate::distance::Distance;
 use crate::dtype::DType;
-use crate::envelope;
 use crate::error::{Error, Result};
 use crate::manifest::VersionRef;
 use crate::paths;
@@ -24,9 +22,7 @@ use crate::schema::Dim;
 use crate::writer::WriteOptions;
 
 use super::search::Wide;
-use super::{
-    ANN_DIR, LISTS_DIR, LISTS_EXT, ListRef, MAX_DIM, MAX_LISTS, VectorIndex, check_name, index_key, indexable,
-};
+use super::{LISTS_DIR, LISTS_EXT, ListRef, MAX_DIM, MAX_LISTS, VectorIndex, check_name, indexable};
 
 /// Bytes of vectors read per chunk of rows.
 const CHUNK_BYTES: u64 = 32 << 20;
@@ -319,16 +315,10 @@ impl Dataset {
         let (bytes, list_refs) = build.lists(&label, nlist)?;
         drop(label);
 
-        let target = paths::manifest_key(self.branch(), self.version());
-        let manifest_bytes =
-            self.store().get_bounded(&target, envelope::max_object_len(self.limits().max_manifest_body()))?;
-        if envelope::stored_crc(&manifest_bytes) != self.manifest_crc32() {
-            return Err(Error::invalid(&target, "the manifest differs from the one this dataset opened [LAY-06]"));
-        }
         let index = VectorIndex {
             name: spec.name.clone(),
             target: VersionRef { branch: self.branch().to_string(), version: self.version() },
-            manifest_sha256: Sha256::digest(&manifest_bytes).into(),
+            manifest_sha256: self.manifest_sha256()?,
             timestamp_ms: options.timestamp(),
             column: spec.column.clone(),
             dtype: build.dtype,
@@ -374,8 +364,7 @@ impl Dataset {
         if spec.iterations == 0 || spec.lists == Some(0) || spec.sample == Some(0) {
             return Err(Error::usage("lists, sample and iterations must be at least 1"));
         }
-        let key = index_key(&spec.name);
-        if self.store().list(ANN_DIR)?.iter().any(|(n, _)| format!("{ANN_DIR}/{n}") == key) {
+        if super::index_names(self.store())?.contains(&spec.name) {
             return Err(Error::Conflict { what: format!("vector index {:?} exists", spec.name) });
         }
         Ok(Build { ds: self, column: &spec.column, dtype: column.dtype, dim, cosine: spec.metric == Distance::Cosine })

@@ -350,22 +350,38 @@ impl VectorIndex {
     }
 }
 
-/// The lists object index record `name` names (VAL-21 steps 2 to 9: the record alone).
-pub(crate) fn lists_object_of(store: &Store, name: &str, limits: &Limits) -> Result<String> {
-    let key = index_key(name);
-    let bytes = store.get_bounded(&key, envelope::max_object_len(limits.max_segment_body()))?;
-    Ok(VectorIndex::decode(&bytes, name, &key, limits)?.data)
+/// The index names under `ann/`, sorted; other keys there are ignored `[ANN-01]`.
+pub(crate) fn index_names(store: &Store) -> Result<Vec<String>> {
+    let mut v: Vec<String> = store
+        .list(ANN_DIR)?
+        .into_iter()
+        .filter_map(|(n, _)| n.strip_suffix(ANN_SUFFIX).map(str::to_string))
+        .filter(|n| check_name(n).is_ok())
+        .collect();
+    v.sort();
+    Ok(v)
 }
 
-/// Reads index `name` and runs VAL-21 on it.
-fn read_index(store: &Store, name: &str, limits: &Limits) -> Result<VectorIndex> {
+/// Reads record `name` and checks it alone (VAL-21 steps 1 to 9).
+fn read_record(store: &Store, name: &str, limits: &Limits) -> Result<VectorIndex> {
     check_name(name)?;
     let key = index_key(name);
     let bytes = store.get_bounded(&key, envelope::max_object_len(limits.max_segment_body()))?;
-    let mut index = VectorIndex::decode(&bytes, name, &key, limits)?;
-    let (manifest, _) = load_target(store, &key, &index.target, &index.manifest_sha256, limits)?;
+    VectorIndex::decode(&bytes, name, &key, limits)
+}
+
+/// The lists objects every record names, for garbage collection `[ANN-12]`: a record that
+/// cannot be read is an error, so nothing is deleted.
+pub(crate) fn named_lists(store: &Store, limits: &Limits) -> Result<Vec<String>> {
+    index_names(store)?.iter().map(|n| read_record(store, n, limits).map(|i| i.data)).collect()
+}
+
+/// Steps 10 and 11 of VAL-21 for a record read alone; returns the target's envelope CRC.
+fn check_target(store: &Store, index: &mut VectorIndex, limits: &Limits) -> Result<u32> {
+    let key = index_key(&index.name);
+    let (manifest, crc) = load_target(store, &key, &index.target, &index.manifest_sha256, limits)?;
     index.check_against(&key, &manifest)?;
-    Ok(index)
+    Ok(crc)
 }
 
 impl Dataset {
@@ -376,7 +392,9 @@ impl Dataset {
     /// `usage` for a bad name, `not_found` for an absent index; `malformed`, `invalid`,
     /// `limit` or `unsupported` for a damaged one or one bound to another dataset.
     pub fn vector_index(&self, name: &str) -> Result<VectorIndex> {
-        read_index(self.store(), name, self.limits())
+        let mut index = read_record(self.store(), name, self.limits())?;
+        check_target(self.store(), &mut index, self.limits())?;
+        Ok(index)
     }
 
     /// The vector index names of the dataset, sorted; other keys under `ann/` are ignored
@@ -385,43 +403,26 @@ impl Dataset {
     /// # Errors
     /// Storage errors.
     pub fn vector_indexes(&self) -> Result<Vec<String>> {
-        let mut v: Vec<String> = self
-            .store()
-            .list(ANN_DIR)?
-            .into_iter()
-            .filter_map(|(n, _)| n.strip_suffix(ANN_SUFFIX).map(str::to_string))
-            .filter(|n| check_name(n).is_ok())
-            .collect();
-        v.sort();
-        Ok(v)
+        index_names(self.store())
     }
 
     /// The valid indexes of this version's `column` for `metric`, by name: those a search of
-    /// this version may use `[ANN-09]`. A record bound to another version is skipped unread
-    /// beyond its key's record; a damaged record of this version is an error.
+    /// this version may use `[ANN-09]`. A record of another version, column or metric is not
+    /// checked against its target; a damaged record is an error.
     ///
     /// # Errors
-    /// Storage errors; the validation errors of a record that targets this version.
+    /// Storage errors; the validation errors of the records.
     pub fn vector_indexes_for(&self, column: &str, metric: Distance) -> Result<Vec<VectorIndex>> {
         let mut out = Vec::new();
         for name in self.vector_indexes()? {
-            let key = index_key(&name);
-            let bytes = self.store().get_bounded(&key, envelope::max_object_len(self.limits().max_segment_body()))?;
-            let mut index = VectorIndex::decode(&bytes, &name, &key, self.limits())?;
-            if index.target.branch != self.branch()
-                || index.target.version != self.version()
-                || index.column != column
-                || index.metric != metric
-            {
-                continue;
+            let mut index = read_record(self.store(), &name, self.limits())?;
+            let ours = index.target.branch == self.branch()
+                && index.target.version == self.version()
+                && index.column == column
+                && index.metric == metric;
+            if ours && check_target(self.store(), &mut index, self.limits())? == self.manifest_crc32() {
+                out.push(index);
             }
-            let (manifest, crc) =
-                load_target(self.store(), &key, &index.target, &index.manifest_sha256, self.limits())?;
-            if crc != self.manifest_crc32() {
-                continue;
-            }
-            index.check_against(&key, &manifest)?;
-            out.push(index);
         }
         Ok(out)
     }
@@ -430,25 +431,22 @@ impl Dataset {
     /// names it `[ANN-11]`. No version changes.
     ///
     /// # Errors
-    /// `usage` for a bad name; `not_found` if there is no such index; the validation errors
-    /// of other records that are read; `io` on failure.
+    /// `usage` for a bad name; `not_found` if there is no such index; `io` on failure.
     pub fn delete_vector_index(&self, name: &str) -> Result<()> {
-        check_name(name)?;
-        let key = index_key(name);
-        let bytes = self.store().get_bounded(&key, envelope::max_object_len(self.limits().max_segment_body()))?;
-        // The lists object is known only from a decodable record; a damaged one is deleted alone.
-        let data = VectorIndex::decode(&bytes, name, &key, self.limits()).ok().map(|i| i.data);
-        self.store().delete(&key)?;
+        // The lists object is known only from a decodable record; a damaged one is deleted
+        // alone (garbage collection then finds the lists unnamed).
+        let data = match read_record(self.store(), name, self.limits()) {
+            Ok(index) => Some(index.data),
+            Err(e @ (Error::NotFound { .. } | Error::Usage(_) | Error::Io { .. })) => return Err(e),
+            Err(_) => None,
+        };
+        self.store().delete(&index_key(name))?;
         let Some(data) = data else { return Ok(()) };
-        for other in self.vector_indexes()? {
-            let okey = index_key(&other);
-            let Ok(b) = self.store().get_bounded(&okey, envelope::max_object_len(self.limits().max_segment_body()))
-            else {
-                continue;
-            };
-            if VectorIndex::decode(&b, &other, &okey, self.limits()).is_ok_and(|i| i.data == data) {
-                return Ok(());
-            }
+        let named = index_names(self.store())?
+            .iter()
+            .any(|other| read_record(self.store(), other, self.limits()).is_ok_and(|i| i.data == data));
+        if named {
+            return Ok(());
         }
         match self.store().delete(&data) {
             Ok(()) | Err(Error::NotFound { .. }) => Ok(()),
