@@ -3,7 +3,9 @@
 # its tests (python/tests, pytest). Extra arguments go to pytest.
 #
 # The extension module is built by plain `cargo build -p tessera-python` (debug, like the Rust
-# tests), in the environment every other cargo command of scripts/test.sh runs in. That
+# tests; `--release` when TESSERA_BUILD_PROFILE=release, which scripts/test.sh sets so that
+# the whole run shares one build), in the environment every other cargo command of
+# scripts/test.sh runs in. That
 # matters: pyo3's build script re-runs, and pyo3, numpy and this crate recompile, whenever
 # PYO3_PYTHON or PATH differ from the previous build, and `maturin develop` sets both — so
 # going through maturin here would rebuild them on every run of scripts/test.sh (about two
@@ -31,11 +33,16 @@ echo "== python: build and install the tessera package"
 if [ "${PYTHON_BUILD:-cargo}" = maturin ]; then
   VIRTUAL_ENV="$PWD/.venv" .venv/bin/maturin develop --quiet --profile dev -m python/Cargo.toml -j"$JOBS"
 else
-  cargo build --locked -j"$JOBS" -p tessera-python
+  case ${TESSERA_BUILD_PROFILE:-debug} in
+    debug) profile=() ;;
+    release) profile=(--release) ;;
+    *) echo "python.sh: TESSERA_BUILD_PROFILE is debug or release, not $TESSERA_BUILD_PROFILE" >&2; exit 2 ;;
+  esac
+  cargo build --locked -j"$JOBS" "${profile[@]}" -p tessera-python
   TARGET_DIR=$(cargo metadata --format-version 1 --no-deps --locked |
     .venv/bin/python -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')
   # Replace, never write into, the file: a running interpreter may have the old one mapped.
-  cp "$TARGET_DIR/debug/lib_native.so" python/tessera/_native.tmp.so
+  cp "$TARGET_DIR/${TESSERA_BUILD_PROFILE:-debug}/lib_native.so" python/tessera/_native.tmp.so
   mv -f python/tessera/_native.tmp.so python/tessera/_native.abi3.so
   SITE=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
   echo "$PWD/python" >"$SITE/tessera.pth"

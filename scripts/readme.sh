@@ -6,10 +6,12 @@
 # README's Rust blocks compile as doc tests of tessera-loader-tch.)
 #
 # Inside scripts/test.sh (TESSERA_IN_TEST=1) the line `scripts/test.sh` is skipped: that run
-# is the one executing it, and the README's `--release` builds are made without optimisation
-# (CARGO_PROFILE_RELEASE_OPT_LEVEL=0): the test runs them for what they do, not for their
-# speed, and optimising DataFusion, FFmpeg's bindings, tch and the rest a second time was
-# the longest part of a cold test run (a 15.5 min build for scripts/train.sh alone). `scripts/readme.sh --list` prints the commands without running them.
+# is the one executing it, and the README's `--release` builds use the test run's own build
+# (scripts/test-profile.sh: unoptimised, with debug assertions, the artifacts the suites were
+# built with): the test runs them for what they do, not for their speed, and optimising
+# DataFusion, FFmpeg's bindings, tch and the rest a second time was the longest part of a
+# cold test run (a 15.5 min build for scripts/train.sh alone). `scripts/readme.sh --list`
+# prints the commands without running them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=python3; [ -x .venv/bin/python ] && PY=.venv/bin/python
@@ -56,7 +58,7 @@ if [ "${1:-}" = --list ]; then
 fi
 root=$PWD
 if [ "${TESSERA_IN_TEST:-}" = 1 ]; then
-  export CARGO_PROFILE_RELEASE_OPT_LEVEL=${CARGO_PROFILE_RELEASE_OPT_LEVEL:-0}
+  . scripts/test-profile.sh
 fi
 rm -rf target/tour
 for section in "$work"/*.sh; do

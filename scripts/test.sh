@@ -25,39 +25,48 @@ time_table() {
   printf '%6d s  total\n' $((SECONDS - run_started))
 }
 
-bash scripts/setup.sh test
-timed "set-up (scripts/setup.sh test)"
-
-echo "== object-storage test servers"
 ci() { case ${CI:-} in ""|false|0) return 1;; *) return 0;; esac; }
-status=$(bash scripts/servers.sh status)
-if [[ $status == *"running"* ]]; then
-  # Started by hand: use them and leave them running; start the one that is not (a server
-  # that died since would otherwise fail its storage tests).
-  [[ $status != *"stopped"* ]] || bash scripts/servers.sh start
-  echo "test: using the servers already running (scripts/servers.sh stop stops them)"
-else
-  trap 'bash scripts/servers.sh stop || true' EXIT
-  if ! bash scripts/servers.sh start; then
-    if ci; then
-      echo "test: the S3/Azure test servers failed to start (logs: target/servers/*.log)." >&2
-      echo "test: start them by hand with 'scripts/servers.sh start' to see why; storage tests are never skipped in CI." >&2
-      exit 1
-    fi
-    echo "test: WARNING: S3/Azure test servers not started; their storage tests will be skipped" >&2
+
+# One build profile for the whole run (see the file): the cargo commands below all pass
+# `--release`, which inside the tests is an unoptimised build with debug assertions.
+. scripts/test-profile.sh
+release=(--release)
+
+# Set-up is mostly downloading and unpacking (torch alone is 4.6 GB) and the first build is
+# all CPU, so set-up runs in the background beside the format checks and the libtorch-free
+# build, which need only the FFmpeg/clang packages (installed first, in the foreground).
+# The first command that needs .venv waits for it; a failed set-up ends the run.
+mkdir -p target
+bash scripts/setup.d/20-media.sh
+bash scripts/setup.sh test >target/setup.log 2>&1 &
+setup_pid=$!
+setup_done=
+servers_started=
+cleanup() {
+  if [ -z "$setup_done" ]; then pkill -P "$setup_pid" 2>/dev/null; kill "$setup_pid" 2>/dev/null; fi || true
+  [ -z "$servers_started" ] || bash scripts/servers.sh stop || true
+}
+trap cleanup EXIT
+wait_for_setup() {
+  [ -z "$setup_done" ] || return 0
+  echo "== set-up (scripts/setup.sh test, in the background since the start; log: target/setup.log)"
+  if ! wait "$setup_pid"; then
+    cat target/setup.log >&2
+    echo "test: set-up failed (scripts/setup.sh test)" >&2
+    exit 1
   fi
-fi
-if [[ $(bash scripts/servers.sh status) == *"running"* ]]; then
-  eval "$(bash scripts/servers.sh env)"
-fi
-timed "object-storage test servers"
+  cat target/setup.log
+  setup_done=1
+}
+timed "FFmpeg/clang packages (scripts/setup.d/20-media.sh); set-up started"
 
 export CARGO_TERM_COLOR=${CARGO_TERM_COLOR:-never}
 JOBS=${JOBS:-2}
 
 echo "== disk: what the build may use"
-# A cold run writes about 10.5 GB of build outputs under target/ (debug and release builds,
-# test binaries, the Python extension), besides the ~6.5 GB of .venv. Incremental state (14 GB
+# A cold run writes about 10.5 GB of build outputs under target/ (one build for the tests and
+# the README, test binaries, the Python extension, and the check-only metadata of clippy and
+# rustdoc), besides the ~6.5 GB of .venv. Incremental state (14 GB
 # in one long-used checkout) buys nothing in a one-shot run, and a target/ kept between runs
 # fills with stale artifacts (one CI run died of a full disk): in CI, incremental is off, and
 # when space is short the build outputs (never the data under target/) are removed first.
@@ -94,15 +103,45 @@ phase "cargo fmt --check" cargo fmt --all -- --check
 phase "rust-version (MSRV) declared and honoured by the locked dependencies" bash scripts/check-msrv.sh
 
 phase "the crates without libtorch build without it (only loader-tch, benches and cli --features bench link it)" \
-  env LIBTORCH=/nonexistent-libtorch cargo build --locked -j"$JOBS" \
+  env LIBTORCH=/nonexistent-libtorch cargo build --locked -j"$JOBS" "${release[@]}" \
   -p tessera -p tessera-loader -p tessera-cli -p tessera-conformance -p tessera-testkit -p tessera-fuzz-harness
 
+mark=$SECONDS
+wait_for_setup
+timed "set-up: what was left of it after the build above (scripts/setup.sh test)"
+
+echo "== object-storage test servers"
+status=$(bash scripts/servers.sh status)
+if [[ $status == *"running"* ]]; then
+  # Started by hand: use them and leave them running; start the one that is not (a server
+  # that died since would otherwise fail its storage tests).
+  [[ $status != *"stopped"* ]] || bash scripts/servers.sh start
+  echo "test: using the servers already running (scripts/servers.sh stop stops them)"
+else
+  servers_started=1
+  if ! bash scripts/servers.sh start; then
+    if ci; then
+      echo "test: the S3/Azure test servers failed to start (logs: target/servers/*.log)." >&2
+      echo "test: start them by hand with 'scripts/servers.sh start' to see why; storage tests are never skipped in CI." >&2
+      exit 1
+    fi
+    echo "test: WARNING: S3/Azure test servers not started; their storage tests will be skipped" >&2
+  fi
+fi
+if [[ $(bash scripts/servers.sh status) == *"running"* ]]; then
+  eval "$(bash scripts/servers.sh env)"
+fi
+timed "object-storage test servers"
+
+
+# clippy and rustdoc only check (metadata, no code): they share the dependencies' check-mode
+# build under target/debug, whatever the profile of the builds above.
 phase "cargo clippy (every target, warnings denied)" \
   cargo clippy --workspace --all-targets --locked -j"$JOBS" -- -D warnings
 
 workspace_tests() {
   set -o pipefail
-  cargo test --workspace --locked --no-fail-fast -j"$JOBS" 2>&1 | tee target/test-output.log
+  cargo test --workspace --locked --no-fail-fast -j"$JOBS" "${release[@]}" 2>&1 | tee target/test-output.log
   local rc=$?
   # Summarise across all test binaries into one closing line.
   awk '/^test result:/ { p += $4; f += $6 } END { printf "workspace: %d passed, %d failed\n", p, f }' target/test-output.log
@@ -114,8 +153,8 @@ phase "cargo test (workspace, every suite even after a failure)" workspace_tests
 # (SPEC.md §23). The reference's own tests call each level directly; here the query's top-k
 # and SQL suites run again on the portable level, so both paths are exercised end to end.
 portable_distances() {
-  TESSERA_SIMD=portable cargo test --locked --no-fail-fast -j"$JOBS" -p tessera-query --test topk --test props &&
-    TESSERA_SIMD=portable cargo test --locked --no-fail-fast -j"$JOBS" -p tessera-cli --test query
+  TESSERA_SIMD=portable cargo test --locked --no-fail-fast -j"$JOBS" "${release[@]}" -p tessera-query --test topk --test props &&
+    TESSERA_SIMD=portable cargo test --locked --no-fail-fast -j"$JOBS" "${release[@]}" -p tessera-cli --test query
 }
 phase "vector distances on the portable SIMD level (TESSERA_SIMD=portable)" portable_distances
 
@@ -127,7 +166,7 @@ phase "conformance: Python reader against every fixture" .venv/bin/python confor
 # The runner with the Python implementation as reader and as writer: what it writes is read
 # back, verified and linted by the reference (conformance/README.md, "Writer cases").
 phase "conformance: the runner with the Python implementation as reader and writer" \
-  cargo run -q --locked -p tessera-conformance --bin tessera-conformance -- \
+  cargo run -q --locked "${release[@]}" -p tessera-conformance --bin tessera-conformance -- \
   --adapter "py=.venv/bin/python conformance/python/adapter.py" --writer
 
 phase "Python package: build into .venv, pytest (python/tests)" bash scripts/python.sh

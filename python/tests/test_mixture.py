@@ -105,7 +105,7 @@ def test_a_lineage_record_names_each_steps_rows(sources, tmp_path):
     assert json.loads(lines[1])["kind"] == "start"
     from pathlib import Path
 
-    built = Path(__file__).parents[2] / "target" / "debug" / "tessera"
+    built = Path(__file__).parents[2] / "target" / os.environ.get("TESSERA_BUILD_PROFILE", "debug") / "tessera"
     exe = os.environ.get("TESSERA_BIN") or shutil.which("tessera") or (str(built) if built.exists() else None)
     if exe is None:
         pytest.skip("the tessera CLI is not on PATH")

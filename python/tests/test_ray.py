@@ -276,7 +276,10 @@ def tessera_bin():
         ["cargo", "metadata", "--format-version", "1", "--no-deps"], cwd=ROOT, capture_output=True, text=True
     )
     target = json.loads(meta.stdout)["target_directory"] if meta.returncode == 0 else str(ROOT / "target")
-    exe = pathlib.Path(target, "debug", "tessera")
+    # scripts/test.sh builds everything with one profile (scripts/test-profile.sh).
+    profile = os.environ.get("TESSERA_BUILD_PROFILE", "debug")
+    exe = pathlib.Path(target, profile, "tessera")
     if not exe.exists():
-        subprocess.run(["cargo", "build", "-p", "tessera-cli"], cwd=ROOT, check=True)
+        flags = ["--release"] if profile == "release" else []
+        subprocess.run(["cargo", "build", *flags, "-p", "tessera-cli"], cwd=ROOT, check=True)
     return str(exe)
