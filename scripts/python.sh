@@ -5,8 +5,7 @@
 # The extension module is built by plain `cargo build -p tessera-python` (debug, like the Rust
 # tests; `--release` when TESSERA_BUILD_PROFILE=release, which scripts/test.sh sets so that
 # the whole run shares one build), in the environment every other cargo command of
-# scripts/test.sh runs in. That
-# matters: pyo3's build script re-runs, and pyo3, numpy and this crate recompile, whenever
+# scripts/test.sh runs in. That matters: pyo3's build script re-runs, and pyo3, numpy and this crate recompile, whenever
 # PYO3_PYTHON or PATH differ from the previous build, and `maturin develop` sets both — so
 # going through maturin here would rebuild them on every run of scripts/test.sh (about two
 # minutes on two cores). The built library is then installed the way `maturin develop`
