@@ -37,7 +37,7 @@ use bytes::Bytes;
 use serde_json::{Value, json};
 use tessera::{Compression, Store};
 use tessera_benches::mm224;
-use tessera_benches::procfs::{files_under, status_bytes};
+use tessera_benches::procfs::{files_under, status_bytes, watch_threads};
 use tessera_loader_tch::throughput::{Throughput, measure};
 use tessera_loader_tch::{Loader, LoaderConfig, ShuffleMode};
 use tessera_testkit::{FaultConfig, FaultyStore, Latency, LatencyProxy, ProxyConfig, servers};
@@ -107,6 +107,7 @@ fn run_row(spec: &Spec, dir: &Path) -> BenchResult<Value> {
     };
     // After the store: a "memory" row's copy of the dataset is resident before the loader is.
     let rss_base = status_mb("VmRSS:");
+    let threads = watch_threads();
     let loader = match &store {
         Some(s) => Loader::open_store(s, cfg)?,
         None => Loader::open(cfg)?,
@@ -137,6 +138,7 @@ fn run_row(spec: &Spec, dir: &Path) -> BenchResult<Value> {
         "in_flight_limit": loader.io_stats().in_flight_limit,
         "accounted_high_water_mb": warm.memory.high_water.max(cold.memory.high_water) as f64 / f64::from(1 << 20),
         "peak_rss_mb": status_mb("VmHWM:"),
+        "threads_peak": threads.peak(),
         "rss_before_loader_mb": rss_base,
         "budget_mb": BUDGET >> 20,
     }))
@@ -247,7 +249,7 @@ fn specs(with_s3: bool) -> Vec<Spec> {
 
 fn print_row(spec: &Spec, r: &Value) {
     println!(
-        "{:<26} {:>9} {:>9} {:>7.2} {:>8.3} {:>8.2} {:>8} {:>6} {:>9.0} {:>9.0}",
+        "{:<26} {:>9} {:>9} {:>7.2} {:>8.3} {:>8.2} {:>8} {:>6} {:>9.0} {:>9.0} {:>7}",
         spec.label(),
         r["cold"]["samples_per_s"],
         r["samples_per_s"],
@@ -258,6 +260,7 @@ fn print_row(spec: &Spec, r: &Value) {
         r["depth"],
         f(&r["accounted_high_water_mb"]),
         f(&r["peak_rss_mb"]),
+        r["threads_peak"],
     );
 }
 
@@ -329,8 +332,18 @@ fn main() -> BenchResult<()> {
     if !as_json {
         println!("mm224, {rows} rows, batch 64, 4 columns, checksums on, default settings; load {}", load.trim());
         println!(
-            "{:<26} {:>9} {:>9} {:>7} {:>8} {:>8} {:>8} {:>6} {:>9} {:>9}",
-            "row", "cold/s", "warm/s", "of pread", "req/smp", "read/out", "GET/smp", "depth", "acct MiB", "VmHWM MiB"
+            "{:<26} {:>9} {:>9} {:>7} {:>8} {:>8} {:>8} {:>6} {:>9} {:>9} {:>7}",
+            "row",
+            "cold/s",
+            "warm/s",
+            "of pread",
+            "req/smp",
+            "read/out",
+            "GET/smp",
+            "depth",
+            "acct MiB",
+            "VmHWM MiB",
+            "threads"
         );
     }
     let mut results: Vec<Value> = Vec::new();
@@ -361,7 +374,8 @@ fn main() -> BenchResult<()> {
         println!(" read/out: bytes read per byte of delivered tensors; GET/smp: requests the store or proxy served");
         println!(" per sample; depth: the self-tuned depth of the last epoch (0 on local files); acct: the loader's");
         println!(" accounted high-water mark; VmHWM: the row's process peak resident set, libtorch included");
-        println!(" (and, in the memory rows, the in-memory copy of the dataset);");
+        println!(" (and, in the memory rows, the in-memory copy of the dataset); threads: the process's peak thread");
+        println!(" count while the loader ran (sampled every 10 ms; tokio's blocking pool and libtorch's included);");
         println!(" --json adds lz4_vs_none from the codecs bench and ragged_packed_vs_read from the ragged bench)");
     }
     Ok(())
