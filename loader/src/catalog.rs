@@ -17,7 +17,7 @@ use crate::assemble::ColumnLayout;
 use crate::error::{LoaderError, Result, from_format};
 use crate::memory::{Accountant, Charge, MemoryUse};
 use crate::mixture::{Fill, MixSource};
-use crate::source::{Fetcher, WaitTimer, classify, with_retry};
+use crate::source::{Fetcher, WaitTimer, classify, with_retry_async};
 use crate::window::Fault;
 
 /// A data file of a fragment that holds projected columns.
@@ -160,6 +160,16 @@ impl Opening {
             o = self.done.wait_timeout(o, Duration::from_millis(20)).map_or_else(|e| e.into_inner().0, |r| r.0);
         }
     }
+}
+
+/// Who opens a data file's index ([`Catalog::claim`]).
+enum Claim<'a> {
+    /// Opened and cached.
+    Cached(Arc<FileMeta>),
+    /// Another thread is opening it.
+    Opening(Arc<Opening>),
+    /// The caller opens it, and must publish the outcome ([`Catalog::publish`]).
+    Mine(Opener<'a>),
 }
 
 /// The opening thread's duty: publish an outcome and clear the file's entry, also when the
@@ -872,20 +882,11 @@ impl Catalog {
         stopped: &AtomicBool,
     ) -> Result<Arc<FileMeta>> {
         let fetcher: &Fetcher = self.fetcher(entry.part);
-        let key = (entry.index, file);
-        let opening = loop {
-            let waiting = {
-                let mut cache = self.meta.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-                if let Some(meta) = cache.entries.get(&key) {
-                    return Ok(meta.clone());
-                }
-                if let Some(o) = cache.opening.get(&key) {
-                    o.clone()
-                } else {
-                    let o = Arc::new(Opening::default());
-                    cache.opening.insert(key, o.clone());
-                    break o;
-                }
+        let opener = loop {
+            let waiting = match self.claim((entry.index, file)) {
+                Claim::Cached(meta) => return Ok(meta),
+                Claim::Mine(opener) => break opener,
+                Claim::Opening(waiting) => waiting,
             };
             let _waiting = (!fetcher.is_local()).then(WaitTimer::start);
             match waiting.wait(stopped)? {
@@ -894,8 +895,58 @@ impl Catalog {
                 Outcome::Failed => {} // try it ourselves
             }
         };
-        let mut opener = Opener { cache: &self.meta, key, opening, outcome: Outcome::Failed };
-        let meta = match self.build_meta(entry, file, fetcher, acct, stopped) {
+        // Also for local files: the reference opens them through `object_store`, on its runtime.
+        let built = tessera::store::runtime().block_on(self.build_meta(entry, file, fetcher, acct, stopped));
+        self.publish(opener, built, cap)
+    }
+
+    /// Opens the not yet cached indexes of `files` (fragment, file within it) together, as
+    /// futures driven by the calling thread on the store runtime, at most `concurrency` at
+    /// once: about one footer and one index round trip for all of them, and no thread per
+    /// file. Files another thread is opening already are left out (the caller's
+    /// [`Catalog::file_meta`] waits for them), as are those found cached.
+    pub(crate) fn open_many(
+        &self,
+        files: &[(&FragmentEntry, usize)],
+        acct: &Arc<Accountant>,
+        cap: u64,
+        concurrency: usize,
+        stopped: &AtomicBool,
+    ) -> Vec<((usize, usize), Result<Arc<FileMeta>>)> {
+        use futures::StreamExt;
+        let claimed: Vec<_> = files
+            .iter()
+            .filter_map(|&(entry, file)| match self.claim((entry.index, file)) {
+                Claim::Mine(opener) => Some((entry, file, opener)),
+                Claim::Cached(_) | Claim::Opening(_) => None,
+            })
+            .collect();
+        let opens = claimed.into_iter().map(|(entry, file, opener)| async move {
+            let built = self.build_meta(entry, file, self.fetcher(entry.part), acct, stopped).await;
+            ((entry.index, file), self.publish(opener, built, cap))
+        });
+        let _waiting = WaitTimer::start();
+        tessera::store::runtime().block_on(futures::stream::iter(opens).buffer_unordered(concurrency.max(1)).collect())
+    }
+
+    /// Whether the index of `key` is cached, being opened, or now the caller's to open.
+    fn claim(&self, key: (usize, usize)) -> Claim<'_> {
+        let mut cache = self.meta.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(meta) = cache.entries.get(&key) {
+            return Claim::Cached(meta.clone());
+        }
+        if let Some(o) = cache.opening.get(&key) {
+            return Claim::Opening(o.clone());
+        }
+        let opening = Arc::new(Opening::default());
+        cache.opening.insert(key, opening.clone());
+        Claim::Mine(Opener { cache: &self.meta, key, opening, outcome: Outcome::Failed })
+    }
+
+    /// Publishes what the claim's owner built to its waiters and caches it within `cap`
+    /// bytes (least recently used entries make room).
+    fn publish(&self, mut opener: Opener<'_>, built: Result<FileMeta>, cap: u64) -> Result<Arc<FileMeta>> {
+        let meta = match built {
             Ok(meta) => Arc::new(meta),
             Err(e) => {
                 if let Some(fault) = Fault::of(&e) {
@@ -905,6 +956,7 @@ impl Catalog {
             }
         };
         opener.outcome = Outcome::Opened(meta.clone());
+        let key = opener.key;
         let mut cache = self.meta.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         // Evict least recently used entries until the new one fits (or the cache is empty).
         while cache.bytes + meta.bytes > cap {
@@ -920,7 +972,9 @@ impl Catalog {
         Ok(meta)
     }
 
-    fn build_meta(
+    /// Reads and indexes one data file's footer and index blocks. Waiting is timed per await
+    /// ([`WaitTimer`] counts only the outermost timer of a thread).
+    async fn build_meta(
         &self,
         entry: &FragmentEntry,
         file: usize,
@@ -932,9 +986,11 @@ impl Catalog {
         let fe = &entry.files[file];
         let key = fe.file.path.as_str();
         let waiting = (!fetcher.is_local()).then(WaitTimer::start);
-        let data_file = with_retry(&fetcher.retry, stopped, &fetcher.counters, &|| key.to_string(), || {
-            part.dataset.data_file(&entry.info.fragment, &fe.file).map_err(|e| classify(&format!("opening {key}"), e))
-        })?;
+        let data_file = with_retry_async(&fetcher.retry, stopped, &fetcher.counters, &|| key.to_string(), || async {
+            let opened = part.dataset.data_file_async(&entry.info.fragment, &fe.file).await;
+            opened.map_err(|e| classify(&format!("opening {key}"), e))
+        })
+        .await?;
         drop(waiting);
         // One ranged read for every projected column's validity and shape blocks; the
         // reference checks and indexes them (`ChunkIndex`: DF-16, DF-19, LIM-09, MOD-06).
@@ -949,7 +1005,9 @@ impl Catalog {
             blocks.extend(b);
         }
         let ranges: Vec<_> = blocks.iter().map(Block::range).collect();
-        let fetched = fetcher.fetch(key, &ranges, stopped)?;
+        let waiting = (!fetcher.is_local()).then(WaitTimer::start);
+        let fetched = fetcher.fetch_async(key, &ranges, stopped).await?;
+        drop(waiting);
         let mut chunks = Vec::with_capacity(fe.columns.len());
         let mut at = 0;
         for (&ci, n) in fe.columns.iter().zip(counts) {

@@ -76,7 +76,7 @@ use futures::StreamExt;
 use rustix::fs::{FlockOperation, flock};
 
 use crate::error::{LoaderError, Result};
-use crate::source::{Attempt, BodySink, Dest, Fetcher, RangeRequest, Rounds, scatter};
+use crate::source::{Attempt, BodySink, Dest, Fetcher, RangeRequest, Rounds, backoff_wait, scatter};
 
 /// Bytes of a file per cache entry (aligned; a file's last block is shorter).
 pub(crate) const BLOCK_BYTES: u64 = 1 << 20;
@@ -482,7 +482,7 @@ impl DiskCache {
     ///
     /// # Errors
     /// As [`Fetcher::run_requests`].
-    pub(crate) fn run(
+    pub(crate) async fn run(
         &self,
         f: &Fetcher,
         store: &tessera::Store,
@@ -491,7 +491,7 @@ impl DiskCache {
         stopped: &AtomicBool,
     ) -> Result<()> {
         for req in requests.iter_mut().filter(|r| !Self::caches(r.key)) {
-            f.run_direct(store, std::slice::from_mut(req), 1, stopped)?;
+            f.run_direct(store, std::slice::from_mut(req), 1, stopped).await?;
         }
         let n: usize = requests.iter().filter(|r| Self::caches(r.key)).map(|r| r.dests.len()).sum();
         // Per destination: served from the cache (in part), and verified as a whole piece.
@@ -502,7 +502,7 @@ impl DiskCache {
             let only = (round == 1).then_some(refetch.as_slice());
             {
                 let mut jobs = Self::jobs(requests, only);
-                self.drive(f, store, &mut jobs, concurrency, stopped)?;
+                self.drive(f, store, &mut jobs, concurrency, stopped).await?;
                 for job in &jobs {
                     for (&id, piece) in job.ids.iter().zip(&job.pieces) {
                         cached[id] = job.from_cache;
@@ -587,7 +587,7 @@ impl DiskCache {
 
     /// Serves every job, at most `concurrency` at once, repeating those that failed
     /// transiently after a backoff (as [`Fetcher::run_direct`]).
-    fn drive(
+    async fn drive(
         &self,
         f: &Fetcher,
         store: &tessera::Store,
@@ -602,10 +602,11 @@ impl DiskCache {
             }
             let pending = jobs.iter_mut().enumerate().filter(|(i, _)| !rounds.done[*i]);
             let futs = pending.map(|(i, job)| async move { (i, self.serve(f, store, job, stopped).await) });
-            let results: Vec<(usize, std::result::Result<(), Attempt>)> = tessera::store::runtime()
-                .block_on(futures::stream::iter(futs).buffer_unordered(concurrency.max(1)).collect());
-            if rounds.settle(f, results, &|i| jobs[i].key.to_string(), stopped)? {
-                return Ok(());
+            let results: Vec<(usize, std::result::Result<(), Attempt>)> =
+                futures::stream::iter(futs).buffer_unordered(concurrency.max(1)).collect().await;
+            match rounds.settle(f, results, &|i| jobs[i].key.to_string())? {
+                None => return Ok(()),
+                Some(backoff) => backoff_wait(backoff, stopped).await?,
             }
         }
     }

@@ -37,7 +37,7 @@ use crate::memory::{Charge, MemoryUse};
 use crate::mixture::Fill;
 use crate::pipeline::Shared;
 use crate::pool::{BufferSet, Lease};
-use crate::source::{Fetcher, WaitTimer};
+use crate::source::Fetcher;
 use crate::transform;
 use crate::window::{Fault, FragmentData};
 
@@ -579,19 +579,19 @@ impl Worker {
         self.open_files(slots.iter().map(|s| &s.entry))
     }
 
-    /// Opens the object-store data files of `frags` whose indexes are not cached, each on a
-    /// scoped thread of its own (at most `max_requests_in_flight` at once): about one footer
-    /// and one index round trip for all of them. Local files and a single missing file are
-    /// left to the caller.
+    /// Opens the object-store data files of `frags` whose indexes are not cached, together
+    /// ([`Catalog::open_many`](crate::catalog::Catalog::open_many), at most
+    /// `max_requests_in_flight` at once): about one footer and one index round trip for all
+    /// of them, driven by this thread. Local files and a single missing file are left to the
+    /// caller.
     pub(super) fn open_files<'e>(
         &self,
         frags: impl IntoIterator<Item = &'e Arc<FragmentEntry>>,
     ) -> HashMap<(usize, usize), Result<Arc<FileMeta>>> {
         let sh = &self.sh;
         let cat = &sh.catalog;
-        let mut out = HashMap::new();
         if cat.fetchers().all(|f| f.is_local()) {
-            return out;
+            return HashMap::new();
         }
         let mut missing: Vec<(&FragmentEntry, usize)> = Vec::new();
         for f in frags.into_iter().filter(|f| !cat.fetcher(f.part).is_local()) {
@@ -602,28 +602,9 @@ impl Worker {
             }
         }
         if missing.len() < 2 {
-            return out;
+            return HashMap::new();
         }
-        // The opening threads' own waits are theirs; this one waits for all of them.
-        let _waiting = WaitTimer::start();
-        for group in missing.chunks(sh.set.max_requests.max(1)) {
-            std::thread::scope(|scope| {
-                let handles: Vec<_> = group
-                    .iter()
-                    .map(|&(f, fi)| {
-                        let h = scope.spawn(move || cat.file_meta(f, fi, &sh.acct, sh.meta_cap, &sh.stopped));
-                        ((f.index, fi), h)
-                    })
-                    .collect();
-                for (key, h) in handles {
-                    let r = h
-                        .join()
-                        .unwrap_or_else(|_| Err(LoaderError::WorkerPanicked("opening a data file panicked".into())));
-                    out.insert(key, r);
-                }
-            });
-        }
-        out
+        cat.open_many(&missing, &sh.acct, sh.meta_cap, sh.set.max_requests, &sh.stopped).into_iter().collect()
     }
 
     /// Copies slots `js` of `file` out of window pages; returns the slots whose pages are

@@ -484,7 +484,10 @@ impl EpochPipeline {
             Ok(shares) if ahead > 0 => (peak + ahead, shares),
             _ => (peak, Shares::size(budget, plan_bytes, peak, batch_bytes, &set, tuned)?),
         };
-        let (sets, meta_cap, allowance, threads) = (shares.sets, shares.meta_cap, shares.allowance, shares.threads);
+        let (sets, meta_cap, allowance) = (shares.sets, shares.meta_cap, shares.allowance);
+        // No more filling threads than the epoch has batches (a short epoch on an object
+        // store would otherwise start the depth's ceiling of threads for a few batches).
+        let threads = shares.threads.min(total.max(1));
         acct.set_shares([
             (MemoryUse::Ready, shares.ready),
             (MemoryUse::Fetch, shares.fetch),
@@ -522,6 +525,7 @@ impl EpochPipeline {
             allowance,
             skipped,
         });
+        shared.fetcher.threads.store(threads as u64, Ordering::Relaxed);
         let (tx, rx) = sync_channel(sets);
         let mut handles = Vec::with_capacity(threads);
         for w in 0..threads {

@@ -56,6 +56,8 @@ pub(crate) enum Attempt {
 thread_local! {
     /// Time this thread spent in object-store calls since [`take_waited`] last ran.
     static WAITED: Cell<Duration> = const { Cell::new(Duration::ZERO) };
+    /// [`WaitTimer`]s running on this thread: only the outermost one counts.
+    static TIMING: Cell<u32> = const { Cell::new(0) };
 }
 
 /// Returns and resets the time the calling thread spent waiting on an object store.
@@ -63,19 +65,25 @@ pub(crate) fn take_waited() -> Duration {
     WAITED.with(|w| w.replace(Duration::ZERO))
 }
 
-/// Adds the time from its start to its drop to the calling thread's waiting time.
-pub(crate) struct WaitTimer(Instant);
+/// Adds the time from its start to its drop to the calling thread's waiting time, unless
+/// another timer already runs on the thread: a worker that drives several requests' futures
+/// at once waits once, however many of them wait inside.
+pub(crate) struct WaitTimer(Option<Instant>);
 
 impl WaitTimer {
     pub(crate) fn start() -> Self {
-        Self(Instant::now())
+        let outermost = TIMING.with(|t| t.replace(t.get() + 1)) == 0;
+        Self(outermost.then(Instant::now))
     }
 }
 
 impl Drop for WaitTimer {
     fn drop(&mut self) {
-        let d = self.0.elapsed();
-        WAITED.with(|w| w.set(w.get() + d));
+        TIMING.with(|t| t.set(t.get().saturating_sub(1)));
+        if let Some(t0) = self.0 {
+            let d = t0.elapsed();
+            WAITED.with(|w| w.set(w.get() + d));
+        }
     }
 }
 
@@ -103,6 +111,10 @@ pub struct IoStats {
     /// Object stores with streamed bodies: the adapted limit of requests in flight across
     /// the loader's threads (it shrinks while requests queue at the server).
     pub in_flight_limit: u64,
+    /// Filling threads the last epoch started (on an object store as many as the budget
+    /// holds batches in flight, at most 128; on local files `workers`). Data files are opened
+    /// and range GETs driven as futures on these threads: no thread per file or request.
+    pub threads: u64,
     /// The node-local disk cache's traffic (all zero without one, and on local files).
     /// `requests` and `bytes` above count only what reached the store.
     pub cache: CacheStats,
@@ -124,15 +136,50 @@ pub(crate) fn with_retry<T>(
     loop {
         match attempt() {
             Ok(v) => return Ok(v),
-            Err(Attempt::Fatal(e)) => return Err(e),
-            Err(Attempt::Transient(e)) if retry >= policy.max_retries => {
-                return Err(LoaderError::Storage { path: what(), attempts: retry + 1, source: e });
-            }
-            Err(Attempt::Transient(_)) => {
-                backoff_sleep(policy.backoff_bound(retry).mul_f64(jitter()), stopped)?;
-                retry += 1;
-                counters.retries.fetch_add(1, Ordering::Relaxed);
-            }
+            Err(failed) => backoff_sleep(after_failure(policy, counters, &mut retry, failed, what)?, stopped)?,
+        }
+    }
+}
+
+/// [`with_retry`] for async attempts: the backoff is a timer, not a sleeping thread.
+///
+/// # Errors
+/// As [`with_retry`].
+pub(crate) async fn with_retry_async<T, F: Future<Output = std::result::Result<T, Attempt>>>(
+    policy: &RetryPolicy,
+    stopped: &AtomicBool,
+    counters: &IoCounters,
+    what: &dyn Fn() -> String,
+    mut attempt: impl FnMut() -> F,
+) -> Result<T> {
+    let mut retry = 0u32;
+    loop {
+        match attempt().await {
+            Ok(v) => return Ok(v),
+            Err(failed) => backoff_wait(after_failure(policy, counters, &mut retry, failed, what)?, stopped).await?,
+        }
+    }
+}
+
+/// The retry policy's answer to failed attempt number `retry`: the backoff before the next
+/// attempt (counted as a retry), or the error to report.
+fn after_failure(
+    policy: &RetryPolicy,
+    counters: &IoCounters,
+    retry: &mut u32,
+    failed: Attempt,
+    what: &dyn Fn() -> String,
+) -> Result<Duration> {
+    match failed {
+        Attempt::Fatal(e) => Err(e),
+        Attempt::Transient(e) if *retry >= policy.max_retries => {
+            Err(LoaderError::Storage { path: what(), attempts: *retry + 1, source: e })
+        }
+        Attempt::Transient(_) => {
+            let sleep = policy.backoff_bound(*retry).mul_f64(jitter());
+            *retry += 1;
+            counters.retries.fetch_add(1, Ordering::Relaxed);
+            Ok(sleep)
         }
     }
 }
@@ -168,6 +215,21 @@ pub(crate) fn backoff_sleep(sleep: Duration, stopped: &AtomicBool) -> Result<()>
         }
         let d = step.min(sleep.saturating_sub(slept));
         std::thread::sleep(d);
+        slept += d;
+    }
+    Ok(())
+}
+
+/// [`backoff_sleep`] on the store runtime's timer, for async callers.
+pub(crate) async fn backoff_wait(sleep: Duration, stopped: &AtomicBool) -> Result<()> {
+    let step = Duration::from_millis(10);
+    let mut slept = Duration::ZERO;
+    while slept < sleep {
+        if stopped.load(Ordering::Acquire) {
+            return Err(LoaderError::Stopped);
+        }
+        let d = step.min(sleep.saturating_sub(slept));
+        tokio::time::sleep(d).await;
         slept += d;
     }
     Ok(())
@@ -431,18 +493,17 @@ impl Rounds {
         Self { done: vec![false; jobs], tries: vec![0; jobs] }
     }
 
-    /// Records one round's outcomes: `Ok(true)` when every job is done; otherwise sleeps the
-    /// backoff of the most-tried failed job and returns `Ok(false)` for another round.
+    /// Records one round's outcomes: `Ok(None)` when every job is done; otherwise the
+    /// backoff of the most-tried failed job, to wait before another round.
     ///
     /// # Errors
-    /// A fatal outcome; a job out of retries (`Storage`, naming `key(i)`); `Stopped`.
+    /// A fatal outcome; a job out of retries (`Storage`, naming `key(i)`).
     pub(crate) fn settle(
         &mut self,
         f: &Fetcher,
         results: Vec<(usize, std::result::Result<(), Attempt>)>,
         key: &dyn Fn(usize) -> String,
-        stopped: &AtomicBool,
-    ) -> Result<bool> {
+    ) -> Result<Option<Duration>> {
         let mut worst = None;
         for (i, r) in results {
             match r {
@@ -458,9 +519,7 @@ impl Rounds {
                 }
             }
         }
-        let Some(retry) = worst else { return Ok(true) };
-        backoff_sleep(f.retry.backoff_bound(retry).mul_f64(jitter()), stopped)?;
-        Ok(false)
+        Ok(worst.map(|retry| f.retry.backoff_bound(retry).mul_f64(jitter())))
     }
 }
 
@@ -478,6 +537,8 @@ pub(crate) struct Fetcher {
     pub(crate) flight: FlightLimit,
     /// The node-local disk cache of data-file bytes (object stores, when configured).
     pub(crate) cache: Option<DiskCache>,
+    /// Filling threads the last epoch started ([`IoStats::threads`]).
+    pub(crate) threads: AtomicU64,
 }
 
 impl Fetcher {
@@ -490,6 +551,7 @@ impl Fetcher {
             depth: DepthModel::default(),
             flight: FlightLimit::default(),
             cache: None,
+            threads: AtomicU64::new(0),
         }
     }
 
@@ -519,6 +581,7 @@ impl Fetcher {
             retries: self.counters.retries.load(Ordering::Relaxed),
             depth: self.depth.last() as u64,
             in_flight_limit: self.flight.limit() as u64,
+            threads: self.threads.load(Ordering::Relaxed),
             cache: self.cache.as_ref().map(DiskCache::stats).unwrap_or_default(),
         }
     }
@@ -567,13 +630,26 @@ impl Fetcher {
         concurrency: usize,
         stopped: &AtomicBool,
     ) -> Result<()> {
+        let _waiting = WaitTimer::start();
+        tessera::store::runtime().block_on(self.run_requests_async(requests, concurrency, stopped))
+    }
+
+    /// [`Fetcher::run_requests`] for async callers.
+    ///
+    /// # Errors
+    /// As [`Fetcher::run_requests`].
+    pub(crate) async fn run_requests_async(
+        &self,
+        requests: &mut [RangeRequest<'_>],
+        concurrency: usize,
+        stopped: &AtomicBool,
+    ) -> Result<()> {
         let Source::Object(store) = &self.source else {
             return Err(LoaderError::WorkerPanicked("range requests need an object store".into()));
         };
-        let _waiting = WaitTimer::start();
         match &self.cache {
-            Some(cache) => cache.run(self, store, requests, concurrency, stopped),
-            None => self.run_direct(store, requests, concurrency, stopped),
+            Some(cache) => cache.run(self, store, requests, concurrency, stopped).await,
+            None => self.run_direct(store, requests, concurrency, stopped).await,
         }
     }
 
@@ -581,7 +657,7 @@ impl Fetcher {
     ///
     /// # Errors
     /// As [`Fetcher::run_requests`].
-    pub(crate) fn run_direct(
+    pub(crate) async fn run_direct(
         &self,
         store: &tessera::Store,
         requests: &mut [RangeRequest<'_>],
@@ -595,10 +671,11 @@ impl Fetcher {
             }
             let pending = requests.iter_mut().enumerate().filter(|(i, _)| !rounds.done[*i]);
             let futs = pending.map(|(i, req)| async move { (i, self.get_into(store, req).await) });
-            let results: Vec<(usize, std::result::Result<(), Attempt>)> = tessera::store::runtime()
-                .block_on(futures::stream::iter(futs).buffer_unordered(concurrency.max(1)).collect());
-            if rounds.settle(self, results, &|i| requests[i].key.to_string(), stopped)? {
-                return Ok(());
+            let results: Vec<(usize, std::result::Result<(), Attempt>)> =
+                futures::stream::iter(futs).buffer_unordered(concurrency.max(1)).collect().await;
+            match rounds.settle(self, results, &|i| requests[i].key.to_string())? {
+                None => return Ok(()),
+                Some(backoff) => backoff_wait(backoff, stopped).await?,
             }
         }
     }
@@ -752,6 +829,25 @@ impl Fetcher {
     /// # Errors
     /// Storage errors after retries; [`LoaderError::Corrupt`] when a range comes back short.
     pub(crate) fn fetch(&self, key: &str, ranges: &[Range<u64>], stopped: &AtomicBool) -> Result<Vec<Bytes>> {
+        if self.is_local() {
+            // Positioned reads: nothing to wait for on the runtime.
+            return futures::executor::block_on(self.fetch_async(key, ranges, stopped));
+        }
+        let _waiting = WaitTimer::start();
+        tessera::store::runtime().block_on(self.fetch_async(key, ranges, stopped))
+    }
+
+    /// [`Fetcher::fetch`] for async callers (on a local source it reads in place and never
+    /// waits).
+    ///
+    /// # Errors
+    /// As [`Fetcher::fetch`].
+    pub(crate) async fn fetch_async(
+        &self,
+        key: &str,
+        ranges: &[Range<u64>],
+        stopped: &AtomicBool,
+    ) -> Result<Vec<Bytes>> {
         if ranges.is_empty() {
             return Ok(Vec::new());
         }
@@ -775,16 +871,16 @@ impl Fetcher {
                     .zip(&mut bufs)
                     .map(|(r, buf)| RangeRequest { key, range: r.clone(), dests: vec![Dest::new(0, buf)] })
                     .collect();
-                self.run_requests(&mut requests, FETCH_CONCURRENCY, stopped)?;
+                self.run_requests_async(&mut requests, FETCH_CONCURRENCY, stopped).await?;
                 drop(requests);
                 return Ok(bufs.into_iter().map(Bytes::from).collect());
             }
             Source::Object(store) => {
-                let _waiting = WaitTimer::start();
-                with_retry(&self.retry, stopped, &self.counters, &|| key.to_string(), || {
+                with_retry_async(&self.retry, stopped, &self.counters, &|| key.to_string(), || async {
                     self.counters.requests.fetch_add(1, Ordering::Relaxed);
-                    store.get_ranges(key, ranges).map_err(|e| classify(key, e))
-                })?
+                    store.get_ranges_async(key, ranges).await.map_err(|e| classify(key, e))
+                })
+                .await?
             }
         };
         if got.len() != ranges.len() || got.iter().zip(ranges).any(|(b, r)| b.len() as u64 != r.end - r.start) {

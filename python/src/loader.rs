@@ -303,7 +303,8 @@ impl PyLoader {
     }
 
     /// Storage traffic since the loader opened, as a dict: `requests`, `bytes` and `retries`
-    /// (what reached the store), and the disk cache's `cache_hits`, `cache_misses`,
+    /// (what reached the store), `threads` (the filling threads the last epoch started), and
+    /// the disk cache's `cache_hits`, `cache_misses`,
     /// `cache_read_bytes`, `cache_written_bytes`, `cache_evictions`, `cache_corrupt`,
     /// `cache_errors` (zero without `cache_dir`).
     fn io_stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
@@ -313,6 +314,7 @@ impl PyLoader {
             ("requests", s.requests),
             ("bytes", s.bytes),
             ("retries", s.retries),
+            ("threads", s.threads),
             ("cache_hits", s.cache.hits),
             ("cache_misses", s.cache.misses),
             ("cache_read_bytes", s.cache.read_bytes),

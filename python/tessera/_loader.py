@@ -131,7 +131,8 @@ class Loader:
 
     def io_stats(self) -> Dict[str, int]:
         """Storage traffic since the loader opened: ``requests``, ``bytes`` and ``retries``
-        (what reached the store), and the disk cache's (``cache_dir=``) ``cache_hits`` and
+        (what reached the store), ``threads`` (the filling threads the last epoch started),
+        and the disk cache's (``cache_dir=``) ``cache_hits`` and
         ``cache_misses`` (1 MiB blocks of data files), ``cache_read_bytes``,
         ``cache_written_bytes``, ``cache_evictions``, ``cache_corrupt`` (entries found
         corrupt, fetched again) and ``cache_errors`` (cache failures served from the store)."""

@@ -377,16 +377,28 @@ impl Dataset {
     /// # Errors
     /// The first failed check.
     pub fn data_file(&self, fragment: &Fragment, file: &DataFileRef) -> Result<Arc<DataFile>> {
+        block_on(self.data_file_async(fragment, file))
+    }
+
+    /// [`Dataset::data_file`] for async callers: one round trip for the header and the tail
+    /// (two when the footer is larger than the tail read), no thread of its own.
+    ///
+    /// # Errors
+    /// As [`Dataset::data_file`].
+    pub async fn data_file_async(&self, fragment: &Fragment, file: &DataFileRef) -> Result<Arc<DataFile>> {
         let key = Key::File(file.clone(), fragment.row_count);
         if let Some(Value::File(f)) = self.cache().get(&key) {
             return Ok(f);
         }
         paths::validate_relative(&file.path, &file.path)?;
         let columns = self.file_columns(file)?;
-        let (header, suffix, suffix_start) = block_on(fetch_tail(&self.store, file))?;
-        let f = open_file(file, fragment.row_count, &columns, &self.limits, &header, &suffix, suffix_start, |r| {
-            self.store.get_ranges(&file.path, &[r]).map(|mut v| v.pop().unwrap_or_default())
-        })?;
+        let (header, suffix, suffix_start) = fetch_tail(&self.store, file).await?;
+        let tail = check_tail(file, &self.limits, &header, &suffix)?;
+        let footer = match footer_outside(&tail, suffix_start) {
+            Some(r) => Some(self.store.get_ranges_async(&file.path, &[r]).await?.pop().unwrap_or_default()),
+            None => None,
+        };
+        let f = open_file(file, fragment.row_count, &columns, &self.limits, tail, &suffix, suffix_start, footer)?;
         let f = Arc::new(f);
         self.cache().insert(key, Value::File(f.clone()));
         Ok(f)
@@ -643,35 +655,53 @@ async fn fetch_tail(store: &Store, file: &DataFileRef) -> Result<(Bytes, Bytes, 
     Ok((header, suffix, start))
 }
 
-/// Validates a data file from its header and a suffix that starts at `suffix_start`; `fetch`
-/// reads the footer when the suffix does not hold all of it.
+/// Checks a data file's header and trailer from its first bytes and a suffix that ends at
+/// the file's end `[VAL-09]`: what the trailer says about the footer. Sans-IO, so blocking and
+/// async callers share it (with [`footer_outside`] and [`open_file`]).
+///
+/// # Errors
+/// The first failed check of the header or trailer.
+pub(crate) fn check_tail(file: &DataFileRef, limits: &Limits, header: &[u8], suffix: &[u8]) -> Result<datafile::Tail> {
+    let what = file.path.as_str();
+    datafile::check_header(header, what)?;
+    let t = datafile::TRAILER_LEN as usize;
+    if suffix.len() < t {
+        return Err(Error::malformed(what, "file shorter than its trailer [DF-01]"));
+    }
+    datafile::parse_tail(&suffix[suffix.len() - t..], file.size, limits, what)
+}
+
+/// The footer's byte range when the suffix read (from `suffix_start` to the end) does not
+/// hold all of it: the caller reads it and hands it to [`open_file`].
+pub(crate) fn footer_outside(tail: &datafile::Tail, suffix_start: u64) -> Option<Range<u64>> {
+    (tail.footer_offset < suffix_start).then(|| tail.footer_offset..tail.footer_offset + tail.footer_len)
+}
+
+/// Validates a data file's footer `[VAL-10]`, `[VAL-11]`, taken from `suffix` or, when
+/// [`footer_outside`] named a range, from `footer`.
+///
+/// # Errors
+/// The first failed check; `usage` when the footer lies outside the suffix and `footer` is
+/// missing or of the wrong length.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn open_file(
     file: &DataFileRef,
     rows: u64,
     columns: &[&Column],
     limits: &Limits,
-    header: &[u8],
+    tail: datafile::Tail,
     suffix: &[u8],
     suffix_start: u64,
-    fetch: impl FnOnce(Range<u64>) -> Result<Bytes>,
+    footer: Option<Bytes>,
 ) -> Result<DataFile> {
     let what = file.path.as_str();
-    datafile::check_header(header, what)?;
-    let size = file.size;
-    let t = datafile::TRAILER_LEN as usize;
-    if suffix.len() < t {
-        return Err(Error::malformed(what, "file shorter than its trailer [DF-01]"));
-    }
-    let tail = datafile::parse_tail(&suffix[suffix.len() - t..], size, limits, what)?;
-    let footer_end = size - datafile::TRAILER_LEN;
-    let footer: Bytes;
-    let footer_bytes: &[u8] = if tail.footer_offset >= suffix_start {
-        let a = (tail.footer_offset - suffix_start) as usize;
-        &suffix[a..a + tail.footer_len as usize]
-    } else {
-        footer = fetch(tail.footer_offset..footer_end)?;
-        &footer
+    let footer_bytes: &[u8] = match (&footer, footer_outside(&tail, suffix_start)) {
+        (None, None) => {
+            let a = (tail.footer_offset - suffix_start) as usize;
+            &suffix[a..a + tail.footer_len as usize]
+        }
+        (Some(f), Some(r)) if f.len() as u64 == r.end - r.start => f,
+        _ => return Err(Error::usage(format!("{what}: the footer was not read with the file's tail"))),
     };
     DataFile::open(what, tail, footer_bytes, file.footer_crc32, rows, columns, limits)
 }

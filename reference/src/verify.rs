@@ -8,7 +8,7 @@
 
 use std::ops::ControlFlow;
 
-use crate::dataset::{Dataset, FragmentInfo, VerifyReport, open_file, referenced};
+use crate::dataset::{Dataset, FragmentInfo, VerifyReport, check_tail, open_file, referenced};
 use crate::error::{Error, ErrorClass};
 use crate::manifest::DataFileRef;
 
@@ -111,9 +111,8 @@ impl Dataset {
             Ok(c) => c,
             Err(e) => return fault(None, e),
         };
-        let opened = open_file(file, rows, &columns, self.limits(), &bytes, &bytes, 0, |r| {
-            Ok(bytes.slice(r.start as usize..r.end as usize))
-        });
+        let opened = check_tail(file, self.limits(), &bytes, &bytes)
+            .and_then(|tail| open_file(file, rows, &columns, self.limits(), tail, &bytes, 0, None));
         let df = match opened {
             Ok(df) => df,
             Err(e) => return fault(None, e),

@@ -104,6 +104,23 @@ pub struct PutFault {
     pub lands: bool,
 }
 
+/// One GET counted in [`FaultCounts::gets_in_flight`] until dropped.
+struct InFlight<'a>(&'a FaultCounts);
+
+impl<'a> InFlight<'a> {
+    fn enter(counts: &'a FaultCounts) -> Self {
+        let now = counts.gets_in_flight.fetch_add(1, Ordering::Relaxed) + 1;
+        counts.most_gets_in_flight.fetch_max(now, Ordering::Relaxed);
+        Self(counts)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.gets_in_flight.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
 /// Counters of requests seen and faults injected.
 #[derive(Debug, Default)]
 pub struct FaultCounts {
@@ -127,6 +144,10 @@ pub struct FaultCounts {
     pub delayed: AtomicU64,
     /// Bodies delivered as slow streams.
     pub slow_streams: AtomicU64,
+    /// GETs in flight now (from the request to its answer, bodies not included).
+    pub gets_in_flight: AtomicU64,
+    /// The most GETs that were in flight at once.
+    pub most_gets_in_flight: AtomicU64,
 }
 
 impl FaultCounts {
@@ -340,6 +361,7 @@ impl ObjectStore for FaultyStore {
 
     async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
         FaultCounts::bump(&self.counts.gets);
+        let _in_flight = InFlight::enter(&self.counts);
         let ranged = options.range.is_some() && !options.head;
         let (delay, fail, cut, slow) = {
             let mut s = self.state.lock().unwrap();
