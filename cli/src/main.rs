@@ -90,7 +90,7 @@ enum Command {
     Verify(cmd::verify::Args),
     /// Export a version to .npy files or WebDataset tar shards.
     Export(cmd::export::Args),
-    /// Delete rows (--rows 1,5,9-12 or --where 'label == 3') as a new version.
+    /// Delete rows (--rows 1,5,9-12 or --where 'label = 3', a SQL expression) as a new version.
     Delete(cmd::delete::Args),
     /// Set scalar columns of some rows (--set COL=VALUE) as a new version.
     Update(cmd::update::Args),

@@ -34,7 +34,7 @@ fn ids(ds: &std::path::Path, extra: &[&str]) -> Vec<i64> {
 fn delete_by_predicate_and_by_rows() {
     let dir = tempfile::tempdir().unwrap();
     let ds = rows_dataset(dir.path());
-    let d = json(&["delete", s(&ds), "--where", r#"id < 3 or name == "n9""#]);
+    let d = json(&["delete", s(&ds), "--where", "id < 3 or name = 'n9'"]);
     assert_eq!(
         (d["rows_deleted"].as_u64(), d["rows"].as_u64(), d["committed"].as_bool()),
         (Some(4), Some(6), Some(true))
@@ -53,11 +53,13 @@ fn delete_by_predicate_and_by_rows() {
     assert_eq!(none["committed"], false);
 
     assert_eq!(fails(&["delete", s(&ds), "--rows", "99"]).0, 3, "a row past the end");
-    assert_eq!(fails(&["delete", s(&ds), "--where", "nope == 1"]).0, 2, "an unknown column");
+    assert_eq!(fails(&["delete", s(&ds), "--where", "nope = 1"]).0, 2, "an unknown column");
     assert_eq!(fails(&["delete", s(&ds), "--where", "id <"]).0, 2, "a bad expression");
-    assert_eq!(fails(&["delete", s(&ds), "--where", "name < 3"]).0, 2, "text against a number");
+    assert_eq!(fails(&["delete", s(&ds), "--where", "name < 3"]).0, 2, "text that is no number against one");
+    assert_eq!(fails(&["delete", s(&ds), "--where", "name + 1 > 0"]).0, 2, "text in arithmetic");
+    assert_eq!(fails(&["delete", s(&ds), "--where", "score"]).0, 2, "not a boolean");
     assert_eq!(fails(&["delete", s(&ds)]).0, 2, "no selection");
-    assert_eq!(fails(&["delete", s(&ds), "--rows", "1", "--where", "id == 1"]).0, 2, "two selections");
+    assert_eq!(fails(&["delete", s(&ds), "--rows", "1", "--where", "id = 1"]).0, 2, "two selections");
     assert_eq!(fails(&["delete", s(&dir.path().join("nope")), "--rows", "1"]).0, 3);
 }
 
@@ -68,18 +70,22 @@ fn delete_by_class_name() {
     image_folder(&root, &["a", "b", "c"], 2);
     let ds = dir.path().join("ds");
     ok(&["ingest", s(&ds), s(&root), "-q", "--size", "8"]);
-    let d = json(&["delete", s(&ds), "--where", r#"label == "b" or label == 2"#]);
+    let d = json(&["delete", s(&ds), "--where", "label_name = 'b' or label = 2"]);
     assert_eq!((d["rows_deleted"].as_u64(), d["rows"].as_u64()), (Some(4), Some(2)));
     assert_eq!(json(&["show", s(&ds), "1"])["columns"]["label"]["class"], "a");
-    assert_eq!(fails(&["delete", s(&ds), "--where", r#"label == "zebra""#]).0, 2);
-    assert_eq!(fails(&["delete", s(&ds), "--where", "image == 1"]).0, 2, "a tensor column does not compare");
+    let none = json(&["delete", s(&ds), "--where", "label_name = 'zebra'"]);
+    assert_eq!((none["rows_deleted"].as_u64(), none["committed"].as_bool()), (Some(0), Some(false)));
+    let (code, _, err) = fails(&["delete", s(&ds), "--where", r#"label_name = "b""#]);
+    assert_eq!(code, 2, "double quotes name a column");
+    assert!(err.contains("single quotes"), "{err}");
+    assert_eq!(fails(&["delete", s(&ds), "--where", "image = 1"]).0, 2, "a tensor column does not compare");
 }
 
 #[test]
 fn update_and_column_evolution() {
     let dir = tempfile::tempdir().unwrap();
     let ds = rows_dataset(dir.path());
-    let u = json(&["update", s(&ds), "--where", "id == 5 or id == 7", "--set", "name=five", "--set", "score=1.25"]);
+    let u = json(&["update", s(&ds), "--where", "id IN (5, 7)", "--set", "name=five", "--set", "score=1.25"]);
     assert_eq!((u["rows_updated"].as_u64(), u["rows"].as_u64()), (Some(2), Some(10)));
     let row = json(&["show", s(&ds), "7"]);
     assert_eq!(

@@ -162,6 +162,9 @@ impl Opening {
     }
 }
 
+/// A data file's key (fragment index, file within it) and its opened index.
+pub(crate) type Opened = ((usize, usize), Result<Arc<FileMeta>>);
+
 /// Who opens a data file's index ([`Catalog::claim`]).
 enum Claim<'a> {
     /// Opened and cached.
@@ -912,7 +915,7 @@ impl Catalog {
         cap: u64,
         concurrency: usize,
         stopped: &AtomicBool,
-    ) -> Vec<((usize, usize), Result<Arc<FileMeta>>)> {
+    ) -> Vec<Opened> {
         use futures::StreamExt;
         let claimed: Vec<_> = files
             .iter()

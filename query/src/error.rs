@@ -1,5 +1,6 @@
 //! The crate's error type: every error carries a spec error class (SPEC.md §17).
 
+use datafusion::arrow::error::ArrowError;
 use datafusion::error::DataFusionError;
 use tessera::ErrorClass;
 
@@ -33,7 +34,9 @@ impl QueryError {
 
 impl From<DataFusionError> for QueryError {
     /// A dataset error raised inside the engine (by the scan) keeps its class; planning
-    /// errors are the query's fault (`usage`); the rest is the engine's.
+    /// errors and values the query's own expressions cannot compute (a cast of `'x'` to a
+    /// number, a division by zero, an overflow) are the query's fault (`usage`); the rest is
+    /// the engine's.
     fn from(e: DataFusionError) -> Self {
         let e = match take_dataset_error(e) {
             Ok(inner) => return Self::Dataset(inner),
@@ -44,6 +47,17 @@ impl From<DataFusionError> for QueryError {
             | DataFusionError::Plan(_)
             | DataFusionError::SchemaError(..)
             | DataFusionError::NotImplemented(_) => Self::Usage(e.find_root().to_string()),
+            DataFusionError::ArrowError(a, _)
+                if matches!(
+                    **a,
+                    ArrowError::CastError(_)
+                        | ArrowError::ParseError(_)
+                        | ArrowError::DivideByZero
+                        | ArrowError::ArithmeticOverflow(_)
+                ) =>
+            {
+                Self::Usage(e.find_root().to_string())
+            }
             _ => Self::Engine(e),
         }
     }

@@ -187,6 +187,25 @@ impl QueryEngine {
         Ok(ids)
     }
 
+    /// The rows where `predicate` holds, ascending: one SQL boolean expression over the
+    /// table's columns, as after `WHERE` (what `tessera delete/update --where` select). A
+    /// predicate is parsed on its own first, so nothing but an expression is accepted.
+    ///
+    /// # Errors
+    /// `usage` for text that is not one expression (with its position in `predicate`), an
+    /// unknown column (with the real ones, and a hint when `"double quotes"` were meant as
+    /// text) or a type error; the dataset's errors (class kept) while reading.
+    pub fn rows_where(&self, predicate: &str) -> QueryResult<Vec<u64>> {
+        let expr = sql::parse_predicate(predicate)?;
+        let answer = self.row_ids(&format!("SELECT {ROWID} FROM {TABLE} WHERE {expr}"));
+        let mut rows = answer.map_err(|e| match e {
+            QueryError::Usage(m) => QueryError::Usage(sql::predicate_message(&m, predicate)),
+            other => other,
+        })?;
+        rows.sort_unstable();
+        Ok(rows)
+    }
+
     /// The row ids of `sql`'s answer, in its order, as a view stores them (SPEC.md VIEW-12):
     /// an ascending answer is collected as runs, so its memory grows with its runs, not its
     /// rows.

@@ -11,6 +11,8 @@ use datafusion::sql::sqlparser::ast::{
     Statement as SqlStatement,
 };
 use datafusion::sql::sqlparser::dialect::GenericDialect;
+use datafusion::sql::sqlparser::parser::{Parser, ParserError};
+use datafusion::sql::sqlparser::tokenizer::Token;
 
 use crate::convert::ROWID;
 use crate::error::{QueryError, QueryResult};
@@ -23,6 +25,44 @@ pub(crate) fn parse(sql: &str) -> QueryResult<Statement> {
         (Some(s), true) => Ok(s),
         (None, _) => Err(QueryError::Usage("empty query".into())),
         (Some(_), false) => Err(QueryError::Usage("one statement per query".into())),
+    }
+}
+
+/// Parses `predicate` as exactly one SQL expression, a `WHERE` clause on its own: text after
+/// it (another clause, a second statement) is a usage error with its position, so a
+/// predicate can only filter the query it is placed in.
+pub(crate) fn parse_predicate(predicate: &str) -> QueryResult<SqlExpr> {
+    let dialect = GenericDialect {};
+    let syntax = |e: ParserError| syntax_error(predicate, &DataFusionError::SQL(Box::new(e), None));
+    let mut parser = Parser::new(&dialect).try_with_sql(predicate).map_err(syntax)?;
+    let expr = parser.parse_expr().map_err(syntax)?;
+    let next = parser.peek_token();
+    if next.token != Token::EOF {
+        let at = next.span.start;
+        return Err(syntax(ParserError::ParserError(format!(
+            "Expected: the end of the expression, found: {}{at}",
+            next.token
+        ))));
+    }
+    Ok(expr)
+}
+
+/// A planning error's message for a predicate placed in a statement of its own
+/// ([`parse_predicate`]): without positions (they name the statement, not the predicate), and
+/// with a hint when an unknown column came from text in `"double quotes"`.
+pub(crate) fn predicate_message(message: &str, predicate: &str) -> String {
+    let m = match message.find(" at line ") {
+        Some(a) => {
+            let end = message[a..].find(';').map_or(message.len(), |e| a + e);
+            format!("{}{}", &message[..a], &message[end..])
+        }
+        None => message.to_string(),
+    };
+    match m.split_once(';') {
+        Some((head, tail)) if m.starts_with("unknown column") && predicate.contains('"') => {
+            format!("{head} (SQL writes text in 'single quotes'; \"double quotes\" name a column);{tail}")
+        }
+        _ => m,
     }
 }
 

@@ -207,6 +207,30 @@ fn row_ids_for_views_follow_the_answer_order() {
     assert!(matches!(q.view_rows("SELECT count(*) FROM ds"), Err(QueryError::Usage(_))));
 }
 
+/// `rows_where` (the CLI's `delete/update --where`): one SQL expression, nothing after it.
+#[test]
+fn a_predicate_selects_rows_and_nothing_but_an_expression_is_accepted() {
+    let fx = Fixture::new();
+    let q = fx.engine(ScanOptions::default());
+    let snow: Vec<u64> = (0..300).filter(|i| i % 7 == 0).collect();
+    assert_eq!(q.rows_where("caption LIKE 'snow%'").unwrap(), snow);
+    assert_eq!(q.rows_where("label_name = 'dog' AND ts < 10").unwrap(), vec![1, 4, 7]);
+    assert_eq!(q.rows_where("label == 2 and _rowid BETWEEN 290 AND 299").unwrap(), vec![290, 293, 296, 299]);
+    assert_eq!(q.rows_where("label_name = 'zebra'").unwrap(), Vec::<u64>::new());
+    for text in
+        ["ts < 3 ORDER BY ts", "ts < 3; DROP TABLE ds", "ts < 3) OR (1 = 1", "true UNION SELECT _rowid FROM ds", ""]
+    {
+        let e = q.rows_where(text).unwrap_err();
+        assert!(matches!(e, QueryError::Usage(_)), "{text:?}: {e:?}");
+    }
+    let e = q.rows_where("ts < 3 LIMIT 1").unwrap_err().to_string();
+    assert!(e.contains("line 1, column 8: Expected: the end of the expression, found: LIMIT"), "{e}");
+    let e = q.rows_where(r#"caption = "snow 7""#).unwrap_err().to_string();
+    assert!(e.contains("unknown column \"snow 7\" (SQL writes text in 'single quotes'"), "{e}");
+    assert!(e.contains("the columns are: ts, label"), "{e}");
+    assert!(!e.contains("line 1"), "positions in the composed statement are left out: {e}");
+}
+
 #[test]
 fn errors_point_at_the_position_and_list_columns() {
     let fx = Fixture::new();
@@ -225,6 +249,12 @@ fn errors_point_at_the_position_and_list_columns() {
     let text = e.to_string();
     assert!(text.contains("unknown column \"tss\""), "{text}");
     assert!(text.contains("ts, label, caption, emb, image, label_name, _rowid"), "{text}");
+
+    // Values the query's own expressions cannot compute are its fault, not the engine's.
+    for sql in ["SELECT ts FROM ds WHERE ts = 'x'", "SELECT ts FROM ds WHERE caption < 3", "SELECT ts / 0 FROM ds"] {
+        let e = q.sql(sql).unwrap_err();
+        assert_eq!(e.class(), tessera::ErrorClass::Usage, "{sql}: {e:?}");
+    }
 
     let e = q.sql("SELECT cosine_distance(caption, [1, 2]) FROM ds").unwrap_err();
     assert!(e.to_string().contains("float vectors"), "{e}");

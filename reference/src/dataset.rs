@@ -398,7 +398,16 @@ impl Dataset {
             Some(r) => Some(self.store.get_ranges_async(&file.path, &[r]).await?.pop().unwrap_or_default()),
             None => None,
         };
-        let f = open_file(file, fragment.row_count, &columns, &self.limits, tail, &suffix, suffix_start, footer)?;
+        let f = open_file(
+            file,
+            fragment.row_count,
+            &columns,
+            &self.limits,
+            tail,
+            &suffix,
+            suffix_start,
+            footer.as_deref(),
+        )?;
         let f = Arc::new(f);
         self.cache().insert(key, Value::File(f.clone()));
         Ok(f)
@@ -692,10 +701,10 @@ pub(crate) fn open_file(
     tail: datafile::Tail,
     suffix: &[u8],
     suffix_start: u64,
-    footer: Option<Bytes>,
+    footer: Option<&[u8]>,
 ) -> Result<DataFile> {
     let what = file.path.as_str();
-    let footer_bytes: &[u8] = match (&footer, footer_outside(&tail, suffix_start)) {
+    let footer_bytes: &[u8] = match (footer, footer_outside(&tail, suffix_start)) {
         (None, None) => {
             let a = (tail.footer_offset - suffix_start) as usize;
             &suffix[a..a + tail.footer_len as usize]
