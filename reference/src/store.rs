@@ -21,7 +21,13 @@ use object_store::{GetOptions, GetRange, ObjectStore, ObjectStoreExt, PutMode, P
 
 use crate::error::{Error, Result};
 
-/// The crate's runtime for blocking calls: two I/O worker threads.
+/// Threads the runtime keeps for blocking work (`object_store`'s local file system reads a
+/// file on one per request, DNS lookups take one): requests past this queue instead of
+/// starting a thread each (tokio's default allows 512).
+const BLOCKING_THREADS: usize = 64;
+
+/// The crate's runtime for blocking calls: two I/O worker threads, and at most
+/// [`BLOCKING_THREADS`] for blocking work.
 ///
 /// # Panics
 /// If the operating system refuses to start threads.
@@ -30,6 +36,7 @@ pub fn runtime() -> &'static tokio::runtime::Runtime {
     RT.get_or_init(|| {
         tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
+            .max_blocking_threads(BLOCKING_THREADS)
             .thread_name("tessera-io")
             .enable_all()
             .build()
