@@ -204,33 +204,32 @@ pub(crate) fn scatter(dests: &mut [Dest<'_>], pos: u64, chunk: &[u8]) {
     }
 }
 
+/// `sleep` cut into steps of at most 10 ms, between which a backoff checks for a stop.
+fn backoff_steps(sleep: Duration) -> impl Iterator<Item = Duration> {
+    const STEP: Duration = Duration::from_millis(10);
+    let steps = u32::try_from(sleep.as_nanos().div_ceil(STEP.as_nanos())).unwrap_or(u32::MAX);
+    (0..steps).map(move |i| STEP.min(sleep.saturating_sub(STEP.saturating_mul(i))))
+}
+
 /// Sleeps for `sleep` in steps of 10 ms, returning [`LoaderError::Stopped`] as soon as the
 /// epoch is stopped, so a shutdown never waits out a long backoff.
 pub(crate) fn backoff_sleep(sleep: Duration, stopped: &AtomicBool) -> Result<()> {
-    let step = Duration::from_millis(10);
-    let mut slept = Duration::ZERO;
-    while slept < sleep {
+    for step in backoff_steps(sleep) {
         if stopped.load(Ordering::Acquire) {
             return Err(LoaderError::Stopped);
         }
-        let d = step.min(sleep.saturating_sub(slept));
-        std::thread::sleep(d);
-        slept += d;
+        std::thread::sleep(step);
     }
     Ok(())
 }
 
 /// [`backoff_sleep`] on the store runtime's timer, for async callers.
 pub(crate) async fn backoff_wait(sleep: Duration, stopped: &AtomicBool) -> Result<()> {
-    let step = Duration::from_millis(10);
-    let mut slept = Duration::ZERO;
-    while slept < sleep {
+    for step in backoff_steps(sleep) {
         if stopped.load(Ordering::Acquire) {
             return Err(LoaderError::Stopped);
         }
-        let d = step.min(sleep.saturating_sub(slept));
-        tokio::time::sleep(d).await;
-        slept += d;
+        tokio::time::sleep(step).await;
     }
     Ok(())
 }
@@ -895,6 +894,20 @@ impl Fetcher {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_backoff_is_cut_into_steps_that_add_up_to_it() {
+        for ms in [0u64, 1, 10, 25, 1000] {
+            let sleep = Duration::from_millis(ms);
+            let steps: Vec<Duration> = backoff_steps(sleep).collect();
+            assert_eq!(steps.iter().sum::<Duration>(), sleep, "{ms} ms");
+            assert!(steps.iter().all(|s| !s.is_zero() && *s <= Duration::from_millis(10)), "{ms} ms: {steps:?}");
+        }
+        let stopped = AtomicBool::new(true);
+        assert!(matches!(backoff_sleep(Duration::from_secs(60), &stopped), Err(LoaderError::Stopped)));
+        let waited = tessera::store::runtime().block_on(backoff_wait(Duration::from_secs(60), &stopped));
+        assert!(matches!(waited, Err(LoaderError::Stopped)), "a stop ends an async backoff at once");
+    }
 
     #[test]
     fn transient_errors_are_retried_then_reported() {

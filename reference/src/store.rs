@@ -27,7 +27,7 @@ use crate::error::{Error, Result};
 const BLOCKING_THREADS: usize = 64;
 
 /// The crate's runtime for blocking calls: two I/O worker threads, and at most
-/// [`BLOCKING_THREADS`] for blocking work.
+/// 64 for blocking work.
 ///
 /// # Panics
 /// If the operating system refuses to start threads.
