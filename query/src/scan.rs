@@ -1,7 +1,8 @@
 //! [`DatasetScan`]: the execution plan that reads fragments through the reference reader.
 //!
-//! Each partition owns a contiguous run of fragments and one reader thread (the reference's
-//! blocking API must not run on the engine's async workers). Per fragment the thread
+//! Each partition owns a contiguous run of fragments and one reader task on the engine's
+//! runtime, which awaits the reference's async reads (`Dataset::read_rows_async`). Per
+//! fragment the task
 //! 1. reads the filter's columns for the fragment's live rows and evaluates the filter;
 //!    a fragment without a matching row ends there;
 //! 2. reads the other projected columns: of every live row when many match, else of short
@@ -15,6 +16,9 @@
 //! With a [`VectorTopK`] (set by the `topk` rule) a partition instead evaluates the filter,
 //! runs the page scan of `vector_scan` over the vector column of the matching rows of all its
 //! fragments, and sends only its k best rows, their other columns read for those rows alone.
+//! That path (and the vector index search it may ask first) still reads through the
+//! reference's blocking API, so it runs on a thread of its own and blocks on the store
+//! runtime for the reads it shares with the plain scan.
 
 use std::collections::BTreeSet;
 use std::fmt;
@@ -169,16 +173,21 @@ impl ExecutionPlan for DatasetScan {
             .ok_or_else(|| DataFusionError::Internal(format!("no scan partition {partition}")))?;
         let (tx, rx) = mpsc::channel::<DfResult<RecordBatch>>(CHANNEL_BATCHES);
         let reader = Reader { plan: self.plan.clone(), schema: self.schema.clone() };
-        std::thread::Builder::new()
-            .name(format!("tessera-scan-{partition}"))
-            .spawn(move || reader.run(&fragments, &tx))
-            .map_err(|e| DataFusionError::External(Box::new(e)))?;
+        if self.plan.top_k.is_some() {
+            std::thread::Builder::new()
+                .name(format!("tessera-scan-{partition}"))
+                .spawn(move || reader.run_top_k(&fragments, &tx))
+                .map_err(|e| DataFusionError::External(Box::new(e)))?;
+        } else {
+            let runtime = tokio::runtime::Handle::try_current().map_err(|e| DataFusionError::External(Box::new(e)))?;
+            runtime.spawn(async move { reader.run(&fragments, &tx).await });
+        }
         let stream = futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|b| (b, rx)) });
         Ok(Box::pin(RecordBatchStreamAdapter::new(self.schema.clone(), stream)))
     }
 }
 
-/// A partition's reader thread.
+/// A partition's reader: a task on the engine's runtime, or a thread for a vector top-k.
 struct Reader {
     plan: ScanPlan,
     schema: SchemaRef,
@@ -188,29 +197,33 @@ struct Reader {
 struct Closed;
 
 impl Reader {
-    fn run(&self, fragments: &[FragmentInfo], tx: &mpsc::Sender<DfResult<RecordBatch>>) {
-        if let Some(top) = &self.plan.top_k {
-            if let Err(e) = self.top_k(top, fragments, tx) {
-                let _ = tx.blocking_send(Err(to_datafusion(e)));
-            }
-            return;
-        }
+    /// Sends the matching rows of `fragments`, in order, until the `LIMIT` is met or the
+    /// engine needs no more.
+    async fn run(&self, fragments: &[FragmentInfo], tx: &mpsc::Sender<DfResult<RecordBatch>>) {
         let mut left = self.plan.limit.unwrap_or(usize::MAX);
         for info in fragments {
             if left == 0 {
                 return;
             }
-            let sent = match self.fragment(info) {
-                Ok(Some(batch)) => self.send(&batch, &mut left, tx),
+            let sent = match self.fragment(info).await {
+                Ok(Some(batch)) => self.send(&batch, &mut left, tx).await,
                 Ok(None) => Ok(()),
                 Err(e) => {
-                    let _ = tx.blocking_send(Err(to_datafusion(e)));
+                    let _ = tx.send(Err(to_datafusion(e))).await;
                     return;
                 }
             };
             if sent.is_err() {
                 return;
             }
+        }
+    }
+
+    /// The vector top-k partition, on a thread of its own.
+    fn run_top_k(&self, fragments: &[FragmentInfo], tx: &mpsc::Sender<DfResult<RecordBatch>>) {
+        let Some(top) = &self.plan.top_k else { return };
+        if let Err(e) = self.top_k(top, fragments, tx) {
+            let _ = tx.blocking_send(Err(to_datafusion(e)));
         }
     }
 
@@ -258,7 +271,7 @@ impl Reader {
             let selected = match &top.filter {
                 None => None,
                 Some((fields, expr)) => {
-                    let pre = self.fetch(live.clone(), fields)?;
+                    let pre = blocking(self.fetch(live.clone(), fields))?;
                     match matching(fields, &pre, expr, &self.plan.layout.schema) {
                         Some(rows) if rows.is_empty() => {
                             self.plan.counters.no_match.fetch_add(1, Ordering::Relaxed);
@@ -294,14 +307,14 @@ impl Reader {
             at += n;
             if !mine.is_empty() {
                 let batch = self.winners(info, column, top.field, mine)?;
-                if self.send(&batch, &mut left, tx).is_err() {
+                if blocking(self.send(&batch, &mut left, tx)).is_err() {
                     return Ok(());
                 }
             }
         }
         for info in whole {
-            if let Some(batch) = self.fragment(info)?
-                && self.send(&batch, &mut left, tx).is_err()
+            if let Some(batch) = blocking(self.fragment(info))?
+                && blocking(self.send(&batch, &mut left, tx)).is_err()
             {
                 return Ok(());
             }
@@ -322,7 +335,7 @@ impl Reader {
         let selected: Vec<u32> = rows.iter().map(|c| (c.row - live.start) as u32).collect();
         let rest: Vec<usize> =
             self.plan.projection.iter().copied().filter(|&f| f != field).collect::<BTreeSet<_>>().into_iter().collect();
-        let rest_arrays = self.fetch_selected(&live, &selected, &rest)?;
+        let rest_arrays = blocking(self.fetch_selected(&live, &selected, &rest))?;
         let mut out = Vec::with_capacity(self.plan.projection.len());
         for &f in &self.plan.projection {
             if f == field {
@@ -346,7 +359,7 @@ impl Reader {
     }
 
     /// Sends `batch` in slices of the batch size, at most `left` rows.
-    fn send(
+    async fn send(
         &self,
         batch: &RecordBatch,
         left: &mut usize,
@@ -356,7 +369,7 @@ impl Reader {
         let mut at = 0;
         while at < rows {
             let n = self.plan.batch_size.max(1).min(rows - at);
-            tx.blocking_send(Ok(batch.slice(at, n))).map_err(|_| Closed)?;
+            tx.send(Ok(batch.slice(at, n))).await.map_err(|_| Closed)?;
             self.plan.counters.rows_out.fetch_add(n as u64, Ordering::Relaxed);
             at += n;
         }
@@ -365,16 +378,16 @@ impl Reader {
     }
 
     /// The fragment's rows that may match, or `None` when none does.
-    fn fragment(&self, info: &FragmentInfo) -> QueryResult<Option<RecordBatch>> {
+    async fn fragment(&self, info: &FragmentInfo) -> QueryResult<Option<RecordBatch>> {
         let live = info.rows();
         if live.is_empty() {
             return Ok(None);
         }
         let Some((filter_fields, expr)) = &self.plan.filter else {
-            let arrays = self.fetch(live.clone(), &self.plan.projection)?;
+            let arrays = self.fetch(live.clone(), &self.plan.projection).await?;
             return self.batch(arrays, (live.end - live.start) as usize).map(Some);
         };
-        let pre = self.fetch(live.clone(), filter_fields)?;
+        let pre = self.fetch(live.clone(), filter_fields).await?;
         let selected = match matching(filter_fields, &pre, expr, &self.plan.layout.schema) {
             Some(rows) if rows.is_empty() => {
                 self.plan.counters.no_match.fetch_add(1, Ordering::Relaxed);
@@ -394,7 +407,7 @@ impl Reader {
             .collect::<BTreeSet<_>>()
             .into_iter()
             .collect();
-        let rest_arrays = self.fetch_selected(&live, &selected, &rest)?;
+        let rest_arrays = self.fetch_selected(&live, &selected, &rest).await?;
         let mut out = Vec::with_capacity(self.plan.projection.len());
         for f in &self.plan.projection {
             let array = if let Some(i) = filter_fields.iter().position(|x| x == f) {
@@ -410,7 +423,12 @@ impl Reader {
 
     /// Arrays of `fields` for the `selected` rows (offsets within `live`): one read of every
     /// live row when the selection is dense, else one read per run of nearby rows.
-    fn fetch_selected(&self, live: &Range<u64>, selected: &[u32], fields: &[usize]) -> QueryResult<Vec<ArrayRef>> {
+    async fn fetch_selected(
+        &self,
+        live: &Range<u64>,
+        selected: &[u32],
+        fields: &[usize],
+    ) -> QueryResult<Vec<ArrayRef>> {
         if fields.is_empty() {
             return Ok(Vec::new());
         }
@@ -428,7 +446,7 @@ impl Reader {
         let mut base = 0u64;
         let mut sel = selected.iter().peekable();
         for r in &runs {
-            parts.push(self.fetch(live.start + r.start..live.start + r.end, fields)?);
+            parts.push(self.fetch(live.start + r.start..live.start + r.end, fields).await?);
             while let Some(&&s) = sel.peek() {
                 if u64::from(s) >= r.end {
                     break;
@@ -461,7 +479,7 @@ impl Reader {
     }
 
     /// Reads the table fields `fields` for the version's rows `rows` (one reference read).
-    fn fetch(&self, rows: Range<u64>, fields: &[usize]) -> QueryResult<Vec<ArrayRef>> {
+    async fn fetch(&self, rows: Range<u64>, fields: &[usize]) -> QueryResult<Vec<ArrayRef>> {
         let sources = &self.plan.layout.sources;
         let mut names: Vec<&str> = fields
             .iter()
@@ -472,7 +490,8 @@ impl Reader {
             .collect();
         names.sort_unstable();
         names.dedup();
-        let batch = if names.is_empty() { None } else { Some(self.plan.ds.read_rows(rows.clone(), Some(&names))?) };
+        let batch =
+            if names.is_empty() { None } else { Some(self.plan.ds.read_rows_async(rows.clone(), Some(&names)).await?) };
         let schema = self.plan.ds.schema();
         fields
             .iter()
@@ -504,6 +523,12 @@ impl Reader {
         let options = RecordBatchOptions::new().with_row_count(Some(rows));
         RecordBatch::try_new_with_options(self.schema.clone(), arrays, &options).map_err(engine)
     }
+}
+
+/// Runs one of the reader's async steps to completion from the vector top-k's thread, on the
+/// store runtime (that thread is outside any runtime).
+fn blocking<T>(step: impl std::future::Future<Output = T>) -> T {
+    tessera::store::runtime().block_on(step)
 }
 
 /// Offsets of the rows where `expr` is true, or `None` when it cannot be evaluated here.

@@ -427,6 +427,15 @@ impl Dataset {
     /// # Errors
     /// `usage` for rows out of range or unknown columns; any validation error of the files.
     pub fn read_rows(&self, rows: Range<u64>, columns: Option<&[&str]>) -> Result<Batch> {
+        block_on(self.read_rows_async(rows, columns))
+    }
+
+    /// [`Dataset::read_rows`] for async callers (the query engine's scan): the same checks,
+    /// with the storage reads awaited on the caller's runtime.
+    ///
+    /// # Errors
+    /// As [`Dataset::read_rows`].
+    pub async fn read_rows_async(&self, rows: Range<u64>, columns: Option<&[&str]>) -> Result<Batch> {
         if rows.start > rows.end || rows.end > self.row_count() {
             return Err(Error::usage(format!("rows {rows:?} outside 0..{}", self.row_count())));
         }
@@ -445,7 +454,7 @@ impl Dataset {
             // included, so that what a version read checks does not depend on where the deleted
             // rows lie `[VAL-16]`; a partial read checks the span it returns.
             let whole = live.start == 0 && live.end == info.fragment.live_rows();
-            let physical = self.physical_rows(info, live)?;
+            let physical = self.physical_rows_async(info, live).await?;
             let local = if whole {
                 0..info.fragment.row_count
             } else {
@@ -457,7 +466,7 @@ impl Dataset {
                 if wanted.is_empty() {
                     continue;
                 }
-                let df = self.data_file(&info.fragment, file)?;
+                let df = self.data_file_async(&info.fragment, file).await?;
                 let mut ranges = Vec::new();
                 let mut spans = Vec::new();
                 for &i in &wanted {
@@ -467,7 +476,8 @@ impl Dataset {
                     spans.push((i, ranges.len(), blocks.len()));
                     ranges.extend(blocks.iter().map(datafile::Block::range));
                 }
-                let bytes = self.store.get_ranges(&file.path, &ranges).map_err(|e| referenced(e, &file.path))?;
+                let bytes =
+                    self.store.get_ranges_async(&file.path, &ranges).await.map_err(|e| referenced(e, &file.path))?;
                 for (i, at, n) in spans {
                     let stored: Vec<&[u8]> = bytes[at..at + n].iter().map(Bytes::as_ref).collect();
                     let data = df.decode(cols[i], local.clone(), &stored)?;
@@ -494,15 +504,38 @@ impl Dataset {
     /// # Errors
     /// Validation or storage errors of the deletion vector.
     pub fn deleted_rows(&self, info: &FragmentInfo) -> Result<Arc<Vec<u64>>> {
-        let Some(dref) = &info.fragment.deletion else { return Ok(Arc::new(Vec::new())) };
-        let key = Key::Deleted(info.fragment.id);
-        if let Some(Value::Deleted(rows)) = self.cache().get(&key) {
+        if let Some(rows) = self.cached_deletions(info) {
             return Ok(rows);
         }
-        let dv = read_deletion_vector(&self.store, dref, &info.fragment, &self.limits)?;
+        block_on(self.deleted_rows_async(info))
+    }
+
+    /// [`Dataset::deleted_rows`] for async callers.
+    ///
+    /// # Errors
+    /// As [`Dataset::deleted_rows`].
+    pub async fn deleted_rows_async(&self, info: &FragmentInfo) -> Result<Arc<Vec<u64>>> {
+        if let Some(rows) = self.cached_deletions(info) {
+            return Ok(rows);
+        }
+        let Some(dref) = &info.fragment.deletion else { return Ok(Arc::new(Vec::new())) };
+        let max = envelope::max_object_len(self.limits.max_segment_body());
+        let bytes = self.store.get_bounded_async(&dref.path, max).await.map_err(|e| referenced(e, &dref.path))?;
+        let dv = check_deletion_vector(&bytes, dref, &info.fragment, &self.limits)?;
         let rows = Arc::new(dv.rows);
-        self.cache().insert(key, Value::Deleted(rows.clone()));
+        self.cache().insert(Key::Deleted(info.fragment.id), Value::Deleted(rows.clone()));
         Ok(rows)
+    }
+
+    /// A fragment's deleted rows without I/O: none, or those read before.
+    fn cached_deletions(&self, info: &FragmentInfo) -> Option<Arc<Vec<u64>>> {
+        if info.fragment.deletion.is_none() {
+            return Some(Arc::new(Vec::new()));
+        }
+        match self.cache().get(&Key::Deleted(info.fragment.id)) {
+            Some(Value::Deleted(rows)) => Some(rows),
+            _ => None,
+        }
     }
 
     /// Physical offsets (within the fragment's files) of the fragment's live rows `live`.
@@ -510,27 +543,15 @@ impl Dataset {
     /// # Errors
     /// As [`Dataset::deleted_rows`].
     pub fn physical_rows(&self, info: &FragmentInfo, live: Range<u64>) -> Result<Vec<u64>> {
-        let deleted = self.deleted_rows(info)?;
-        if deleted.is_empty() {
-            return Ok(live.collect());
-        }
-        let mut out = Vec::with_capacity((live.end - live.start) as usize);
-        let mut d = deleted.iter().peekable();
-        let mut live_index = 0u64;
-        for p in 0..info.fragment.row_count {
-            if d.peek() == Some(&&p) {
-                d.next();
-                continue;
-            }
-            if live_index >= live.end {
-                break;
-            }
-            if live_index >= live.start {
-                out.push(p);
-            }
-            live_index += 1;
-        }
-        Ok(out)
+        Ok(physical_of(info, &self.deleted_rows(info)?, live))
+    }
+
+    /// [`Dataset::physical_rows`] for async callers.
+    ///
+    /// # Errors
+    /// As [`Dataset::deleted_rows`].
+    pub async fn physical_rows_async(&self, info: &FragmentInfo, live: Range<u64>) -> Result<Vec<u64>> {
+        Ok(physical_of(info, &self.deleted_rows_async(info).await?, live))
     }
 
     /// Checks that the loaded fragments of a partial dataset hold every row of `rows`.
@@ -575,20 +596,55 @@ impl Dataset {
     }
 }
 
-/// Reads a fragment's deletion vector and checks it against its reference and the fragment
-/// `[DEL-03]` `[DEL-04]`: the one implementation every path that reads one calls.
+/// Physical offsets of a fragment's live rows `live`, given its sorted deleted rows.
+fn physical_of(info: &FragmentInfo, deleted: &[u64], live: Range<u64>) -> Vec<u64> {
+    if deleted.is_empty() {
+        return live.collect();
+    }
+    let mut out = Vec::with_capacity((live.end - live.start) as usize);
+    let mut d = deleted.iter().peekable();
+    let mut live_index = 0u64;
+    for p in 0..info.fragment.row_count {
+        if d.peek() == Some(&&p) {
+            d.next();
+            continue;
+        }
+        if live_index >= live.end {
+            break;
+        }
+        if live_index >= live.start {
+            out.push(p);
+        }
+        live_index += 1;
+    }
+    out
+}
+
+/// Reads a fragment's deletion vector and checks it ([`check_deletion_vector`]).
 pub(crate) fn read_deletion_vector(
     store: &Store,
     dref: &DeletionRef,
     fragment: &Fragment,
     limits: &Limits,
 ) -> Result<DeletionVector> {
+    let max = envelope::max_object_len(limits.max_segment_body());
+    let bytes = store.get_bounded(&dref.path, max).map_err(|e| referenced(e, &dref.path))?;
+    check_deletion_vector(&bytes, dref, fragment, limits)
+}
+
+/// Checks a deletion vector's bytes against its reference and the fragment `[DEL-03]`
+/// `[DEL-04]`: the one implementation every path that reads one calls (sans-IO).
+pub(crate) fn check_deletion_vector(
+    bytes: &[u8],
+    dref: &DeletionRef,
+    fragment: &Fragment,
+    limits: &Limits,
+) -> Result<DeletionVector> {
     let max = limits.max_segment_body();
-    let bytes = store.get_bounded(&dref.path, envelope::max_object_len(max)).map_err(|e| referenced(e, &dref.path))?;
-    if bytes.len() as u64 != dref.size || envelope::stored_crc(&bytes) != dref.crc32 {
+    if bytes.len() as u64 != dref.size || envelope::stored_crc(bytes) != dref.crc32 {
         return Err(Error::invalid(&dref.path, "deletion vector size or CRC differs from its reference [DEL-03]"));
     }
-    let dv: DeletionVector = envelope::open(ObjectKind::Deletion, &bytes, max, &dref.path)?;
+    let dv: DeletionVector = envelope::open(ObjectKind::Deletion, bytes, max, &dref.path)?;
     dv.validate(fragment, dref, &dref.path)?;
     Ok(dv)
 }
