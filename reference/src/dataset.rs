@@ -519,9 +519,7 @@ impl Dataset {
             return Ok(rows);
         }
         let Some(dref) = &info.fragment.deletion else { return Ok(Arc::new(Vec::new())) };
-        let max = envelope::max_object_len(self.limits.max_segment_body());
-        let bytes = self.store.get_bounded_async(&dref.path, max).await.map_err(|e| referenced(e, &dref.path))?;
-        let dv = check_deletion_vector(&bytes, dref, &info.fragment, &self.limits)?;
+        let dv = read_deletion_vector_async(&self.store, dref, &info.fragment, &self.limits).await?;
         let rows = Arc::new(dv.rows);
         self.cache().insert(Key::Deleted(info.fragment.id), Value::Deleted(rows.clone()));
         Ok(rows)
@@ -620,31 +618,33 @@ fn physical_of(info: &FragmentInfo, deleted: &[u64], live: Range<u64>) -> Vec<u6
     out
 }
 
-/// Reads a fragment's deletion vector and checks it ([`check_deletion_vector`]).
+/// Reads a fragment's deletion vector and checks it ([`read_deletion_vector_async`]).
 pub(crate) fn read_deletion_vector(
     store: &Store,
     dref: &DeletionRef,
     fragment: &Fragment,
     limits: &Limits,
 ) -> Result<DeletionVector> {
-    let max = envelope::max_object_len(limits.max_segment_body());
-    let bytes = store.get_bounded(&dref.path, max).map_err(|e| referenced(e, &dref.path))?;
-    check_deletion_vector(&bytes, dref, fragment, limits)
+    block_on(read_deletion_vector_async(store, dref, fragment, limits))
 }
 
-/// Checks a deletion vector's bytes against its reference and the fragment `[DEL-03]`
-/// `[DEL-04]`: the one implementation every path that reads one calls (sans-IO).
-pub(crate) fn check_deletion_vector(
-    bytes: &[u8],
+/// Reads a fragment's deletion vector and checks it against its reference and the fragment
+/// `[DEL-03]` `[DEL-04]`: the one implementation every path that reads one calls.
+async fn read_deletion_vector_async(
+    store: &Store,
     dref: &DeletionRef,
     fragment: &Fragment,
     limits: &Limits,
 ) -> Result<DeletionVector> {
     let max = limits.max_segment_body();
-    if bytes.len() as u64 != dref.size || envelope::stored_crc(bytes) != dref.crc32 {
+    let bytes = store
+        .get_bounded_async(&dref.path, envelope::max_object_len(max))
+        .await
+        .map_err(|e| referenced(e, &dref.path))?;
+    if bytes.len() as u64 != dref.size || envelope::stored_crc(&bytes) != dref.crc32 {
         return Err(Error::invalid(&dref.path, "deletion vector size or CRC differs from its reference [DEL-03]"));
     }
-    let dv: DeletionVector = envelope::open(ObjectKind::Deletion, bytes, max, &dref.path)?;
+    let dv: DeletionVector = envelope::open(ObjectKind::Deletion, &bytes, max, &dref.path)?;
     dv.validate(fragment, dref, &dref.path)?;
     Ok(dv)
 }
