@@ -5,4 +5,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh train
-exec cargo run --release --locked -j"${JOBS:-2}" -p tessera-loader-tch --example train -- "$@"
+exec cargo run --release --locked -j"${JOBS:-2}" -p tessera-train -- "$@"

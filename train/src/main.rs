@@ -1,7 +1,8 @@
 //! Trains a small convnet on a Tessera image + label dataset with the tch loader.
 //!
 //! ```text
-//! cargo run --release -p tessera-loader-tch --example train -- [--epochs 3] [--shuffle block]
+//! scripts/train.sh [--epochs 3] [--shuffle block]
+//! cargo run --release -p tessera-train -- [--epochs 3] [--shuffle block]   # after set-up
 //! ```
 //!
 //! On first run it writes a deterministic "shapes" dataset (64×64×3 images of circles,
