@@ -24,7 +24,7 @@
 //! With `reuse = false` the buffers are freed instead, and every batch allocates fresh
 //! tensors (for consumers that keep batch tensors past the batch's life).
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -98,6 +98,9 @@ pub(crate) struct BufferPool {
     transformed: Arc<[bool]>,
     /// Workers waiting for `Ready` bytes: returned sets are then freed rather than kept.
     starved: AtomicUsize,
+    /// Per buffer of a set (the output buffers, then the staging buffers), the most bytes a
+    /// batch has needed in it: what the next epoch sizes its `Ready` share by.
+    largest: Box<[AtomicU64]>,
 }
 
 impl BufferPool {
@@ -119,11 +122,23 @@ impl BufferPool {
             reuse,
             transformed: transformed.into(),
             starved: AtomicUsize::new(0),
+            largest: (0..2 * columns).map(|_| AtomicU64::new(0)).collect(),
         })
     }
 
     fn lock(&self) -> MutexGuard<'_, PoolState> {
         self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The most bytes one set's buffers have needed for a batch so far (0 before the first
+    /// batch): the sum over its buffers of each one's largest need.
+    ///
+    /// A ragged column's batch bytes are only estimated before its batches are read (padded
+    /// batches pay every ragged dim's batch maximum); a `Ready` share sized below what sets
+    /// really need makes workers wait for bytes, free idle sets and allocate (and page in)
+    /// fresh buffers batch after batch. Each epoch after the first sizes the share by this.
+    pub(crate) fn largest_set_bytes(&self) -> u64 {
+        self.largest.iter().map(|b| b.load(Ordering::Relaxed)).sum()
     }
 
     /// Bytes of the idle sets' buffers.
@@ -208,6 +223,7 @@ impl BufferPool {
         may_overcommit: &dyn Fn() -> bool,
     ) -> Result<()> {
         let staged = self.transformed.get(col).copied().unwrap_or(false);
+        self.record(if staged { self.columns + col } else { col }, bytes);
         let slot = set.fill_slot(col).ok_or_else(|| LoaderError::WorkerPanicked(format!("no column {col}")))?;
         // Staging buffers are the loader's own memory: the framework-free allocator.
         let alloc: &dyn BufferAllocator = if staged { &crate::buffer::AlignedAllocator } else { self.alloc.as_ref() };
@@ -226,8 +242,16 @@ impl BufferPool {
         stopped: &AtomicBool,
         may_overcommit: &dyn Fn() -> bool,
     ) -> Result<()> {
+        self.record(col, bytes);
         let slot = set.bufs.get_mut(col).ok_or_else(|| LoaderError::WorkerPanicked(format!("no column {col}")))?;
         self.ensure_slot(slot, self.alloc.as_ref(), bytes, stopped, may_overcommit)
+    }
+
+    /// Notes that buffer `i` of a set (see `largest`) needed `bytes` for a batch.
+    fn record(&self, i: usize, bytes: usize) {
+        if let Some(b) = self.largest.get(i) {
+            b.fetch_max(bytes as u64, Ordering::Relaxed);
+        }
     }
 
     fn ensure_slot(

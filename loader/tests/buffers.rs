@@ -98,3 +98,53 @@ fn later_epochs_reuse_the_pools_buffers() {
         assert_ne!(first, second, "{label}: the epochs are shuffled differently");
     }
 }
+
+/// `rows` rows of a ragged u8 column: one row in `every` is `big` bytes, the others 1 byte,
+/// so a padded batch holding a big row is several times what the files suggest per row.
+fn skewed_dataset(root: &str, rows: usize, every: usize, big: usize) {
+    let schema = Schema::new([tessera::Column::new("v", DType::U8, &[Dim::Ragged])]).unwrap();
+    let ds = Dataset::create(root, schema, &WriteOptions::default()).unwrap();
+    let values: Vec<Vec<u8>> = (0..rows).map(|r| vec![r as u8; if r % every == 0 { big } else { 1 }]).collect();
+    let refs: Vec<&[u8]> = values.iter().map(Vec::as_slice).collect();
+    let batch = Batch::new().with("v", ColumnData::from_sequences(&refs)).unwrap();
+    ds.append(&batch, "skewed", WriteOptions::default()).unwrap();
+}
+
+#[test]
+fn padded_ragged_batches_larger_than_estimated_reuse_buffers_from_the_second_epoch() {
+    // Padded batches pay the batch's longest row for every row: here about 8 times the
+    // average the files give. Sized by that estimate, the `Ready` share held fewer sets than
+    // the pipeline runs, so workers freed idle sets and allocated fresh buffers batch after
+    // batch; sized by what the first epoch's sets needed, later epochs reuse them.
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().to_str().unwrap();
+    skewed_dataset(root, 4_000, 16, 4_096);
+    let counting = Arc::new(Counting::default());
+    let cfg = LoaderConfig::new(root).with_batch_size(16).with_seed(3).with_workers(2);
+    let loader = Loader::open_with_allocator(cfg, counting.clone()).unwrap();
+    let drain = |e: u64| {
+        // The consumer keeps the last two batches alive, as the Python adapter does.
+        let mut held = std::collections::VecDeque::new();
+        let mut n = 0;
+        for b in loader.epoch(e).unwrap() {
+            held.push_back(b.unwrap());
+            if held.len() > 2 {
+                held.pop_front();
+            }
+            n += 1;
+        }
+        n
+    };
+    let batches = drain(0);
+    assert_eq!(batches, 250);
+    let after_first = counting.0.load(Ordering::Relaxed);
+    for e in 1..4 {
+        drain(e);
+    }
+    let later = counting.0.load(Ordering::Relaxed) - after_first;
+    let sets = loader.memory_stats().by_use[0].share / (16 * 4_096);
+    assert!(
+        later <= 2 * sets as usize,
+        "{later} buffers allocated in 3 later epochs of {batches} batches ({after_first} in the first)"
+    );
+}
