@@ -127,15 +127,16 @@ fn column_tensors(host: &HostBatch, c: usize, col: &HostColumn) -> Result<Column
         })
         .ok_or_else(|| LoaderError::WorkerPanicked(format!("column {c} has no buffer")))??;
     let rows = host.rows.len() as i64;
-    let lengths = match &col.lengths {
+    let ragged_dims = col.layout.ragged_dims();
+    let lengths = match col.layout.lengths() {
         Some(v) => {
             let t = Tensor::f_from_slice(v).map_err(ctx)?;
-            Some(if col.ragged_dims == 1 { t } else { t.f_view([rows, col.ragged_dims as i64]).map_err(ctx)? })
+            Some(if ragged_dims == 1 { t } else { t.f_view([rows, ragged_dims as i64]).map_err(ctx)? })
         }
         None => None,
     };
-    let offsets = col.offsets.as_deref().map(Tensor::f_from_slice).transpose().map_err(ctx)?;
-    let shapes = match &col.shapes {
+    let offsets = col.layout.offsets().map(Tensor::f_from_slice).transpose().map_err(ctx)?;
+    let shapes = match col.layout.shapes() {
         Some(v) => {
             let ndim = if rows > 0 { v.len() as i64 / rows } else { 0 };
             Some(Tensor::f_from_slice(v).and_then(|t| t.f_view([rows, ndim])).map_err(ctx)?)

@@ -20,7 +20,7 @@
 
 use tessera::{Column, DType, Dim};
 
-use crate::batch::HostColumn;
+use crate::batch::{HostColumn, HostLayout};
 use crate::config::{RaggedLayout, RaggedOptions};
 use crate::error::{LoaderError, Result, from_format};
 
@@ -390,41 +390,47 @@ impl ColumnPlan {
         offsets: bool,
         valid: Option<Vec<bool>>,
     ) -> HostColumn {
-        let mut col = HostColumn {
+        let layout_of = || {
+            if layout.ragged == 0 {
+                return HostLayout::Fixed;
+            }
+            let lengths = self.sizes.iter().map(|&s| s as i64).collect();
+            let cumulative = |len: &dyn Fn(usize) -> u64| {
+                let mut acc = 0i64;
+                let mut v = Vec::with_capacity(rows + 1);
+                v.push(0);
+                for j in 0..rows {
+                    acc += len(j) as i64;
+                    v.push(acc);
+                }
+                v
+            };
+            let ragged_dims = layout.ragged;
+            if self.packed.is_some() {
+                HostLayout::Packed {
+                    lengths,
+                    ragged_dims,
+                    offsets: cumulative(&|j| self.packed_len(layout, j)),
+                    shapes: (0..rows)
+                        .flat_map(|j| layout.row_dims(self.row_sizes(layout, j)))
+                        .map(|d| d as i64)
+                        .collect(),
+                }
+            } else {
+                let offsets =
+                    offsets.then(|| cumulative(&|j| layout.row_dims(self.row_sizes(layout, j)).iter().product()));
+                HostLayout::Padded { lengths, ragged_dims, offsets }
+            }
+        };
+        HostColumn {
             name: layout.name.clone(),
             elem: layout.kind,
             shape: self.tensor_shape(layout, rows),
             byte_len: self.buffer_bytes(rows),
-            lengths: None,
-            ragged_dims: layout.ragged,
-            offsets: None,
-            shapes: None,
+            layout: layout_of(),
             valid,
             text: layout.is_text(),
-            packed: self.packed.is_some(),
-        };
-        if layout.ragged == 0 {
-            return col;
         }
-        col.lengths = Some(self.sizes.iter().map(|&s| s as i64).collect());
-        let cumulative = |len: &dyn Fn(usize) -> u64| {
-            let mut acc = 0i64;
-            let mut v = Vec::with_capacity(rows + 1);
-            v.push(0);
-            for j in 0..rows {
-                acc += len(j) as i64;
-                v.push(acc);
-            }
-            v
-        };
-        if self.packed.is_some() {
-            col.offsets = Some(cumulative(&|j| self.packed_len(layout, j)));
-            col.shapes =
-                Some((0..rows).flat_map(|j| layout.row_dims(self.row_sizes(layout, j))).map(|d| d as i64).collect());
-        } else if offsets {
-            col.offsets = Some(cumulative(&|j| layout.row_dims(self.row_sizes(layout, j)).iter().product()));
-        }
-        col
     }
 
     /// The values tensor's shape: `[B, …]` padded; packed `[Σ d1, d2, …]` or `[Σ elements]`.
@@ -523,9 +529,12 @@ mod tests {
         let p = ColumnPlan::new(&u, 1, vec![]).unwrap();
         assert!(p.write_row(&u, &mut [0u8; 8], 0, &u64::MAX.to_le_bytes()).is_err());
         let col = ColumnPlan::new(&l, 2, vec![2, 5]).unwrap().host_column(&l, 2, true, None);
-        assert_eq!(col.lengths.unwrap(), [2, 5]);
-        assert_eq!(col.offsets.unwrap(), [0, 2, 7]);
-        assert_eq!((col.shapes, col.packed), (None, false));
+        assert_eq!(
+            col.layout,
+            HostLayout::Padded { lengths: vec![2, 5], ragged_dims: 1, offsets: Some(vec![0, 2, 7]) }
+        );
+        let fixed = ColumnPlan::new(&u, 2, vec![]).unwrap().host_column(&u, 2, true, None);
+        assert_eq!(fixed.layout, HostLayout::Fixed, "fixed shapes have no sizes, even with offsets asked for");
     }
 
     fn packed(dtype: DType, shape: &[Dim]) -> ColumnLayout {
@@ -569,10 +578,16 @@ mod tests {
         assert_eq!(buf[0], 1, "packed rows have no padding");
         assert!(p.write_row(&l, &mut buf, 0, &[1, 2, 3]).is_err(), "length mismatch");
         let col = p.host_column(&l, 3, false, None);
-        assert_eq!((col.shape.clone(), col.byte_len, col.packed), (vec![12], 12, true));
-        assert_eq!(col.offsets.unwrap(), [0, 6, 6, 12]);
-        assert_eq!(col.shapes.unwrap(), [1, 2, 3, 0, 4, 3, 2, 1, 3]);
-        assert_eq!(col.lengths.unwrap(), [1, 2, 0, 4, 2, 1]);
+        assert_eq!((col.shape.clone(), col.byte_len), (vec![12], 12));
+        assert_eq!(
+            col.layout,
+            HostLayout::Packed {
+                lengths: vec![1, 2, 0, 4, 2, 1],
+                ragged_dims: 2,
+                offsets: vec![0, 6, 6, 12],
+                shapes: vec![1, 2, 3, 0, 4, 3, 2, 1, 3],
+            }
+        );
     }
 
     #[test]
@@ -589,8 +604,8 @@ mod tests {
         assert_eq!(vals, [1, 2, 3, 4, 5, 65535]);
         let col = p.host_column(&l, 2, false, None);
         assert_eq!(col.shape, [3, 2]);
-        assert_eq!(col.offsets.unwrap(), [0, 2, 3]);
-        assert_eq!(col.shapes.unwrap(), [2, 2, 1, 2]);
+        assert_eq!(col.layout.offsets(), Some(&[0, 2, 3][..]));
+        assert_eq!(col.layout.shapes(), Some(&[2, 2, 1, 2][..]));
         // Text: bytes back to back.
         let t = packed(DType::Utf8, &[]);
         let p = ColumnPlan::new(&t, 3, vec![2, 0, 3]).unwrap();

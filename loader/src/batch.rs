@@ -26,12 +26,14 @@ pub struct SkippedSample {
 
 /// One column of a filled batch.
 ///
-/// | column | values | side data |
+/// | column | values | [`HostLayout`] |
 /// |---|---|---|
-/// | fixed shape `[d1, …]` | `[B, d1, …]` | `valid [B]` when nullable |
-/// | ragged, padded | `[B, max d1, …]`, zero padded | `lengths` `[B]` or `[B, k]`; `offsets [B+1]` on request |
-/// | ragged, packed | `[Σ d1, d2, …]` (only the first dim ragged) or `[Σ elements]` | `offsets [B+1]` along the values' first dim, `shapes [B, ndim]`, `lengths` |
-/// | `utf8` / `bytes` | `u8 [B, max len]` zero padded, or `u8 [Σ len]` packed | `lengths [B]` (and `offsets`, `shapes` packed) |
+/// | fixed shape `[d1, …]` | `[B, d1, …]` | `Fixed` |
+/// | ragged, padded | `[B, max d1, …]`, zero padded | `Padded`: `lengths` `[B]` or `[B, k]`; `offsets [B+1]` on request |
+/// | ragged, packed | `[Σ d1, d2, …]` (only the first dim ragged) or `[Σ elements]` | `Packed`: `offsets [B+1]` along the values' first dim, `shapes [B, ndim]`, `lengths` |
+/// | `utf8` / `bytes` | `u8 [B, max len]` zero padded, or `u8 [Σ len]` packed | `Padded` or `Packed` with one ragged dim |
+///
+/// Nullable columns of any layout also have `valid [B]`.
 ///
 /// Packed values are the layout of torch's jagged nested tensors: with one leading ragged
 /// dim, `torch.nested.nested_tensor_from_jagged(values, offsets)` is the batch.
@@ -46,21 +48,89 @@ pub struct HostColumn {
     pub shape: Vec<i64>,
     /// Bytes of the values.
     pub byte_len: usize,
-    /// Ragged sizes, row-major `[B, ragged_dims]` (`None` for fixed shapes).
-    pub lengths: Option<Vec<i64>>,
-    /// Ragged sizes per row (the width of `lengths`).
-    pub ragged_dims: usize,
-    /// `[B + 1]`: where each row starts along the values' first dim when packed; when padded
-    /// (on request), the element offsets the rows would have packed back to back.
-    pub offsets: Option<Vec<i64>>,
-    /// Packed columns: every row's full dims, row-major `[B, ndim]`.
-    pub shapes: Option<Vec<i64>>,
+    /// How the rows sit in the values, with the side data of that layout.
+    pub layout: HostLayout,
     /// Validity per row (nullable columns).
     pub valid: Option<Vec<bool>>,
-    /// A `utf8`/`bytes` column.
+    /// A `utf8`/`bytes` column: the values are the rows' bytes (`u8`, padded or packed, one
+    /// ragged dim).
     pub text: bool,
-    /// The rows are packed back to back ([`RaggedLayout::Packed`](crate::RaggedLayout)).
-    pub packed: bool,
+}
+
+/// How a column's rows sit in its values, and the side data each layout has. Only the valid
+/// combinations exist: a fixed shape has no sizes, a packed column always has its offsets
+/// and shapes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HostLayout {
+    /// Every row has the column's fixed shape: values `[B, d1, …]`.
+    Fixed,
+    /// Ragged rows zero padded to the batch's largest size of each ragged dim
+    /// ([`RaggedLayout::Padded`](crate::RaggedLayout)).
+    Padded {
+        /// Ragged sizes, row-major `[B, ragged_dims]`.
+        lengths: Vec<i64>,
+        /// Ragged sizes per row (the width of `lengths`).
+        ragged_dims: usize,
+        /// On request ([`RaggedOptions::offsets`](crate::RaggedOptions)): `[B + 1]`, the
+        /// element offsets the rows would have packed back to back.
+        offsets: Option<Vec<i64>>,
+    },
+    /// Ragged rows back to back ([`RaggedLayout::Packed`](crate::RaggedLayout)).
+    Packed {
+        /// Ragged sizes, row-major `[B, ragged_dims]`.
+        lengths: Vec<i64>,
+        /// Ragged sizes per row (the width of `lengths`).
+        ragged_dims: usize,
+        /// `[B + 1]`: where each row starts along the values' first dim.
+        offsets: Vec<i64>,
+        /// Every row's full dims, row-major `[B, ndim]`.
+        shapes: Vec<i64>,
+    },
+}
+
+impl HostLayout {
+    /// The ragged sizes (`None` for fixed shapes).
+    #[must_use]
+    pub fn lengths(&self) -> Option<&[i64]> {
+        match self {
+            Self::Fixed => None,
+            Self::Padded { lengths, .. } | Self::Packed { lengths, .. } => Some(lengths),
+        }
+    }
+
+    /// Ragged sizes per row (0 for fixed shapes).
+    #[must_use]
+    pub fn ragged_dims(&self) -> usize {
+        match self {
+            Self::Fixed => 0,
+            Self::Padded { ragged_dims, .. } | Self::Packed { ragged_dims, .. } => *ragged_dims,
+        }
+    }
+
+    /// The row offsets: always when packed, on request when padded.
+    #[must_use]
+    pub fn offsets(&self) -> Option<&[i64]> {
+        match self {
+            Self::Fixed => None,
+            Self::Padded { offsets, .. } => offsets.as_deref(),
+            Self::Packed { offsets, .. } => Some(offsets),
+        }
+    }
+
+    /// Every row's dims (packed only).
+    #[must_use]
+    pub fn shapes(&self) -> Option<&[i64]> {
+        match self {
+            Self::Packed { shapes, .. } => Some(shapes),
+            Self::Fixed | Self::Padded { .. } => None,
+        }
+    }
+
+    /// True when the rows are packed back to back.
+    #[must_use]
+    pub fn is_packed(&self) -> bool {
+        matches!(self, Self::Packed { .. })
+    }
 }
 
 /// A filled batch: per column the layout of its values in a pooled [`HostBuffer`] and its

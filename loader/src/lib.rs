@@ -181,7 +181,7 @@ pub mod transform;
 mod window;
 
 pub use assemble::Elem;
-pub use batch::{HostBatch, HostColumn, SkippedSample};
+pub use batch::{HostBatch, HostColumn, HostLayout, SkippedSample};
 pub use buffer::{AlignedAllocator, AlignedBuffer, BUFFER_ALIGN, BufferAllocator, HostBuffer};
 pub use catalog::{version_id, view_id};
 pub use config::{Device, DiskCacheConfig, DistEnv, LoaderConfig, RaggedLayout, RaggedOptions, RetryPolicy};

@@ -21,7 +21,7 @@
 use std::sync::Arc;
 
 use crate::assemble::Elem;
-use crate::batch::HostBatch;
+use crate::batch::{HostBatch, HostLayout};
 use crate::error::{LoaderError, Result};
 use crate::loader::{EpochIter, Loader};
 use crate::sampler::LoaderState;
@@ -308,10 +308,10 @@ impl Packer {
     fn load(&mut self, batch: HostBatch) -> Result<()> {
         let col = &batch.columns[self.column];
         let bad = |m: &str| LoaderError::config(format!("packing column {:?}: {m}", col.name));
-        if !col.packed || col.ragged_dims != 1 || col.text || col.shape.len() != 1 {
-            return Err(bad("needs a one-dimensional ragged column read packed (RaggedLayout::Packed)"));
-        }
-        let offsets = col.offsets.as_deref().ok_or_else(|| bad("a packed column without offsets"))?;
+        let offsets = match &col.layout {
+            HostLayout::Packed { ragged_dims: 1, offsets, .. } if !col.text && col.shape.len() == 1 => offsets,
+            _ => return Err(bad("needs a one-dimensional ragged column read packed (RaggedLayout::Packed)")),
+        };
         let real = (self.rows_n.saturating_sub(batch.position)).min(batch.rows.len() as u64) as usize;
         let end = offsets.get(real).map_or(0, |&o| o.max(0) as usize) * col.elem.size();
         let readable = batch.with_buffer(self.column, |b| b.bytes().map(|bytes| bytes.len() >= end));

@@ -87,7 +87,7 @@ fn check_batch(batch: &HostBatch) -> Vec<i64> {
     let var = common::bytes(batch, 2);
     let vcol = &batch.columns[2];
     let (max_h, max_w) = (vcol.shape[1] as usize, vcol.shape[2] as usize);
-    let lengths = vcol.lengths.as_ref().unwrap();
+    let lengths = vcol.layout.lengths().unwrap();
     for (j, &id) in ids.iter().enumerate() {
         let r = usize::try_from(id).unwrap();
         assert_eq!(img[j * slot..(j + 1) * slot], decode(&img_file(r)).2[..], "img of row {r}");

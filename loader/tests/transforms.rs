@@ -5,7 +5,9 @@
 mod common;
 
 use tessera::{Batch, Column, ColumnData, DType, Dataset, Dim, Schema, WriteOptions};
-use tessera_loader::{ChannelOrder, Elem, Loader, LoaderConfig, LoaderError, ResizeTo, ShuffleMode, Transform};
+use tessera_loader::{
+    ChannelOrder, Elem, HostLayout, Loader, LoaderConfig, LoaderError, ResizeTo, ShuffleMode, Transform,
+};
 
 /// Pixel `(y, x, c)` of row `r`'s image.
 fn pixel(r: u64, y: u64, x: u64, c: u64) -> u8 {
@@ -95,7 +97,7 @@ fn batches_come_out_at_the_pipelines_shape_and_type() {
         let image = &b.columns[0];
         assert_eq!((image.elem, image.shape.as_slice()), (Elem::F16, &[n, 3, 5, 6][..]));
         assert_eq!(image.byte_len, b.rows.len() * 3 * 5 * 6 * 2);
-        assert!(image.lengths.is_none() && !image.packed);
+        assert_eq!(image.layout, HostLayout::Fixed);
         let valid = image.valid.as_ref().unwrap();
         let px = common::bytes(&b, 0);
         for (j, &row) in b.rows.iter().enumerate() {

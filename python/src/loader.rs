@@ -19,8 +19,8 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 use tessera::DType;
 use tessera_loader::{
-    DiskCacheConfig, DistEnv, Elem, EpochIter, Fill, HostBatch, Lease, Loader, LoaderConfig, LoaderState, MixSource,
-    MixStep, Mixture, RaggedLayout, Share, ShuffleMode,
+    DiskCacheConfig, DistEnv, Elem, EpochIter, Fill, HostBatch, HostLayout, Lease, Loader, LoaderConfig, LoaderState,
+    MixSource, MixStep, Mixture, RaggedLayout, Share, ShuffleMode,
 };
 
 use crate::buffer::{PyAllocator, PyHostBuffer};
@@ -377,17 +377,18 @@ impl PyEpoch {
     /// ndim]`) marks a packed ragged column.
     fn column<'py>(&self, py: Python<'py>, batch: &HostBatch, c: usize) -> PyResult<Bound<'py, PyTuple>> {
         let col = &batch.columns[c];
-        let lengths = col.lengths.as_ref().map(|l| {
+        let ragged_dims = col.layout.ragged_dims();
+        let lengths = col.layout.lengths().map(|l| {
             let a = PyArray1::from_slice(py, l);
-            if col.ragged_dims > 1 {
-                a.reshape([l.len() / col.ragged_dims, col.ragged_dims]).map(Bound::into_any)
+            if ragged_dims > 1 {
+                a.reshape([l.len() / ragged_dims, ragged_dims]).map(Bound::into_any)
             } else {
                 Ok(a.into_any())
             }
         });
         let lengths = lengths.transpose()?;
-        let offsets = col.offsets.as_ref().map(|o| PyArray1::from_slice(py, o));
-        let shapes = match &col.shapes {
+        let offsets = col.layout.offsets().map(|o| PyArray1::from_slice(py, o));
+        let shapes = match col.layout.shapes() {
             Some(v) => {
                 let rows = batch.rows.len();
                 let ndim = v.len().checked_div(rows).unwrap_or(0);
@@ -400,16 +401,16 @@ impl PyEpoch {
         if let Some(utf8) = self.text.get(c).copied().flatten() {
             let rows = batch.rows.len();
             let width = col.shape.get(1).copied().unwrap_or(0).max(0) as usize;
-            let lens = col.lengths.as_deref().ok_or_else(|| bug("a text column without lengths"))?;
+            let lens = col.layout.lengths().ok_or_else(|| bug("a text column without lengths"))?;
             // Row i's bytes: back to back from the offsets when packed, else at i × width.
             let span = |i: usize| -> Option<std::ops::Range<usize>> {
                 let n = lens.get(i).copied().unwrap_or(0).max(0) as usize;
-                match (&col.shapes, &col.offsets) {
-                    (Some(_), Some(off)) => {
-                        let start = off.get(i).copied()?.max(0) as usize;
+                match &col.layout {
+                    HostLayout::Packed { offsets, .. } => {
+                        let start = offsets.get(i).copied()?.max(0) as usize;
                         Some(start..start + n)
                     }
-                    _ => Some(i * width..i * width + n.min(width)),
+                    HostLayout::Padded { .. } | HostLayout::Fixed => Some(i * width..i * width + n.min(width)),
                 }
             };
             let items = batch

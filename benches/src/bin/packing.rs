@@ -75,7 +75,7 @@ fn padded(loader: &Loader, epoch: u64) -> (u64, u64, f64) {
     for b in &mut it {
         let b = b.expect("batch");
         let col = &b.columns[0];
-        let lengths = col.lengths.as_deref().expect("lengths");
+        let lengths = col.layout.lengths().expect("lengths");
         let keep = (n.saturating_sub(b.position)).min(b.rows.len() as u64) as usize;
         real += lengths[..keep].iter().map(|&l| l as u64).sum::<u64>();
         total += (col.shape[0] * col.shape[1]) as u64;

@@ -28,7 +28,7 @@ mod view;
 use tessera::{Column, DType, Dim, ImageLayout, Kind};
 
 use crate::assemble::{ColumnLayout, Elem};
-use crate::batch::HostColumn;
+use crate::batch::{HostColumn, HostLayout};
 use crate::error::{LoaderError, Result};
 use pixels::{Le, Out, OutBf16, OutF16, OutF32, OutU8, Pixels, U8s, put};
 use resample::{Grid, Resampler};
@@ -445,13 +445,9 @@ impl Pipeline {
             elem: self.out_elem,
             shape,
             byte_len: self.row_bytes * rows,
-            lengths: None,
-            ragged_dims: 0,
-            offsets: None,
-            shapes: None,
+            layout: HostLayout::Fixed,
             valid,
             text: false,
-            packed: false,
         }
     }
 }
