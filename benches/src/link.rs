@@ -1,6 +1,8 @@
 //! A bucket behind a network link, modelled without spending CPU: an `ObjectStore` wrapper
 //! that delays every GET by a fixed latency and then by its body's transfer time on one shared
 //! link of a given rate (first come, first served), then hands over the inner store's answer.
+//! Writes and listings wait one latency too (a PUT also its body's time on the way up, a
+//! link of its own), so a commit's sequential requests cost what they cost on a bucket.
 //!
 //! Over loopback, bytes cost CPU (kernel copies, HTTP parsing) on the same two cores that
 //! decompress, which says nothing about a training node whose network card moves the bytes.
@@ -61,7 +63,10 @@ impl fmt::Display for LinkStore {
 #[async_trait::async_trait]
 impl ObjectStore for LinkStore {
     async fn put_opts(&self, location: &Path, payload: PutPayload, opts: PutOptions) -> Result<PutResult> {
-        self.inner.put_opts(location, payload, opts).await
+        let up = Duration::from_secs_f64(payload.content_length() as f64 / self.bytes_per_sec);
+        let r = self.inner.put_opts(location, payload, opts).await;
+        tokio::time::sleep(self.latency + up).await;
+        r
     }
 
     async fn put_multipart_opts(&self, location: &Path, opts: PutMultipartOptions) -> Result<Box<dyn MultipartUpload>> {
@@ -96,10 +101,14 @@ impl ObjectStore for LinkStore {
     }
 
     async fn list_with_delimiter(&self, prefix: Option<&Path>) -> Result<ListResult> {
-        self.inner.list_with_delimiter(prefix).await
+        let r = self.inner.list_with_delimiter(prefix).await;
+        tokio::time::sleep(self.latency).await;
+        r
     }
 
     async fn copy_opts(&self, from: &Path, to: &Path, options: CopyOptions) -> Result<()> {
-        self.inner.copy_opts(from, to, options).await
+        let r = self.inner.copy_opts(from, to, options).await;
+        tokio::time::sleep(self.latency).await;
+        r
     }
 }

@@ -709,7 +709,18 @@ struct TreeWriter<'a> {
     out: TreeWrite,
     /// Inner nodes written by this commit, by path (the root-collapse step looks at the top).
     written: HashMap<String, IndexNode>,
+    /// Sealed nodes not stored yet, and their bytes ([`TreeWriter::store_pending`]).
+    pending: Vec<(String, Bytes)>,
+    pending_bytes: u64,
 }
+
+/// Node PUTs a commit has in flight at once. A node's key is the hash of its bytes, so a
+/// parent can reference children that are not stored yet: the commit seals every node on
+/// its paths first, then stores them together, one round trip instead of one per level.
+const NODE_PUTS_IN_FLIGHT: usize = 32;
+/// Bytes of sealed nodes a commit holds before storing them (a commit that builds a large
+/// tree stores it in waves of about this much).
+const PENDING_NODE_BYTES: u64 = 32 << 20;
 
 /// Applies a commit's changes to a base tree, copy-on-write `[TREE-08]`: removes the ids in
 /// `removed` (an absent id is no change), then inserts or replaces `upserts` by id. Only the
@@ -759,6 +770,8 @@ pub fn apply(
         max_body,
         out: TreeWrite::default(),
         written: HashMap::new(),
+        pending: Vec::new(),
+        pending_bytes: 0,
     };
     let mut edits: Vec<Edit<'_>> =
         removed.iter().map(|&id| (id, None)).chain(upserts.iter().map(|f| (f.id, Some(f)))).collect();
@@ -808,6 +821,8 @@ pub fn apply(
         let Some(child) = only else { break };
         top = vec![Placed { nref: child, level: p.level - 1 }];
     }
+    // Every node must be stored before a manifest can reference the root.
+    w.store_pending()?;
     w.out.root = top.pop().map(|p| SegmentRef {
         path: p.nref.path,
         size: p.nref.size,
@@ -969,7 +984,22 @@ impl TreeWriter<'_> {
         Ok(groups.into_iter().map(|g| g.0).collect())
     }
 
-    /// Seals and stores one node and returns its reference.
+    /// Stores the sealed nodes, [`NODE_PUTS_IN_FLIGHT`] at a time. A node that exists already
+    /// has the same bytes (its key is their hash).
+    fn store_pending(&mut self) -> Result<()> {
+        use futures::{StreamExt, TryStreamExt};
+        let nodes = std::mem::take(&mut self.pending);
+        self.pending_bytes = 0;
+        let store = self.store;
+        crate::store::block_on(
+            futures::stream::iter(nodes)
+                .map(|(key, bytes)| async move { store.put_if_absent_async(&key, bytes).await.map(drop) })
+                .buffer_unordered(NODE_PUTS_IN_FLIGHT)
+                .try_collect::<()>(),
+        )
+    }
+
+    /// Seals one node, queues it for [`TreeWriter::store_pending`] and returns its reference.
     fn put(&mut self, node: IndexNode) -> Result<Placed> {
         let summary = match node.level {
             0 => summarise(node.fragments.iter().map(|f| (f.id, f.id, 1, f.row_count, f.live_rows()))),
@@ -997,7 +1027,11 @@ impl TreeWriter<'_> {
         };
         self.out.nodes_written += 1;
         self.out.bytes_written += bytes.len() as u64;
-        self.store.put_if_absent(&key, Bytes::from(bytes))?;
+        self.pending_bytes += bytes.len() as u64;
+        self.pending.push((key, Bytes::from(bytes)));
+        if self.pending_bytes >= PENDING_NODE_BYTES {
+            self.store_pending()?;
+        }
         let level = node.level;
         if level > 0 {
             self.written.insert(nref.path.clone(), node);

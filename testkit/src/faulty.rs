@@ -104,20 +104,21 @@ pub struct PutFault {
     pub lands: bool,
 }
 
-/// One GET counted in [`FaultCounts::gets_in_flight`] until dropped.
-struct InFlight<'a>(&'a FaultCounts);
+/// One request counted in a gauge (`now`, `most`) until dropped: GETs in
+/// [`FaultCounts::gets_in_flight`], PUTs in [`FaultCounts::puts_in_flight`].
+struct InFlight<'a>(&'a AtomicU64);
 
 impl<'a> InFlight<'a> {
-    fn enter(counts: &'a FaultCounts) -> Self {
-        let now = counts.gets_in_flight.fetch_add(1, Ordering::Relaxed) + 1;
-        counts.most_gets_in_flight.fetch_max(now, Ordering::Relaxed);
-        Self(counts)
+    fn enter(now: &'a AtomicU64, most: &AtomicU64) -> Self {
+        let n = now.fetch_add(1, Ordering::Relaxed) + 1;
+        most.fetch_max(n, Ordering::Relaxed);
+        Self(now)
     }
 }
 
 impl Drop for InFlight<'_> {
     fn drop(&mut self) {
-        self.0.gets_in_flight.fetch_sub(1, Ordering::Relaxed);
+        self.0.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -148,6 +149,10 @@ pub struct FaultCounts {
     pub gets_in_flight: AtomicU64,
     /// The most GETs that were in flight at once.
     pub most_gets_in_flight: AtomicU64,
+    /// PUTs in flight now (from the request to its answer, delays included).
+    pub puts_in_flight: AtomicU64,
+    /// The most PUTs that were in flight at once.
+    pub most_puts_in_flight: AtomicU64,
 }
 
 impl FaultCounts {
@@ -327,6 +332,7 @@ fn slow_stream(body: Bytes, chunk: usize, pause: Duration) -> BoxStream<'static,
 impl ObjectStore for FaultyStore {
     async fn put_opts(&self, location: &Path, payload: PutPayload, opts: PutOptions) -> Result<PutResult> {
         FaultCounts::bump(&self.counts.puts);
+        let _in_flight = InFlight::enter(&self.counts.puts_in_flight, &self.counts.most_puts_in_flight);
         let (delay, fail) = self.decide(|c| c.put_latency, |c| c.put_error_rate);
         self.delay(delay).await;
         match self.targeted_put(location) {
@@ -361,7 +367,7 @@ impl ObjectStore for FaultyStore {
 
     async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
         FaultCounts::bump(&self.counts.gets);
-        let _in_flight = InFlight::enter(&self.counts);
+        let _in_flight = InFlight::enter(&self.counts.gets_in_flight, &self.counts.most_gets_in_flight);
         let ranged = options.range.is_some() && !options.head;
         let (delay, fail, cut, slow) = {
             let mut s = self.state.lock().unwrap();

@@ -265,3 +265,28 @@ fn s3_connection_resets_on_get_are_retried() {
     assert!(resets > 0, "some connections were reset");
     assert_eq!((out.ok, out.io, out.other.len()), (40, 0, 0), "object_store retried every reset GET");
 }
+
+/// A commit on a fragment tree seals every node on its paths first and then stores them
+/// together: an append to a tree of three or more levels, with 20 ms per PUT, has as many node
+/// PUTs in flight at once as it writes levels (one round trip, not one per level), and every
+/// version reads back whole.
+#[test]
+fn a_tree_commit_stores_its_nodes_in_one_round_trip() {
+    let Some(root) = TestRoot::new(Backend::Memory, "tree-node-puts") else { return };
+    let opts = WriteOptions { index: tessera::IndexLayout::Tree { node_bytes: 512 }, ..small() };
+    let ds = Dataset::create(&root.url, schema(), &opts).unwrap();
+    ds.append(&batch(0, 400), "many fragments", opts.clone()).unwrap();
+    let config =
+        FaultConfig { put_latency: Latency::new(Duration::from_millis(20), Duration::ZERO), ..FaultConfig::seeded(5) };
+    let (f, store) = faulty(&root, config);
+    let (base, tree) = Dataset::open_lazy(&store, &At::Latest, Limits::default()).unwrap();
+    let depth = tree.expect("a tree version").depth();
+    assert!(depth >= 3, "the test needs a deep tree, got {depth} levels");
+    let after = base.append(&batch(400, 1), "one more", opts).unwrap();
+    let most = f.counts.most_puts_in_flight.load(Ordering::Relaxed);
+    assert!(most >= u64::from(depth), "{most} PUTs in flight at most for a {depth}-level tree");
+    let reopened = Dataset::open_at(&root.store(), &At::Latest, Limits::default()).unwrap();
+    assert_eq!(reopened.version(), after.version());
+    assert_eq!(ids(&reopened), (0..401).collect::<Vec<i64>>());
+    assert_eq!(check_rows(&reopened.read_rows(0..401, None).unwrap()), Ok(401));
+}

@@ -25,9 +25,10 @@
 //! samples/s of the 20 batches after it. The ranks run one after another, or all at once with
 //! `--together` (e.g. `--ranks 0,1,2,3,4,5,6,7 --world 8`: eight real ranks of one job).
 //!
-//! The append is one one-row commit through the counting store without latency, on a base
-//! opened beforehand (its opening is not counted; a tree's lazily, `Dataset::open_lazy`): requests, bytes written and time, against the
-//! same commit on a dataset with one fragment.
+//! The append is one one-row commit through the counting store over `LinkStore` (every
+//! request waits `L` ms, as a bucket's would) on a base opened beforehand (its opening is not
+//! counted; a tree's lazily, `Dataset::open_lazy`): requests, bytes written and time, against
+//! the same commit on a dataset with one fragment.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -304,12 +305,14 @@ fn measure(dir: &Path, layout: Layout, rank: u64, a: &Args) {
     println!("{out}");
 }
 
-/// The one-row append on the dataset at `dir`: requests, bytes written and time of the commit.
-fn append(dir: &Path, layout: Layout, node_bytes: u64) -> Value {
+/// The one-row append on the dataset at `dir`, every request `latency_ms` away: requests,
+/// bytes written and time of the commit.
+fn append(dir: &Path, layout: Layout, node_bytes: u64, latency_ms: u64) -> Value {
     let fs: Arc<dyn ObjectStore> = Arc::new(
         LocalFileSystem::new_with_prefix(std::fs::canonicalize(dir).expect("dir")).expect("local").with_fsync(false),
     );
-    let counter = Arc::new(CountingStore::new(fs));
+    let link = Arc::new(LinkStore::new(fs, Duration::from_millis(latency_ms), LINK_BYTES_PER_SEC));
+    let counter = Arc::new(CountingStore::new(link));
     let counts = counter.counts.clone();
     let store = Store::from_object_store(counter, "", true);
     let mut samples = Vec::new();
@@ -385,7 +388,7 @@ fn main() {
         .map(|layout| {
             let dir = root.join(format!("fresh-{}", layout.name()));
             build(&dir, layout, 1, a.rows_per_fragment, a.node_bytes);
-            let v = append(&dir, layout, a.node_bytes);
+            let v = append(&dir, layout, a.node_bytes, a.latency_ms);
             (layout, v["commit_s"].as_f64().unwrap_or(f64::NAN))
         })
         .collect();
@@ -400,7 +403,7 @@ fn main() {
             let wanted: Vec<u64> = a.ranks.iter().map(|&r| r % a.world).collect();
             let ranks = run_ranks(&dir, layout, &wanted, &a);
             let worst = |k: &str| ranks.iter().filter_map(|r| r[k].as_f64()).fold(0.0, f64::max);
-            let commit = append(&dir, layout, a.node_bytes);
+            let commit = append(&dir, layout, a.node_bytes, a.latency_ms);
             let fresh_s = fresh.iter().find(|(l, _)| *l == layout).map_or(f64::NAN, |x| x.1);
             let whole = ranks.iter().find_map(|r| r["whole_open"].as_object().cloned());
             let row = json!({
