@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use tessera_loader_tch::{Batch, Loader, LoaderConfig, LoaderError, RetryPolicy, ShuffleMode};
+use tessera_loader::{HostBatch, Loader, LoaderConfig, LoaderError, RetryPolicy, ShuffleMode};
 use tessera_testkit::{FaultConfig, FaultyStore, Latency};
 
 fn faults(rate: f64) -> FaultConfig {
@@ -35,10 +35,9 @@ fn fast_retries() -> RetryPolicy {
     }
 }
 
-fn signature(b: &Batch) -> (Vec<i64>, Vec<u8>, Vec<i32>) {
-    let img = b.tensor("img").unwrap().reshape([-1]);
-    let tok = b.tensor("tok").unwrap().reshape([-1]);
-    (common::ids(b), Vec::<u8>::try_from(img).unwrap(), Vec::<i32>::try_from(tok).unwrap())
+/// A batch's ids, image bytes and (padded) token bytes.
+fn signature(b: &HostBatch) -> (Vec<i64>, Vec<u8>, Vec<u8>) {
+    (common::ids(b), common::named(b, "img"), common::named(b, "tok"))
 }
 
 #[test]
@@ -55,7 +54,7 @@ fn flaky_storage_yields_the_identical_epoch() {
         let clean: Vec<_> =
             Loader::open(cfg.clone()).unwrap().epoch(0).unwrap().map(|b| signature(&b.unwrap())).collect();
         let (faulty, store) = flaky(dir.path(), 0.3);
-        let loader = Loader::open_store(&store, cfg).unwrap();
+        let loader = common::open_store(&store, cfg).unwrap();
         let got: Vec<_> = loader.epoch(0).unwrap().map(|b| signature(&b.unwrap())).collect();
         assert_eq!(got, clean, "{shuffle:?}");
         assert!(faulty.counts.get_errors.load(Ordering::Relaxed) > 0, "faults were injected");
@@ -75,13 +74,13 @@ fn an_outage_is_an_error_item_not_a_hang() {
     let (faulty, store) = flaky(dir.path(), 0.0);
     let retry = RetryPolicy { max_retries: 2, initial_backoff: Duration::from_millis(1), ..RetryPolicy::default() };
     let cfg = LoaderConfig { retry, ..common::config(root) }.with_batch_size(4).with_workers(2);
-    let loader = Loader::open_store(&store, cfg).unwrap();
+    let loader = common::open_store(&store, cfg).unwrap();
     faulty.set_config(faults(1.0));
     let started = Instant::now();
     let mut it = loader.epoch(0).unwrap();
     match it.next() {
         Some(Err(LoaderError::Storage { attempts, .. })) => assert_eq!(attempts, 3),
-        other => panic!("expected a storage error, got {:?}", other.map(|r| r.map(|b| b.rows().to_vec()))),
+        other => panic!("expected a storage error, got {:?}", other.map(|r| r.map(|b| b.rows.clone()))),
     }
     assert!(it.next().is_none(), "the iterator ends after an error");
     drop(it);

@@ -5,8 +5,8 @@
 mod common;
 
 use tessera::WriteOptions;
-use tessera_loader_tch::sampler::SplitMix64;
-use tessera_loader_tch::{Loader, LoaderError, LoaderState, ShuffleMode};
+use tessera_loader::sampler::SplitMix64;
+use tessera_loader::{Loader, LoaderError, LoaderState, ShuffleMode};
 
 const ROWS: usize = 203;
 
@@ -135,4 +135,4 @@ fn a_state_at_the_end_resumes_to_nothing() {
     assert_eq!(l.resume(&state).unwrap().count(), 0);
 }
 
-use tessera_loader_tch::LoaderConfig;
+use tessera_loader::LoaderConfig;

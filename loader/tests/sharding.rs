@@ -1,4 +1,4 @@
-//! Sharding on the tensors the loader yields: for world sizes 1..=8 and 1..=4 workers, rank
+//! Sharding on the batches the core loader yields: for world sizes 1..=8 and 1..=4 workers, rank
 //! slices are disjoint, their union is the dataset exactly once plus the documented padding
 //! (the last global batch repeats rows from the start of the epoch's order), every rank yields
 //! the same number of batches, and the order is the same whatever the world size or workers.
@@ -6,7 +6,7 @@
 mod common;
 
 use tessera::WriteOptions;
-use tessera_loader_tch::{Loader, ShuffleMode};
+use tessera_loader::{Loader, ShuffleMode};
 
 const ROWS: usize = 203;
 

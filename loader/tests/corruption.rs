@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 use std::os::unix::fs::FileExt;
 
 use tessera::Dataset;
-use tessera_loader_tch::{Loader, LoaderConfig, LoaderError, ShuffleMode};
+use tessera_loader::{Loader, LoaderConfig, LoaderError, ShuffleMode};
 
 /// Flips a byte inside page `page` of column `col` in the first data file of fragment
 /// `frag`; returns the global rows stored in that page.
@@ -56,7 +56,7 @@ fn checksum_failures_are_errors_or_deterministic_substitutions() {
     for ((shuffle, clean_sh), remote) in modes.into_iter().zip(&clean).flat_map(|m| [(m, false), (m, true)]) {
         let run = |workers: usize| {
             let c = LoaderConfig { skip_bad_samples: true, ..cfg(root) }.with_shuffle(shuffle).with_workers(workers);
-            let loader = if remote { Loader::open_store(&store, c) } else { Loader::open(c) }.unwrap();
+            let loader = if remote { common::open_store(&store, c) } else { Loader::open(c) }.unwrap();
             let batches: Vec<Vec<i64>> = loader.epoch(0).unwrap().map(|b| common::ids(&b.unwrap())).collect();
             (batches, loader.skipped())
         };
@@ -95,7 +95,7 @@ fn corrupt_compressed_pages_are_caught_without_checksums_too() {
         .with_batch_size(5)
         .with_columns(&["id", "tok"]);
     let loader = Loader::open(c).unwrap();
-    let n = loader.epoch(0).unwrap().map(|b| b.unwrap().len()).sum::<usize>();
+    let n = loader.epoch(0).unwrap().map(|b| b.unwrap().rows.len()).sum::<usize>();
     assert_eq!(n, 60);
     for s in loader.skipped() {
         assert!(bad.contains(&(s.row as i64)));
@@ -104,7 +104,7 @@ fn corrupt_compressed_pages_are_caught_without_checksums_too() {
     let c =
         LoaderConfig { skip_bad_samples: true, ..common::config(root) }.with_batch_size(5).with_columns(&["id", "tok"]);
     let loader = Loader::open(c).unwrap();
-    assert_eq!(loader.epoch(0).unwrap().map(|b| b.unwrap().len()).sum::<usize>(), 60);
+    assert_eq!(loader.epoch(0).unwrap().map(|b| b.unwrap().rows.len()).sum::<usize>(), 60);
     let skipped: BTreeSet<i64> = loader.skipped().iter().map(|s| s.row as i64).collect();
     assert_eq!(skipped, bad.into_iter().collect());
 }

@@ -6,7 +6,7 @@ mod common;
 
 use std::sync::Arc;
 
-use tessera_loader_tch::{Loader, LoaderConfig, ShuffleMode};
+use tessera_loader::{Loader, LoaderConfig, ShuffleMode};
 
 fn budget_config(root: &str, budget: u64) -> LoaderConfig {
     common::config(root).with_batch_size(16).with_memory_budget(budget)
@@ -32,13 +32,13 @@ fn accounting_high_water_stays_within_the_budget() {
             .with_workers(workers);
         let loader = if remote {
             let fs = object_store::local::LocalFileSystem::new_with_prefix(dir.path()).unwrap();
-            Loader::open_store(&tessera::Store::from_object_store(Arc::new(fs), "", true), cfg).unwrap()
+            common::open_store(&tessera::Store::from_object_store(Arc::new(fs), "", true), cfg).unwrap()
         } else {
             Loader::open(cfg).unwrap()
         };
         let mut rows = 0;
         for b in loader.epoch(0).unwrap() {
-            rows += b.unwrap().len();
+            rows += b.unwrap().rows.len();
         }
         assert_eq!(rows, 2000);
         let m = loader.memory_stats();
@@ -74,8 +74,8 @@ fn status_kib(field: &str) -> u64 {
 fn rss_child() {
     let Ok(root) = std::env::var("TESSERA_RSS_CHILD_DIR") else { return };
     let budget: u64 = std::env::var("TESSERA_RSS_BUDGET").unwrap().parse().unwrap();
-    // Warm libtorch and the allocator before the baseline.
-    let _ = tch::Tensor::zeros([1024], (tch::Kind::Uint8, tch::Device::Cpu)).sum(tch::Kind::Int64);
+    // Warm the allocator before the baseline.
+    drop(std::hint::black_box(vec![1u8; 1 << 20]));
     let loaders: Vec<Loader> = [ShuffleMode::Global, ShuffleMode::Block { window_fragments: 2 }]
         .into_iter()
         .map(|s| Loader::open(budget_config(&root, budget).with_shuffle(s).with_workers(2)).unwrap())
