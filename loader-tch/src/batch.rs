@@ -99,9 +99,11 @@ pub struct Batch {
     pub(crate) lease: Option<Arc<Lease>>,
 }
 
-/// The torch kind of a core element type.
-pub(crate) fn kind_of(elem: Elem) -> Kind {
-    match elem {
+/// The torch kind of a core element type: tch has no unsigned kinds wider than a byte, so
+/// the adapter asks the core for them widened ([`Unsigned::Widened`](tessera_loader::Unsigned))
+/// and never receives them.
+pub(crate) fn kind_of(elem: Elem) -> Result<Kind> {
+    Ok(match elem {
         Elem::Bool => Kind::Bool,
         Elem::U8 => Kind::Uint8,
         Elem::I8 => Kind::Int8,
@@ -112,7 +114,10 @@ pub(crate) fn kind_of(elem: Elem) -> Kind {
         Elem::Bf16 => Kind::BFloat16,
         Elem::F32 => Kind::Float,
         Elem::F64 => Kind::Double,
-    }
+        Elem::U16 | Elem::U32 | Elem::U64 => {
+            return Err(LoaderError::WorkerPanicked(format!("{elem:?} values reached the tch adapter unwidened")));
+        }
+    })
 }
 
 /// The tensors of one filled column: a view of the pooled buffer and small side tensors.
@@ -123,7 +128,7 @@ fn column_tensors(host: &HostBatch, c: usize, col: &HostColumn) -> Result<Column
             b.as_any()
                 .downcast_ref::<HostBuffer>()
                 .ok_or_else(|| LoaderError::WorkerPanicked("a batch buffer not allocated by the tch adapter".into()))
-                .and_then(|b| b.view(col.byte_len, kind_of(col.elem), &col.shape))
+                .and_then(|b| b.view(col.byte_len, kind_of(col.elem)?, &col.shape))
         })
         .ok_or_else(|| LoaderError::WorkerPanicked(format!("column {c} has no buffer")))??;
     let rows = host.rows.len() as i64;

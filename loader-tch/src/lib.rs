@@ -55,7 +55,9 @@
 //! This crate is the tch adapter of the framework-free loader [`tessera_loader`]: the core
 //! decides the order, shards, prefetches within one memory budget and fills host buffers;
 //! here those buffers are libtorch tensors (pinned when the device is CUDA), handed out as
-//! zero-copy views, moved with `non_blocking` copies, and transformed. The core's crate docs
+//! zero-copy views, moved with `non_blocking` copies, and transformed. The adapter's own
+//! settings ([`TchOptions`]: the device, and how `u64` becomes `i64`, as tch has no unsigned
+//! kinds wider than a byte) sit next to the core's [`LoaderConfig`]. The core's crate docs
 //! describe order, sharding, resume, shuffle quality, the pipeline, memory and failures.
 //!
 //! **Buffer reuse cannot be observed:** on the CPU, a batch's tensors are views of a pooled
@@ -81,14 +83,14 @@ pub mod transform;
 
 pub use batch::{Batch, ColumnTensors};
 pub use error::{LoaderError, Result};
-pub use loader::{EpochIter, Loader, loader_device, tch_device};
+pub use loader::{EpochIter, Loader, TchOptions};
 pub use tessera_loader::{CacheStats, DiskCacheConfig, IoStats};
 /// Host-side augmentation by the loader's own threads (`LoaderConfig::with_transform`),
 /// before a batch becomes tensors; [`transform`] holds the tensor ops that run on the
 /// batch's device after delivery.
 pub use tessera_loader::{ChannelOrder, Elem, ResizeTo, Transform};
 pub use tessera_loader::{
-    Device, DistEnv, LoaderConfig, LoaderState, MemoryStats, MemoryUse, Plan, PlanConfig, RaggedLayout, RaggedOptions,
+    DistEnv, LoaderConfig, LoaderState, MemoryStats, MemoryUse, Plan, PlanConfig, RaggedLayout, RaggedOptions,
     RetryPolicy, ShuffleMode, SkippedSample, UseStats, sampler, version_id,
 };
 /// Mixtures of sources (`LoaderConfig::for_mixture`).

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use tessera::{Dataset, Store};
 use tessera_loader::{
-    Device as CoreDevice, IoStats, LoaderConfig, LoaderState, MemoryStats, Plan, PlanConfig, SkippedSample,
+    DistEnv, IoStats, LoaderConfig, LoaderState, MemoryStats, Plan, PlanConfig, SkippedSample, Unsigned,
 };
 
 use crate::batch::Batch;
@@ -19,24 +19,52 @@ use crate::transform::BatchTransform;
 /// Random streams of transforms: `TRANSFORM_STREAM | position` (the sampler uses small ones).
 const TRANSFORM_STREAM: u64 = 1 << 63;
 
-/// The tch device of a configured [`tessera_loader::Device`].
-#[must_use]
-pub fn tch_device(device: CoreDevice) -> tch::Device {
-    match device {
-        CoreDevice::Cpu => tch::Device::Cpu,
-        CoreDevice::Cuda(i) => tch::Device::Cuda(i),
+/// The tch adapter's own settings, next to the core's [`LoaderConfig`]: where batches go and
+/// how `u64` columns become tensors.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TchOptions {
+    /// Where batches are delivered: the CPU, or a CUDA device, for which batches are staged
+    /// in pinned host buffers and copied with `non_blocking = true`.
+    pub device: tch::Device,
+    /// `u64` columns become `i64` tensors (tch has no unsigned kinds wider than a byte; `u16`
+    /// and `u32` widen to `i32` and `i64` exactly). By default a value above `i64::MAX` is a
+    /// [`LoaderError::Unrepresentable`] error; with this set the bits are kept (two's
+    /// complement: such values read as negative, and `x as u64` recovers them).
+    pub u64_as_i64_bits: bool,
+}
+
+impl Default for TchOptions {
+    fn default() -> Self {
+        Self { device: tch::Device::Cpu, u64_as_i64_bits: false }
     }
 }
 
-/// The loader device of a tch device.
-///
-/// # Errors
-/// [`LoaderError::Config`] for devices the loader does not deliver to (MPS, Vulkan).
-pub fn loader_device(device: tch::Device) -> Result<CoreDevice> {
-    match device {
-        tch::Device::Cpu => Ok(CoreDevice::Cpu),
-        tch::Device::Cuda(i) => Ok(CoreDevice::Cuda(i)),
-        other => Err(LoaderError::config(format!("batches cannot be delivered to {other:?}"))),
+impl TchOptions {
+    /// Batches delivered to `device`.
+    #[must_use]
+    pub fn on(device: tch::Device) -> Self {
+        Self { device, ..Self::default() }
+    }
+
+    /// For a process-per-GPU job: a CUDA device becomes the process's own, `Cuda(LOCAL_RANK)`
+    /// (`LoaderConfig::with_torchrun_env` reads it into `dist`).
+    #[must_use]
+    pub fn for_rank(mut self, dist: &DistEnv) -> Self {
+        if let tch::Device::Cuda(_) = self.device {
+            self.device = tch::Device::Cuda(dist.local_rank);
+        }
+        self
+    }
+
+    fn allocator(&self) -> Result<Arc<TchAllocator>> {
+        let pin = match self.device {
+            tch::Device::Cpu => None,
+            tch::Device::Cuda(_) if !tch::Cuda::is_available() => None,
+            tch::Device::Cuda(i) => Some(tch::Device::Cuda(i)),
+            other => return Err(LoaderError::config(format!("batches cannot be delivered to {other:?}"))),
+        };
+        let unsigned = if self.u64_as_i64_bits { Unsigned::WidenedBits } else { Unsigned::Widened };
+        Ok(Arc::new(TchAllocator { pin, unsigned }))
     }
 }
 
@@ -44,15 +72,8 @@ pub fn loader_device(device: tch::Device) -> Result<CoreDevice> {
 #[derive(Debug)]
 pub struct Loader {
     core: tessera_loader::Loader,
+    options: TchOptions,
     transforms: Vec<Arc<dyn BatchTransform>>,
-}
-
-fn allocator(config: &LoaderConfig) -> Arc<TchAllocator> {
-    let pin = match config.device {
-        CoreDevice::Cuda(i) if tch::Cuda::is_available() => Some(tch::Device::Cuda(i)),
-        _ => None,
-    };
-    Arc::new(TchAllocator { pin })
 }
 
 impl Loader {
@@ -63,8 +84,17 @@ impl Loader {
     /// [`LoaderError::Config`] for a bad configuration or unknown column;
     /// [`LoaderError::Dataset`] when the version cannot be opened or fails validation.
     pub fn open(config: LoaderConfig) -> Result<Self> {
-        let alloc = allocator(&config);
-        Ok(Self { core: tessera_loader::Loader::open_with_allocator(config, alloc)?, transforms: Vec::new() })
+        Self::open_with(config, TchOptions::default())
+    }
+
+    /// As [`Loader::open`], delivering as `options` say (a CUDA device, `u64` bits).
+    ///
+    /// # Errors
+    /// As [`Loader::open`]; [`LoaderError::Config`] for a device batches cannot go to (MPS,
+    /// Vulkan).
+    pub fn open_with(config: LoaderConfig, options: TchOptions) -> Result<Self> {
+        let core = tessera_loader::Loader::open_with_allocator(config, options.allocator()?)?;
+        Ok(Self { core, options, transforms: Vec::new() })
     }
 
     /// As [`Loader::open`] with a store built by the caller (a custom `object_store`, for
@@ -73,8 +103,22 @@ impl Loader {
     /// # Errors
     /// As [`Loader::open`].
     pub fn open_store(store: &Store, config: LoaderConfig) -> Result<Self> {
-        let alloc = allocator(&config);
-        Ok(Self { core: tessera_loader::Loader::open_store(store, config, alloc)?, transforms: Vec::new() })
+        Self::open_store_with(store, config, TchOptions::default())
+    }
+
+    /// As [`Loader::open_store`] with the adapter's `options`.
+    ///
+    /// # Errors
+    /// As [`Loader::open_with`].
+    pub fn open_store_with(store: &Store, config: LoaderConfig, options: TchOptions) -> Result<Self> {
+        let core = tessera_loader::Loader::open_store(store, config, options.allocator()?)?;
+        Ok(Self { core, options, transforms: Vec::new() })
+    }
+
+    /// The adapter's settings this loader delivers with.
+    #[must_use]
+    pub fn options(&self) -> TchOptions {
+        self.options
     }
 
     /// Per-batch transforms, applied in order on the consumer thread after the batch is on
@@ -129,7 +173,7 @@ impl Loader {
         let config = self.core.config();
         EpochIter {
             inner,
-            device: tch_device(config.device),
+            device: self.options.device,
             transforms: self.transforms.clone(),
             dataset_id: self.core.dataset_id(),
             seed: config.seed,

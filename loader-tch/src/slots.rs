@@ -16,7 +16,7 @@
 use std::any::Any;
 
 use tch::{Device, Kind, Tensor};
-use tessera_loader::{BufferAllocator, HostBuffer as CoreBuffer, LoaderError, Result};
+use tessera_loader::{BufferAllocator, HostBuffer as CoreBuffer, LoaderError, Result, Unsigned};
 
 use crate::error::tensor_err;
 
@@ -160,11 +160,17 @@ impl CoreBuffer for HostBuffer {
 #[derive(Debug)]
 pub(crate) struct TchAllocator {
     pub(crate) pin: Option<Device>,
+    /// How `u64` columns become `i64` (tch has no unsigned kinds wider than a byte).
+    pub(crate) unsigned: Unsigned,
 }
 
 impl BufferAllocator for TchAllocator {
     fn allocate(&self, bytes: usize) -> Result<Box<dyn CoreBuffer>> {
         Ok(Box::new(HostBuffer::new(bytes, self.pin)?))
+    }
+
+    fn unsigned(&self) -> Unsigned {
+        self.unsigned
     }
 }
 

@@ -11,7 +11,7 @@ use std::time::Duration;
 use tch::{Device, Kind, Tensor};
 use tessera::{At, ColumnData, DType, Dataset, Dim, Limits, Store};
 use tessera_conformance::case::{Case, CaseClass, load_cases};
-use tessera_loader_tch::{Batch, ColumnTensors, Loader, LoaderConfig, LoaderError, ShuffleMode};
+use tessera_loader_tch::{Batch, ColumnTensors, Loader, LoaderConfig, LoaderError, ShuffleMode, TchOptions};
 
 /// Must-reject cases whose only fault lies in deleted rows. SPEC VAL-16 makes *reading a
 /// version* (the canonical dump) check every page and physical row of a read chunk, deleted
@@ -101,8 +101,6 @@ fn view_of(case: &Case) -> Option<&str> {
 fn read_through_loader(input: &Path, at: &At, view: Option<&str>, rows: u64) -> Result<serde_json::Value, LoaderError> {
     let mut cfg = LoaderConfig {
         at: at.clone(),
-        // Every stored u64 must come back exactly (torch has no u64 kind; see the option).
-        u64_as_i64_bits: true,
         ..LoaderConfig::new(input.to_str().expect("UTF-8 path"))
             .with_batch_size(rows.clamp(1, 1 << 16) as usize)
             .with_shuffle(ShuffleMode::None)
@@ -110,7 +108,8 @@ fn read_through_loader(input: &Path, at: &At, view: Option<&str>, rows: u64) -> 
             .with_memory_budget(512 << 20)
     };
     cfg.view = view.map(str::to_owned);
-    let loader = Loader::open(cfg)?;
+    // Every stored u64 must come back exactly (tch has no u64 kind; see the option).
+    let loader = Loader::open_with(cfg, TchOptions { u64_as_i64_bits: true, ..TchOptions::default() })?;
     let schema = loader.dataset().schema().clone();
     let mut data: Vec<ColumnData> = schema.columns.iter().map(ColumnData::for_column).collect();
     let mut delivered = 0u64;

@@ -38,10 +38,16 @@ pub enum Elem {
     I8,
     /// `i16`.
     I16,
-    /// `i32` (also widened `u16`).
+    /// `u16`.
+    U16,
+    /// `i32` (also `u16` widened for an adapter that asks, [`Unsigned::Widened`]).
     I32,
-    /// `i64` (also widened `u32`, and `u64`).
+    /// `u32`.
+    U32,
+    /// `i64` (also `u32` and `u64` widened for an adapter that asks).
     I64,
+    /// `u64`.
+    U64,
     /// IEEE half.
     F16,
     /// bfloat16.
@@ -58,11 +64,29 @@ impl Elem {
     pub fn size(self) -> usize {
         match self {
             Self::Bool | Self::U8 | Self::I8 => 1,
-            Self::I16 | Self::F16 | Self::Bf16 => 2,
-            Self::I32 | Self::F32 => 4,
-            Self::I64 | Self::F64 => 8,
+            Self::I16 | Self::U16 | Self::F16 | Self::Bf16 => 2,
+            Self::I32 | Self::U32 | Self::F32 => 4,
+            Self::I64 | Self::U64 | Self::F64 => 8,
         }
     }
+}
+
+/// How the core hands out stored unsigned integers wider than a byte: the choice of the
+/// framework adapter ([`BufferAllocator::unsigned`](crate::BufferAllocator::unsigned)), made
+/// once when the loader opens. Widening happens while rows are copied into the batch, so it
+/// costs no second pass.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Unsigned {
+    /// As stored: `u16`, `u32`, `u64` (numpy and every framework with unsigned types).
+    #[default]
+    Stored,
+    /// Widened to a signed type that holds every value, for frameworks without unsigned
+    /// arithmetic (libtorch through tch): `u16` → `i32`, `u32` → `i64`; `u64` → `i64`,
+    /// where a value above `i64::MAX` is [`LoaderError::Unrepresentable`].
+    Widened,
+    /// As [`Unsigned::Widened`], but `u64` keeps its bits: a value above `i64::MAX` reads as
+    /// negative (hash ids, for example, that are only compared).
+    WidenedBits,
 }
 
 /// How stored elements become tensor elements.
@@ -101,7 +125,8 @@ pub(crate) struct ColumnLayout {
 }
 
 impl ColumnLayout {
-    pub(crate) fn new(column: &Column, u64_bits: bool) -> Result<Self> {
+    pub(crate) fn new(column: &Column, unsigned: Unsigned) -> Result<Self> {
+        let widened = unsigned != Unsigned::Stored;
         let (kind, conv) = match column.dtype {
             DType::Bool => (Elem::Bool, Conversion::Copy),
             DType::U8 | DType::Utf8 | DType::Bytes => (Elem::U8, Conversion::Copy),
@@ -113,10 +138,13 @@ impl ColumnLayout {
             DType::Bf16 => (Elem::Bf16, Conversion::Copy),
             DType::F32 => (Elem::F32, Conversion::Copy),
             DType::F64 => (Elem::F64, Conversion::Copy),
-            DType::U16 => (Elem::I32, Conversion::U16ToI32),
-            DType::U32 => (Elem::I64, Conversion::U32ToI64),
-            DType::U64 if u64_bits => (Elem::I64, Conversion::U64BitsToI64),
-            DType::U64 => (Elem::I64, Conversion::U64ToI64),
+            DType::U16 if widened => (Elem::I32, Conversion::U16ToI32),
+            DType::U32 if widened => (Elem::I64, Conversion::U32ToI64),
+            DType::U64 if unsigned == Unsigned::WidenedBits => (Elem::I64, Conversion::U64BitsToI64),
+            DType::U64 if widened => (Elem::I64, Conversion::U64ToI64),
+            DType::U16 => (Elem::U16, Conversion::Copy),
+            DType::U32 => (Elem::U32, Conversion::Copy),
+            DType::U64 => (Elem::U64, Conversion::Copy),
         };
         let dims = if column.dtype.is_variable() { vec![Dim::Ragged] } else { column.shape.clone() };
         let ragged = column.ragged_dims();
@@ -470,7 +498,9 @@ fn convert(layout: &ColumnLayout, src: &[u8], dst: &mut [u8]) -> Result<()> {
                 b.copy_from_slice(s);
                 let v = i64::try_from(u64::from_le_bytes(b)).map_err(|_| LoaderError::Unrepresentable {
                     what: format!("column {:?}", layout.name),
-                    reason: "a u64 value above i64::MAX (set LoaderConfig::u64_as_i64_bits to keep the bits)".into(),
+                    reason: "a u64 value above i64::MAX, which the adapter widens to i64 (Unsigned::WidenedBits keeps \
+                             the bits)"
+                        .into(),
                 })?;
                 d.copy_from_slice(&v.to_le_bytes());
             }
@@ -484,7 +514,7 @@ mod tests {
     use super::*;
 
     fn layout(dtype: DType, shape: &[Dim]) -> ColumnLayout {
-        ColumnLayout::new(&Column::new("c", dtype, shape), false).unwrap()
+        ColumnLayout::new(&Column::new("c", dtype, shape), Unsigned::Widened).unwrap()
     }
 
     #[test]
@@ -617,7 +647,7 @@ mod tests {
     fn ragged_layouts_are_chosen_per_column() {
         let mut cols = vec![
             layout(DType::U8, &[Dim::Ragged]),
-            ColumnLayout::new(&Column::new("f", DType::U8, &[Dim::Fixed(2)]), false).unwrap(),
+            ColumnLayout::new(&Column::new("f", DType::U8, &[Dim::Fixed(2)]), Unsigned::Widened).unwrap(),
         ];
         cols[0].name = "r".into();
         let opts = RaggedOptions { columns: vec![("r".into(), RaggedLayout::Packed)], ..RaggedOptions::default() };

@@ -10,6 +10,7 @@
 use std::any::Any;
 use std::fmt::Debug;
 
+use crate::assemble::Unsigned;
 use crate::error::{LoaderError, Result};
 
 /// Alignment of every buffer the core allocates itself (and the minimum adapters should
@@ -49,13 +50,20 @@ pub trait HostBuffer: Send + Debug + 'static {
     fn as_any_mut(&mut self) -> &mut dyn Any;
 }
 
-/// Allocates batch buffers: the hook a framework adapter supplies.
+/// The hook a framework adapter supplies when it opens a loader: where batch bytes live
+/// (`allocate`) and which element types its framework takes (`unsigned`).
 pub trait BufferAllocator: Send + Sync + Debug + 'static {
     /// A zero-filled buffer of `bytes` bytes, aligned to at least [`BUFFER_ALIGN`].
     ///
     /// # Errors
     /// An allocation failure, as [`LoaderError::Framework`] or [`LoaderError::Budget`].
     fn allocate(&self, bytes: usize) -> Result<Box<dyn HostBuffer>>;
+
+    /// How stored `u16`/`u32`/`u64` columns reach this adapter: as stored unless its
+    /// framework lacks unsigned types.
+    fn unsigned(&self) -> Unsigned {
+        Unsigned::Stored
+    }
 }
 
 /// 64-byte aligned heap memory owned by the loader: the default buffers, for consumers that

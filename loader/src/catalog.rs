@@ -13,7 +13,7 @@ use tessera::manifest::DataFileRef;
 use tessera::tree::FragmentTree;
 use tessera::{Dataset, FragmentInfo, View, ViewRows};
 
-use crate::assemble::ColumnLayout;
+use crate::assemble::{ColumnLayout, Unsigned};
 use crate::error::{LoaderError, Result, from_format};
 use crate::memory::{Accountant, Charge, MemoryUse};
 use crate::mixture::{Fill, MixSource};
@@ -373,7 +373,7 @@ impl Part {
             }
         }
         let layouts = (cols.iter())
-            .map(|c| c.as_ref().map(|c| ColumnLayout::new(c, false)).transpose())
+            .map(|c| c.as_ref().map(|c| ColumnLayout::new(c, Unsigned::Stored)).transpose())
             .collect::<Result<Vec<_>>>()?;
         let id = version_id(dataset.branch(), dataset.version(), dataset.manifest_crc32());
         let (fragments, fragment_rows) = match tree {
@@ -561,7 +561,7 @@ impl Catalog {
         fetcher: Arc<Fetcher>,
         projection: Option<&[String]>,
         spec: &MixSource,
-        u64_bits: bool,
+        unsigned: Unsigned,
         acct: &Arc<Accountant>,
     ) -> Result<Self> {
         let names: Vec<String> = match projection {
@@ -572,7 +572,7 @@ impl Catalog {
         let first = MixSource { fills: Vec::new(), ..spec.clone() }; // the first source defines the columns
         let (part, _, fragment_rows) = Part::new(dataset, tree, fetcher, &names, &first, 0, 0, acct)?;
         let columns = (part.columns.iter().flatten().zip(&names))
-            .map(|(c, name)| ColumnLayout::new(c, u64_bits).map(|l| ColumnLayout { name: (*name).to_string(), ..l }))
+            .map(|(c, name)| ColumnLayout::new(c, unsigned).map(|l| ColumnLayout { name: (*name).to_string(), ..l }))
             .collect::<Result<Vec<_>>>()?;
         let catalog = Self {
             columns,

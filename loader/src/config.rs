@@ -10,18 +10,6 @@ use crate::mixture::Mixture;
 use crate::sampler::ShuffleMode;
 use crate::transform::{ColumnTransform, Transform};
 
-/// Where an adapter delivers batches. The core fills host memory either way; for a CUDA
-/// device the adapter allocates pinned host buffers and copies them with non-blocking
-/// transfers.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub enum Device {
-    /// Host memory.
-    #[default]
-    Cpu,
-    /// CUDA device `index` (its local rank in a data-parallel job).
-    Cuda(usize),
-}
-
 /// Retries of transient storage errors: exponential backoff with full jitter.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RetryPolicy {
@@ -236,9 +224,6 @@ pub struct LoaderConfig {
     pub skip_bad_samples: bool,
     /// Retries of transient storage errors.
     pub retry: RetryPolicy,
-    /// Where batches are delivered. CUDA output is staged through pinned host buffers and
-    /// copied with `non_blocking = true`.
-    pub device: Device,
     /// Recycle batch buffers when a [`HostBatch`](crate::HostBatch) is dropped and nothing
     /// the adapter handed out shares them any more. `false` allocates fresh buffers for
     /// every batch.
@@ -247,11 +232,6 @@ pub struct LoaderConfig {
     pub ragged: RaggedOptions,
     /// Reader limits for untrusted datasets.
     pub limits: Limits,
-    /// `u64` columns become `i64` tensors (torch has no unsigned 64-bit kind). By default a
-    /// value above `i64::MAX` is an [`LoaderError::Unrepresentable`](crate::LoaderError)
-    /// error; with this set the bits are kept as they are (two's complement: such values read
-    /// as negative, and `x as u64` recovers them).
-    pub u64_as_i64_bits: bool,
     /// Per-column augmentation, run on the filling threads into the batch slots
     /// ([`Transform`]; at most one entry per column). Checked when the loader opens.
     pub transforms: Vec<ColumnTransform>,
@@ -293,11 +273,9 @@ impl LoaderConfig {
             verify_checksums: true,
             skip_bad_samples: false,
             retry: RetryPolicy::default(),
-            device: Device::Cpu,
             reuse_buffers: true,
             ragged: RaggedOptions::default(),
             limits: Limits::default(),
-            u64_as_i64_bits: false,
             transforms: Vec::new(),
             disk_cache: None,
             mixture: None,
@@ -426,16 +404,13 @@ impl LoaderConfig {
         self
     }
 
-    /// Takes rank and world size from torchrun's `RANK`/`WORLD_SIZE`/`LOCAL_RANK`; when the
-    /// configured device is CUDA, the device becomes `Cuda(LOCAL_RANK)`.
+    /// Takes rank and world size from torchrun's `RANK`/`WORLD_SIZE`/`LOCAL_RANK` (an
+    /// adapter that delivers to a GPU picks device `LOCAL_RANK` from `dist`).
     ///
     /// # Errors
     /// As [`DistEnv::from_env`].
     pub fn with_torchrun_env(mut self) -> Result<Self> {
         self.dist = DistEnv::from_env()?;
-        if let Device::Cuda(_) = self.device {
-            self.device = Device::Cuda(self.dist.local_rank);
-        }
         Ok(self)
     }
 

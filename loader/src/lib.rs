@@ -5,7 +5,10 @@
 //! version, seed, epoch, shuffle settings) — never of the number of ranks or worker threads —
 //! with exact mid-epoch resume. Framework adapters wrap the buffers as their own tensors
 //! without copying: `tessera-loader-tch` (tch/libtorch) and the Python package. Nothing here
-//! depends on a framework.
+//! depends on a framework: batches hold the stored element types ([`Elem`]) in a
+//! [`HostLayout`] (fixed, padded or packed); an adapter whose framework lacks unsigned types
+//! asks for them widened when it opens the loader ([`BufferAllocator::unsigned`]), and
+//! where batches go (a GPU) is the adapter's business.
 //!
 //! ```
 //! use tessera::{Batch as Rows, Column, ColumnData, DType, Dataset, Schema, WriteOptions};
@@ -180,11 +183,11 @@ mod source;
 pub mod transform;
 mod window;
 
-pub use assemble::Elem;
+pub use assemble::{Elem, Unsigned};
 pub use batch::{HostBatch, HostColumn, HostLayout, SkippedSample};
 pub use buffer::{AlignedAllocator, AlignedBuffer, BUFFER_ALIGN, BufferAllocator, HostBuffer};
 pub use catalog::{version_id, view_id};
-pub use config::{Device, DiskCacheConfig, DistEnv, LoaderConfig, RaggedLayout, RaggedOptions, RetryPolicy};
+pub use config::{DiskCacheConfig, DistEnv, LoaderConfig, RaggedLayout, RaggedOptions, RetryPolicy};
 pub use disk_cache::CacheStats;
 pub use error::{LoaderError, Result};
 pub use lineage::LineageRecord;

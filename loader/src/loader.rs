@@ -100,15 +100,8 @@ impl Loader {
         let fetcher = Self::fetcher(source, &config, &spec.location)?;
         let (dataset, tree, view) = Self::open_source(store, &spec, &config, &fetcher)?;
         let acct = Accountant::new(config.memory_budget);
-        let mut catalog = Catalog::new(
-            dataset,
-            tree,
-            fetcher.clone(),
-            config.columns.as_deref(),
-            &spec,
-            config.u64_as_i64_bits,
-            &acct,
-        )?;
+        let mut catalog =
+            Catalog::new(dataset, tree, fetcher.clone(), config.columns.as_deref(), &spec, alloc.unsigned(), &acct)?;
         if let Some(view) = view {
             catalog = catalog.with_view(Arc::new(view))?;
         }
@@ -134,15 +127,8 @@ impl Loader {
             let view = view.map(Arc::new);
             match catalog.as_mut() {
                 None => {
-                    let mut c = Catalog::new(
-                        dataset,
-                        tree,
-                        fetcher,
-                        config.columns.as_deref(),
-                        spec,
-                        config.u64_as_i64_bits,
-                        &acct,
-                    )?;
+                    let mut c =
+                        Catalog::new(dataset, tree, fetcher, config.columns.as_deref(), spec, alloc.unsigned(), &acct)?;
                     if let Some(v) = view {
                         c = c.with_view(v)?;
                     }

@@ -20,7 +20,7 @@ use std::sync::Arc;
 use numpy::PyArray1;
 use numpy::ndarray::ArrayView1;
 use pyo3::prelude::*;
-use tessera_loader::{BUFFER_ALIGN, BufferAllocator, HostBuffer, LoaderError, Result};
+use tessera_loader::{BUFFER_ALIGN, BufferAllocator, HostBuffer, LoaderError, Result, Unsigned};
 
 /// A zeroed heap allocation of `len` bytes aligned to [`BUFFER_ALIGN`], freed on drop.
 ///
@@ -147,13 +147,21 @@ impl HostBuffer for PyHostBuffer {
     }
 }
 
-/// Allocates [`PyHostBuffer`]s (on the loader's worker threads; needs no GIL).
+/// Allocates [`PyHostBuffer`]s (on the loader's worker threads; needs no GIL), for an
+/// output that takes the stored unsigned types (numpy) or one that needs them widened
+/// (torch, JAX, TensorFlow: `unsigned`).
 #[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct PyAllocator;
+pub(crate) struct PyAllocator {
+    pub(crate) unsigned: Unsigned,
+}
 
 impl BufferAllocator for PyAllocator {
     fn allocate(&self, bytes: usize) -> Result<Box<dyn HostBuffer>> {
         Ok(Box::new(PyHostBuffer { memory: Arc::new(Memory::new(bytes)?) }))
+    }
+
+    fn unsigned(&self) -> Unsigned {
+        self.unsigned
     }
 }
 

@@ -20,7 +20,7 @@ use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 use tessera::DType;
 use tessera_loader::{
     DiskCacheConfig, DistEnv, Elem, EpochIter, Fill, HostBatch, HostLayout, Lease, Loader, LoaderConfig, LoaderState,
-    MixSource, MixStep, Mixture, RaggedLayout, Share, ShuffleMode,
+    MixSource, MixStep, Mixture, RaggedLayout, Share, ShuffleMode, Unsigned,
 };
 
 use crate::buffer::{PyAllocator, PyHostBuffer};
@@ -39,9 +39,11 @@ pub(crate) fn elem_dtype(e: Elem) -> &'static str {
         Elem::I8 => "i1",
         Elem::I16 => "<i2",
         Elem::I32 => "<i4",
+        Elem::U32 => "<u4",
         Elem::I64 => "<i8",
+        Elem::U64 => "<u8",
         Elem::F16 => "<f2",
-        Elem::Bf16 => "<u2",
+        Elem::U16 | Elem::Bf16 => "<u2",
         Elem::F32 => "<f4",
         Elem::F64 => "<f8",
     }
@@ -124,7 +126,7 @@ impl PyLoader {
     #[pyo3(signature = (
         location, *, version=None, tag=None, branch=None, view=None, batch_size=32, columns=None, shuffle="global",
         window_fragments=4, seed=0, drop_last=false, workers=2, prefetch_batches=6, memory_budget=None,
-        rank=None, world_size=None, verify_checksums=true, skip_bad_samples=false, u64_as_i64_bits=false,
+        rank=None, world_size=None, verify_checksums=true, skip_bad_samples=false, widen_unsigned=true, u64_as_i64_bits=false,
         ragged_offsets=false, ragged="padded", transforms=None, cache_dir=None, cache_bytes=None, mixture=None, lineage=None,
     ))]
     #[allow(clippy::too_many_arguments, clippy::fn_params_excessive_bools)] // keyword-only Python options
@@ -148,6 +150,7 @@ impl PyLoader {
         world_size: Option<usize>,
         verify_checksums: bool,
         skip_bad_samples: bool,
+        widen_unsigned: bool,
         u64_as_i64_bits: bool,
         ragged_offsets: bool,
         ragged: &str,
@@ -181,7 +184,6 @@ impl PyLoader {
         }
         cfg.verify_checksums = verify_checksums;
         cfg.skip_bad_samples = skip_bad_samples;
-        cfg.u64_as_i64_bits = u64_as_i64_bits;
         cfg.ragged.offsets = ragged_offsets;
         cfg.ragged.layout = match ragged {
             "padded" => RaggedLayout::Padded,
@@ -202,7 +204,14 @@ impl PyLoader {
             (Some(rank), Some(world_size)) => DistEnv { rank, world_size, local_rank: rank },
             _ => return Err(usage("give both rank and world_size, or neither (then RANK/WORLD_SIZE are read)")),
         };
-        let loader = py.detach(|| Loader::open_with_allocator(cfg, Arc::new(PyAllocator))).py_err()?;
+        // numpy takes u16/u32/u64 as stored; torch (no unsigned arithmetic), JAX and
+        // TensorFlow get them widened, u64 by value or, on request, by its bits.
+        let unsigned = match (widen_unsigned, u64_as_i64_bits) {
+            (false, _) => Unsigned::Stored,
+            (true, false) => Unsigned::Widened,
+            (true, true) => Unsigned::WidenedBits,
+        };
+        let loader = py.detach(|| Loader::open_with_allocator(cfg, Arc::new(PyAllocator { unsigned }))).py_err()?;
         let schema = loader.dataset().schema();
         let text = loader
             .column_names()

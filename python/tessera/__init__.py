@@ -596,7 +596,9 @@ class Dataset:
         **options: Any,
     ) -> Loader:
         """As :meth:`pytorch`, yielding dicts of numpy arrays (no torch needed). The arrays
-        are views of the loader's buffers; ``bf16`` columns are widened to float32 (a copy)."""
+        are views of the loader's buffers; ``bf16`` columns are widened to float32 (a copy),
+        and ``u16``/``u32``/``u64`` columns keep their unsigned types (the other outputs widen
+        them to ``int32``/``int64``, as torch has no unsigned arithmetic)."""
         kwargs = _loader_kwargs(
             batch_size, columns, shuffle, seed, drop_last, workers, memory_budget, rank, world_size, view, options
         )

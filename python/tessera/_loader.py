@@ -30,6 +30,9 @@ def open_loader(
     if batch_transform is not None and not callable(batch_transform):
         raise TypeError("batch_transform must be a callable: batch dict -> batch dict")
     kwargs["transforms"] = transforms._specs(kwargs.get("transforms"))
+    # numpy arrays keep the stored u16/u32/u64; torch tensors (no unsigned arithmetic), JAX and
+    # TensorFlow get them widened to i32/i64.
+    kwargs["widen_unsigned"] = output != "numpy"
     native = _native.Loader(location, **kwargs)
     return Loader(native, output=output, device=device, batch_transform=batch_transform, mixture=mixture)
 

@@ -102,6 +102,7 @@ class Loader:
         world_size: Optional[int] = None,
         verify_checksums: bool = True,
         skip_bad_samples: bool = False,
+        widen_unsigned: bool = True,
         u64_as_i64_bits: bool = False,
         ragged_offsets: bool = False,
         ragged: str = "padded",

@@ -43,8 +43,8 @@ def check_batch(batch, rows, ref, to_np):
             np.testing.assert_array_equal(g, want.filled(0)[rows])
             continue
         w = want[rows]
-        if name == "u":  # u16 is widened to i32 (torch has no uint16 arithmetic)
-            assert g.dtype == np.int32
+        if name == "u":  # u16: as stored in numpy, widened to i32 for torch (no uint16 arithmetic)
+            assert g.dtype == (np.uint16 if isinstance(got, np.ndarray) else np.int32), g.dtype
         np.testing.assert_array_equal(g, w.astype(g.dtype), err_msg=name)
 
 

@@ -36,8 +36,8 @@ use tessera::{
 use tessera_loader_tch::sampler::SplitMix64;
 use tessera_loader_tch::transform::{ImageToFloat, Normalize, RandomHorizontalFlip};
 use tessera_loader_tch::{
-    Batch, BatchTransform, ChannelOrder, Elem, EpochIter, Loader, LoaderConfig, LoaderState, ShuffleMode, Transform,
-    loader_device, tch_device,
+    Batch, BatchTransform, ChannelOrder, Elem, EpochIter, Loader, LoaderConfig, LoaderState, ShuffleMode, TchOptions,
+    Transform,
 };
 
 const SIDE: usize = 64;
@@ -112,7 +112,7 @@ struct Args {
 fn main() -> Result<(), Box<dyn Error>> {
     let args = Args::parse();
     let (loader, val_loader) = open_loaders(&args)?;
-    let device = tch_device(loader.config().device);
+    let device = loader.options().device;
     let devices: Vec<Device> = match device {
         Device::Cuda(_) if tch::Cuda::device_count() > 1 && loader.config().dist.world_size == 1 => {
             (0..tch::Cuda::device_count() as usize).map(Device::Cuda).collect()
@@ -270,9 +270,9 @@ fn open_loaders(args: &Args) -> Result<(Loader, Option<Loader>), Box<dyn Error>>
         .with_seed(args.seed)
         .with_workers(args.workers)
         .with_memory_budget(256 << 20);
-    config.device = loader_device(device)?;
     config = config.with_torchrun_env()?; // RANK / WORLD_SIZE / LOCAL_RANK when launched by torchrun
-    if config.device == tessera_loader_tch::Device::Cpu {
+    let options = TchOptions::on(device).for_rank(&config.dist);
+    if options.device == Device::Cpu {
         // On the CPU the loader's threads augment each sample straight into its batch slot:
         // one pass, off the training thread. (On a GPU the uint8 batch crosses PCIe first,
         // a quarter of the bytes of f32, and the tensor ops below run batched on the device.)
@@ -281,9 +281,13 @@ fn open_loaders(args: &Args) -> Result<(Loader, Option<Loader>), Box<dyn Error>>
         let mut val_config = config.clone().with_transform("image", [normalize.clone()]);
         val_config.location = val_root;
         val_config.shuffle = ShuffleMode::None;
-        let val = if Dataset::open(&val_config.location).is_ok() { Some(Loader::open(val_config)?) } else { None };
+        let val = if Dataset::open(&val_config.location).is_ok() {
+            Some(Loader::open_with(val_config, options)?)
+        } else {
+            None
+        };
         let train = config.with_transform("image", [Transform::HorizontalFlip { p: 0.5 }, normalize]);
-        return Ok((Loader::open(train)?, val));
+        return Ok((Loader::open_with(train, options)?, val));
     }
     let to_float: Arc<dyn BatchTransform> = Arc::new(ImageToFloat { column: "image".into() });
     let normalize: Arc<dyn BatchTransform> =
@@ -294,11 +298,11 @@ fn open_loaders(args: &Args) -> Result<(Loader, Option<Loader>), Box<dyn Error>>
     val_config.shuffle = ShuffleMode::None;
     let val = if Dataset::open(&val_config.location).is_ok() {
         // No augmentation for evaluation.
-        Some(Loader::open(val_config)?.with_transforms(vec![to_float.clone(), normalize.clone()]))
+        Some(Loader::open_with(val_config, options)?.with_transforms(vec![to_float.clone(), normalize.clone()]))
     } else {
         None
     };
-    Ok((Loader::open(config)?.with_transforms(vec![to_float, flip, normalize]), val))
+    Ok((Loader::open_with(config, options)?.with_transforms(vec![to_float, flip, normalize]), val))
 }
 
 /// Running totals of an epoch.

@@ -17,7 +17,7 @@ fn key(row: u64) -> RowKey {
 
 /// Runs `ops` on one row of `dims` holding `src`, returning the output bytes.
 fn run(column: &Column, ops: &[Transform], dims: &[u64], src: &[u8], k: RowKey) -> Vec<u8> {
-    let elem = crate::assemble::ColumnLayout::new(column, false).unwrap().kind;
+    let elem = crate::assemble::ColumnLayout::new(column, crate::assemble::Unsigned::Stored).unwrap().kind;
     let p = Pipeline::new(column, elem, ops).unwrap();
     let mut out = vec![0xAA; p.row_bytes];
     p.apply(k, src, dims, &mut out, &mut Scratch::default()).unwrap();
@@ -25,7 +25,7 @@ fn run(column: &Column, ops: &[Transform], dims: &[u64], src: &[u8], k: RowKey) 
 }
 
 fn config_err(column: &Column, ops: &[Transform]) -> String {
-    let elem = crate::assemble::ColumnLayout::new(column, false).unwrap().kind;
+    let elem = crate::assemble::ColumnLayout::new(column, crate::assemble::Unsigned::Stored).unwrap().kind;
     match Pipeline::new(column, elem, ops) {
         Err(LoaderError::Config(m)) => m,
         other => panic!("{ops:?}: expected a configuration error, got {other:?}"),
@@ -140,7 +140,7 @@ fn normalize_writes_chw_floats() {
     assert_eq!(out16, want);
     // Grayscale [H, W] gains a channel axis in CHW.
     let g = col(DType::U8, &[Dim::Fixed(2), Dim::Fixed(2)]);
-    let elem = crate::assemble::ColumnLayout::new(&g, false).unwrap().kind;
+    let elem = crate::assemble::ColumnLayout::new(&g, crate::assemble::Unsigned::Stored).unwrap().kind;
     let p = Pipeline::new(
         &g,
         elem,
@@ -245,7 +245,7 @@ fn a_row_that_does_not_match_its_shape_is_corrupt() {
 #[ignore = "a measurement; run it on purpose, in release"]
 fn cpu_per_image() {
     let c = col(DType::U8, &[Dim::Ragged, Dim::Ragged, Dim::Fixed(3)]);
-    let elem = crate::assemble::ColumnLayout::new(&c, false).unwrap().kind;
+    let elem = crate::assemble::ColumnLayout::new(&c, crate::assemble::Unsigned::Stored).unwrap().kind;
     let cases: [(&str, Vec<Transform>); 3] = [
         (
             "rrc224+flip+norm f16 chw",
