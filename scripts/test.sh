@@ -102,7 +102,7 @@ phase "cargo fmt --check" cargo fmt --all -- --check
 
 phase "rust-version (MSRV) declared and honoured by the locked dependencies" bash scripts/check-msrv.sh
 
-phase "the crates without libtorch build without it (only loader-tch, benches and cli --features bench link it)" \
+phase "the crates without libtorch build without it (only loader-tch, train, benches and cli --features bench link it)" \
   env LIBTORCH=/nonexistent-libtorch cargo build --locked -j"$JOBS" "${release[@]}" \
   -p tessera -p tessera-loader -p tessera-cli -p tessera-conformance -p tessera-testkit -p tessera-fuzz-harness
 
