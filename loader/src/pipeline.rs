@@ -474,13 +474,13 @@ impl EpochPipeline {
         // The plan's own tables are O(fragments); `needed` is O(rows / world) (block mode on
         // object stores only).
         let plan_bytes = plan.heap_bytes() + 8 * needed.iter().map(|n| n.len() as u64).sum::<u64>();
-        // Estimated from the files before the first batch; after it, what sets really needed
+        // Estimated from the files before the first batch; when sets have needed more since
         // (padded ragged batches pay each ragged dim's batch maximum, often twice the
-        // estimate), with an eighth of headroom.
+        // estimate), that with an eighth of headroom. Fixed shapes are estimated exactly.
         let estimated: u64 =
             (0..catalog.columns.len()).map(|c| catalog.estimated_slot_bytes(c) * batch_size as u64).sum();
         let seen = set.buffers.largest_set_bytes();
-        let batch_bytes = estimated.max(seen.saturating_add(seen / 8)).max(1);
+        let batch_bytes = if seen > estimated { seen.saturating_add(seen / 8) } else { estimated }.max(1);
         let tuned = !fetcher.is_local();
         // The window's share holds one fragment more than its sweep peak where the budget
         // allows (loading ahead, see `Worker::load_ahead`), else the peak.
