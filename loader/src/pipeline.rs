@@ -474,17 +474,22 @@ impl EpochPipeline {
         // The plan's own tables are O(fragments); `needed` is O(rows / world) (block mode on
         // object stores only).
         let plan_bytes = plan.heap_bytes() + 8 * needed.iter().map(|n| n.len() as u64).sum::<u64>();
+        let tuned = !fetcher.is_local();
+        let budget = acct.budget();
         // Estimated from the files before the first batch; when sets have needed more since
         // (padded ragged batches pay each ragged dim's batch maximum, often twice the
-        // estimate), that with an eighth of headroom. Fixed shapes are estimated exactly.
+        // estimate), that with an eighth of headroom, where the budget holds two such batches
+        // (else the estimate: the epoch overcommits for its largest batches as the first did,
+        // rather than failing where the first ran). Fixed shapes are estimated exactly.
         let estimated: u64 =
-            (0..catalog.columns.len()).map(|c| catalog.estimated_slot_bytes(c) * batch_size as u64).sum();
+            (0..catalog.columns.len()).map(|c| catalog.estimated_slot_bytes(c) * batch_size as u64).sum::<u64>().max(1);
         let seen = set.buffers.largest_set_bytes();
-        let batch_bytes = if seen > estimated { seen.saturating_add(seen / 8) } else { estimated }.max(1);
-        let tuned = !fetcher.is_local();
+        let batch_bytes = match (seen > estimated).then(|| seen.saturating_add(seen / 8)) {
+            Some(learned) if Shares::size(budget, plan_bytes, peak, learned, &set, tuned).is_ok() => learned,
+            _ => estimated,
+        };
         // The window's share holds one fragment more than its sweep peak where the budget
         // allows (loading ahead, see `Worker::load_ahead`), else the peak.
-        let budget = acct.budget();
         let (shuffle_share, shares) = match Shares::size(budget, plan_bytes, peak + ahead, batch_bytes, &set, tuned) {
             Ok(shares) if ahead > 0 => (peak + ahead, shares),
             _ => (peak, Shares::size(budget, plan_bytes, peak, batch_bytes, &set, tuned)?),

@@ -148,3 +148,23 @@ fn padded_ragged_batches_larger_than_estimated_reuse_buffers_from_the_second_epo
         "{later} buffers allocated in 3 later epochs of {batches} batches ({after_first} in the first)"
     );
 }
+
+#[test]
+fn a_budget_too_small_for_the_learned_size_keeps_the_estimate() {
+    // Under a budget that holds two estimated batches but not two of the padded batches the
+    // first epoch met, later epochs run as the first did (overcommitting for the largest
+    // batches) instead of refusing to start.
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().to_str().unwrap();
+    skewed_dataset(root, 4_000, 16, 4_096);
+    let mut cfg =
+        LoaderConfig::new(root).with_batch_size(16).with_seed(3).with_workers(2).with_memory_budget(700 << 10);
+    // Ten estimated batches hold one padded batch of a long row (16 × 4 KiB), so the first
+    // epoch runs; 700 KiB cannot hold two such batches next to the fetch buffers.
+    cfg.prefetch_batches = 10;
+    let loader = Loader::open(cfg).unwrap();
+    for e in 0..3 {
+        let it = loader.epoch(e).unwrap_or_else(|err| panic!("epoch {e} does not start: {err}"));
+        assert_eq!(it.map(|b| b.unwrap().rows.len()).sum::<usize>(), 4_000, "epoch {e}");
+    }
+}
