@@ -1,6 +1,6 @@
 //! Shuffle quality of both modes measured on the loader's output, per-batch transforms
-//! (deterministic, independent of workers), one-process multi-device batches, and batches
-//! without buffer reuse.
+//! (deterministic, independent of workers), one-process multi-device batches, batches
+//! without buffer reuse, and the adapter's own options.
 
 mod common;
 
@@ -8,7 +8,7 @@ use tch::{Device, Kind};
 use tessera::WriteOptions;
 use tessera_loader_tch::sampler::{adjacent_pair_retention, displacement_stats};
 use tessera_loader_tch::transform::{ImageToFloat, Normalize, RandomCrop, RandomHorizontalFlip};
-use tessera_loader_tch::{BatchTransform, Loader, LoaderConfig, ShuffleMode};
+use tessera_loader_tch::{BatchTransform, DistEnv, Loader, LoaderConfig, LoaderError, ShuffleMode, TchOptions};
 
 #[test]
 fn shuffle_quality_of_both_modes() {
@@ -163,4 +163,19 @@ fn fresh_buffers_when_reuse_is_off() {
     }
     let m = l.memory_stats();
     common::assert_only_kept_memory_stays(&m);
+}
+
+#[test]
+fn options_take_the_ranks_gpu_and_refuse_devices_batches_cannot_reach() {
+    let dist = DistEnv { rank: 5, world_size: 8, local_rank: 1 };
+    assert_eq!(TchOptions::on(Device::Cuda(0)).for_rank(&dist).device, Device::Cuda(1));
+    assert_eq!(TchOptions::default().for_rank(&dist).device, Device::Cpu, "the CPU stays the CPU");
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().to_str().unwrap();
+    common::id_dataset(root, 10, &WriteOptions::default());
+    let err = Loader::open_with(common::config(root), TchOptions::on(Device::Mps)).unwrap_err();
+    assert!(matches!(err, LoaderError::Config(_)), "{err}");
+    let cpu = Loader::open_with(common::config(root), TchOptions::default()).unwrap();
+    assert_eq!(cpu.options(), TchOptions::default());
+    assert_eq!(common::epoch_ids(&cpu, 0).concat().len(), 32, "10 rows padded to one batch of 32");
 }
