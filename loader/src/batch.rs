@@ -125,12 +125,6 @@ impl HostLayout {
             Self::Fixed | Self::Padded { .. } => None,
         }
     }
-
-    /// True when the rows are packed back to back.
-    #[must_use]
-    pub fn is_packed(&self) -> bool {
-        matches!(self, Self::Packed { .. })
-    }
 }
 
 /// A filled batch: per column the layout of its values in a pooled [`HostBuffer`] and its
