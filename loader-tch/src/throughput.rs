@@ -24,6 +24,12 @@ pub struct Throughput {
     pub tensor_bytes: u64,
     /// Wall time of the timed epochs.
     pub elapsed: Duration,
+    /// Wall time of each timed epoch, in order: from a bucket the first epoch that reads a
+    /// byte is the cold one, and with a disk cache the later ones are not.
+    pub epoch_times: Vec<Duration>,
+    /// From the call to [`measure`] to the first batch of the first epoch (warm-up or timed),
+    /// the wait a training job sees before its first step once the loader is open.
+    pub first_batch: Option<Duration>,
     /// Storage read calls during the timed epochs (one `get_ranges` or positioned read each).
     pub requests: u64,
     /// Bytes read from storage during the timed epochs.
@@ -58,17 +64,23 @@ fn numel_bytes(t: &tch::Tensor) -> u64 {
 /// # Errors
 /// The first error a batch carries.
 pub fn measure(loader: &Loader, warmup: u64, epochs: u64) -> Result<Throughput> {
+    let start = Instant::now();
+    let mut first_batch = None;
     for e in 0..warmup {
         for batch in loader.epoch(e)? {
             batch?;
+            first_batch.get_or_insert_with(|| start.elapsed());
         }
     }
     let io0 = loader.io_stats();
     let t = Instant::now();
     let (mut samples, mut batches, mut tensor_bytes) = (0u64, 0u64, 0u64);
+    let mut epoch_times = Vec::new();
     for e in warmup..warmup + epochs {
+        let te = Instant::now();
         for batch in loader.epoch(e)? {
             let batch = batch?;
+            first_batch.get_or_insert_with(|| start.elapsed());
             samples += batch.len() as u64;
             batches += 1;
             for name in batch.names() {
@@ -79,6 +91,7 @@ pub fn measure(loader: &Loader, warmup: u64, epochs: u64) -> Result<Throughput> 
                 }
             }
         }
+        epoch_times.push(te.elapsed());
     }
     let elapsed = t.elapsed();
     let io = loader.io_stats();
@@ -88,6 +101,8 @@ pub fn measure(loader: &Loader, warmup: u64, epochs: u64) -> Result<Throughput> 
         batches,
         tensor_bytes,
         elapsed,
+        epoch_times,
+        first_batch,
         requests: io.requests - io0.requests,
         storage_bytes: io.bytes - io0.bytes,
         retries: io.retries - io0.retries,

@@ -1,9 +1,14 @@
-//! The raw range-GET rate of an HTTP object server, through `object_store`'s HTTP store (the
-//! client the loader uses): MB/s for 1 MB and 8 MB ranges and requests/s for 64 KB ranges, at
-//! 1 and 8 requests in flight, against `pread` of the same file in the same run.
+//! The raw range-GET rate of an object server, through `object_store` (the client the loader
+//! uses): MB/s for 1 MB and 8 MB ranges and requests/s for 64 KB ranges, at 1, 8 and 32
+//! requests in flight, against `pread` of the same file in the same run.
 //!
-//! Start the benchmark server first (`scripts/benchserver.sh start`, which serves `target/`),
-//! then name a large file under `target/` (a data file of an mm224 dataset, say):
+//! Start a benchmark server first, then name a large file under `target/` (a data file of an
+//! mm224 dataset, say):
+//! - HTTP (`scripts/benchserver.sh start`, nginx serving `target/`): URL_BASE is its
+//!   `http://127.0.0.1:PORT`, and the object is FILE_UNDER_TARGET below it;
+//! - S3 (`scripts/benchbucket.sh start`, an S3 server whose buckets are `target/`'s folders,
+//!   with its `env` exported): URL_BASE is `s3`, and the object is `s3://FIRST/REST` for
+//!   FILE_UNDER_TARGET = `FIRST/REST`.
 //!
 //! `cargo run --release -p tessera-benches --bin server_rate -- URL_BASE FILE_UNDER_TARGET [SECONDS]`
 
@@ -41,17 +46,24 @@ fn main() -> BenchResult<()> {
     let local = std::path::Path::new("target").join(rel);
     let size = std::fs::metadata(&local)?.len();
     tessera::store::install_crypto_provider();
-    let options = object_store::ClientOptions::new().with_allow_http(true);
-    let store: Arc<dyn ObjectStore> =
-        Arc::new(object_store::http::HttpBuilder::new().with_url(base.as_str()).with_client_options(options).build()?);
-    let path = Path::from(rel.as_str());
+    let (store, path): (Arc<dyn ObjectStore>, Path) = if base == "s3" {
+        let Some((bucket, key)) = rel.split_once('/') else {
+            return Err(format!("{rel}: name a file inside a folder of target/ (its bucket)").into());
+        };
+        let s3 = object_store::aws::AmazonS3Builder::from_env().with_bucket_name(bucket).build()?;
+        (Arc::new(s3), Path::from(key))
+    } else {
+        let options = object_store::ClientOptions::new().with_allow_http(true);
+        let http = object_store::http::HttpBuilder::new().with_url(base.as_str()).with_client_options(options).build()?;
+        (Arc::new(http), Path::from(rel.as_str()))
+    };
     let rt = tessera::store::runtime();
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     println!("{base}/{rel} ({:.0} MB); load average {}", size as f64 / 1e6, load.split(' ').next().unwrap_or("?"));
     println!("{:<8} {:>9} {:>12} {:>12} {:>14}", "range", "in flight", "server MB/s", "server req/s", "pread MB/s");
     let file = std::fs::File::open(&local)?;
     for len in [64u64 << 10, 1 << 20, 8 << 20] {
-        for inflight in [1usize, 8] {
+        for inflight in [1usize, 8, 32] {
             let t = Instant::now();
             let mut done = 0u64;
             let offsets = starts(size.saturating_sub(len), len, 1 << 20);

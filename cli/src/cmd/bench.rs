@@ -44,9 +44,19 @@ pub(crate) struct Args {
     /// Loader worker threads.
     #[arg(long, default_value_t = 2)]
     workers: usize,
-    /// Timed epochs (after one warm-up epoch).
+    /// Untimed warm-up epochs before the timed ones (0 from a bucket: the first epoch is the
+    /// cold one, which is the figure wanted).
+    #[arg(long, default_value_t = 1)]
+    warmup: u64,
+    /// Timed epochs (after the warm-up).
     #[arg(long, default_value_t = 2)]
     epochs: u64,
+    /// A node-local disk cache for an object store's data files (`LoaderConfig::with_cache_dir`).
+    #[arg(long, requires = "cache_mib")]
+    cache_dir: Option<std::path::PathBuf>,
+    /// The disk cache's bound in MiB.
+    #[arg(long, requires = "cache_dir")]
+    cache_mib: Option<u64>,
     /// Skip page checksum verification.
     #[arg(long)]
     no_verify: bool,
@@ -78,7 +88,12 @@ pub(crate) fn run(ctx: Ctx, a: &Args) -> CliResult<Exit> {
     if !a.columns.is_empty() {
         cfg = cfg.with_columns(&a.columns);
     }
+    if let (Some(dir), Some(mib)) = (&a.cache_dir, a.cache_mib) {
+        cfg = cfg.with_cache_dir(dir, mib << 20);
+    }
+    let opening = std::time::Instant::now();
     let loader = Loader::open(cfg).map_err(|e| loader_error(&e))?;
+    let open_seconds = opening.elapsed().as_secs_f64();
     ctx.info(&format!(
         "bench {location} v{}: {} rows, batch {}, {:?}, {} worker(s), checksums {}",
         loader.version(),
@@ -88,7 +103,9 @@ pub(crate) fn run(ctx: Ctx, a: &Args) -> CliResult<Exit> {
         a.workers,
         if a.no_verify { "off" } else { "on" }
     ));
-    let t = measure(&loader, 1, a.epochs.max(1)).map_err(|e| loader_error(&e))?;
+    let t = measure(&loader, a.warmup, a.epochs.max(1)).map_err(|e| loader_error(&e))?;
+    let first_batch = t.first_batch.map(|d| open_seconds + d.as_secs_f64());
+    let cache = loader.io_stats().cache;
     let raw = raw_read_limit(&loader, 2).ok();
     let per_epoch = |n: u64| n / t.epochs.max(1);
     let raw_rate = raw.map(|(_, secs)| loader.row_count() as f64 / secs.as_secs_f64());
@@ -101,12 +118,16 @@ pub(crate) fn run(ctx: Ctx, a: &Args) -> CliResult<Exit> {
             "retries": t.retries, "memory_high_water": t.memory.high_water, "memory_budget": t.memory.budget,
             "raw_read_samples_per_sec": raw_rate,
             "raw_read_mb_per_sec": raw.map(|(b, secs)| b as f64 / 1e6 / secs.as_secs_f64()),
+            "epoch_seconds": t.epoch_times.iter().map(std::time::Duration::as_secs_f64).collect::<Vec<_>>(),
+            "open_seconds": open_seconds, "first_batch_seconds": first_batch,
+            "cache_hits": cache.hits, "cache_misses": cache.misses, "cache_read_bytes": cache.read_bytes,
         }));
     } else {
         let mut out = format!(
             "loader: {:.0} samples/s, {:.0} MB/s of tensors ({} samples in {:.2} s)\n\
              storage: {} requests and {:.1} MB per epoch, {} retries\n\
-             memory: high-water {:.1} MiB of a {:.0} MiB budget\n",
+             memory: high-water {:.1} MiB of a {:.0} MiB budget\n\
+             epochs: {} s; first batch {} s after the start (open {open_seconds:.2} s)\n",
             t.samples_per_sec(),
             t.tensor_mb_per_sec(),
             t.samples,
@@ -116,7 +137,18 @@ pub(crate) fn run(ctx: Ctx, a: &Args) -> CliResult<Exit> {
             t.retries,
             t.memory.high_water as f64 / f64::from(1 << 20),
             t.memory.budget as f64 / f64::from(1 << 20),
+            t.epoch_times.iter().map(|d| format!("{:.2}", d.as_secs_f64())).collect::<Vec<_>>().join(", "),
+            first_batch.map_or_else(|| "–".to_string(), |s| format!("{s:.2}")),
         );
+        if cache.hits + cache.misses > 0 {
+            let _ = writeln!(
+                out,
+                "disk cache: {} hits, {} misses, {:.1} MB read from it",
+                cache.hits,
+                cache.misses,
+                cache.read_bytes as f64 / 1e6
+            );
+        }
         if let (Some((bytes, secs)), Some(rate)) = (raw, raw_rate) {
             let _ = writeln!(
                 out,
