@@ -15,6 +15,14 @@ Every batch is checked (columns, dtypes, shapes), two rows of the first batch ar
 with the workload's rows, and for the systems where it is checkable every epoch must deliver
 each row exactly once; a system that fails a check fails the run (exit status 1).
 Prints a Markdown table; ``--json FILE`` also writes the figures.
+
+From a bucket (``--remote s3://BUCKET[/PREFIX]``): the same datasets, made locally as above,
+are read by every system through its own S3 client from ``s3://BUCKET/PREFIX/mm224-ROWS/FORMAT``
+(``scripts/benchbucket.sh start target [RTT_MS]`` serves ``target/`` with ``peers`` as a
+bucket; export its ``env`` first). Each system starts with an empty cache folder of its own;
+no warm-up epoch; epoch 1 (cold) and epoch 2 (from each system's cache, where it has one)
+are timed apart, with the time from opening to the first batch. The first row is the link's
+limit: ``bucket_read``, every Tessera data file in 8 MiB range GETs, 32 in flight.
 """
 
 from __future__ import annotations
@@ -131,19 +139,23 @@ def measure_one(name: str, path: str, args) -> Dict[str, Any]:
     mod = system(name)
     if hasattr(mod, "run"):
         return mod.run(path, args.rows, args)
+    start = time.perf_counter()
     reader = mod.open(path, args)
-    samples, elapsed = 0, 0.0
+    samples, elapsed, epoch_seconds, first_batch = 0, 0.0, [], None
     try:
         for e in range(args.warmup + args.epochs):
             labels = []
             t = time.perf_counter()
             for b, batch in enumerate(reader.epoch(e)):
+                if first_batch is None:
+                    first_batch = time.perf_counter() - start
                 workload.check_batch(batch, args.batch_size)
                 labels.append(batch["label"].numpy().copy())
                 if e == 0 and b == 0:
                     workload.check_values(batch)
             if e >= args.warmup:
-                elapsed += time.perf_counter() - t
+                epoch_seconds.append(time.perf_counter() - t)
+                elapsed += epoch_seconds[-1]
                 # Distinct rows only: a loader that pads its last batch gets no credit for it.
                 samples += min(sum(len(x) for x in labels), args.rows)
             if mod.CHECKED:
@@ -151,7 +163,8 @@ def measure_one(name: str, path: str, args) -> Dict[str, Any]:
             del labels
     finally:
         reader.close()
-    return {"samples_per_sec": samples / elapsed, "samples": samples, "seconds": elapsed}
+    return {"samples_per_sec": samples / elapsed, "samples": samples, "seconds": elapsed,
+            "epoch_seconds": epoch_seconds, "first_batch_seconds": first_batch}
 
 
 # -- the parent ----------------------------------------------------------------------------------
@@ -170,6 +183,7 @@ def build() -> None:
     (installed with its pure-Python package under target/peers/py, ahead of any other)."""
     cargo = ["cargo", "build", "--release", "--locked", "-q"]
     subprocess.run(cargo + ["-p", "tessera-cli", "--features", "bench", "--bin", "tessera"], cwd=ROOT, check=True)
+    subprocess.run(cargo + ["-p", "tessera-benches", "--bin", "bucket_read"], cwd=ROOT, check=True)
     subprocess.run(cargo + ["-p", "tessera-python"], cwd=ROOT, check=True)
     dest = os.path.join(ROOT, "target", "peers", "py", "tessera")
     os.makedirs(dest, exist_ok=True)
@@ -228,6 +242,23 @@ def table(results: List[Dict[str, Any]], limit: Optional[float]) -> str:
     return "\n".join(lines)
 
 
+def remote_table(results: List[Dict[str, Any]], rows: int) -> str:
+    lines = [
+        "| system | epoch 1 samples/s | of the link | epoch 2 samples/s | first batch | peak RSS (Σ processes) | each row once per epoch |",
+        "|---|---:|---:|---:|---:|---:|---|",
+    ]
+    limit = next((r for r in results if r["system"] == "read_limit"), None)
+    for r in results:
+        e1, e2 = (rows / s for s in r["epoch_seconds"][:2])
+        share = f"{100 * e1 / (rows / limit['epoch_seconds'][0]):.0f}%" if limit else "–"
+        fb = r.get("first_batch_seconds")
+        lines.append(
+            f"| {r['name']} | {e1:,.0f} | {share} | {e2:,.0f} | {'–' if fb is None else f'{fb:.2f} s'} | "
+            f"{fmt_mib(r['peak_rss'])} | {r['checked']} |"
+        )
+    return "\n".join(lines)
+
+
 def load_average() -> float:
     return os.getloadavg()[0]
 
@@ -246,6 +277,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--repeat", type=int, default=1, help="rounds over all systems; the table shows medians")
     ap.add_argument("--json", help="also write the figures to this file")
     ap.add_argument("--prepare", action="store_true", help="only build and make the datasets")
+    ap.add_argument("--remote", help="read from s3://BUCKET[/PREFIX]/mm224-ROWS/FORMAT (see the module docs)")
+    ap.add_argument("--cache", help=argparse.SUPPRESS)  # child: its own cache folder (remote)
     ap.add_argument("--write", help=argparse.SUPPRESS)  # child: write one format
     ap.add_argument("--one", help=argparse.SUPPRESS)  # child: measure one system
     ap.add_argument("--path", help=argparse.SUPPRESS)
@@ -262,8 +295,13 @@ def main(argv: Optional[List[str]] = None) -> int:
     unknown = [n for n in names if n not in ORDER]
     if unknown:
         ap.error(f"unknown system(s) {unknown}; known: {', '.join(ORDER)}")
-    if args.warmup != 1 and "tessera_rust" in names:
-        ap.error("`tessera bench` runs exactly one warm-up epoch: keep --warmup 1")
+    if args.remote:
+        if not args.remote.startswith("s3://"):
+            ap.error("--remote takes an s3:// URL")
+        if "AWS_ENDPOINT" not in os.environ:
+            ap.error('--remote: export the bucket\'s settings first: eval "$(bash scripts/benchbucket.sh env)"')
+        args.warmup, args.epochs = 0, max(args.epochs, 2)
+        names = [n for n in names if getattr(system(n), "REMOTE", False)]
     if not args.no_build:
         build()
     root = os.path.join(args.data, f"mm224-{args.rows}")
@@ -281,10 +319,17 @@ def main(argv: Optional[List[str]] = None) -> int:
         for name in [n for n in names if n not in failed]:
             mod = system(name)
             path = paths[mod.FORMAT]
+            if args.remote:
+                path = f"{args.remote.rstrip('/')}/mm224-{args.rows}/{mod.FORMAT}"
+                args.cache = os.path.join(args.data, "cache", name)
+                shutil.rmtree(args.cache, ignore_errors=True)  # each system starts cold
+                os.makedirs(args.cache)
             if hasattr(mod, "command"):
                 cmd = mod.command(path, args)
             else:
                 cmd = [sys.executable, __file__, "--one", name, "--path", path] + common
+                if args.remote:
+                    cmd += ["--remote", args.remote, "--cache", args.cache]
             loads.append(load_average())
             print(f"peers: round {rnd + 1}/{args.repeat}: {name} (load {loads[-1]:.2f})", file=sys.stderr, flush=True)
             try:
@@ -309,14 +354,18 @@ def main(argv: Optional[List[str]] = None) -> int:
             "samples_per_sec": rates[len(rates) // 2], "rates": rates,
             "peak_rss": max(r["peak_rss"] for r in runs[name]), "peak_pss": max(r["peak_pss"] for r in runs[name]),
             "runs": runs[name],
+            # Remote runs: the round whose epoch 1 is the median's.
+            "epoch_seconds": sorted((r.get("epoch_seconds") or [0, 0] for r in runs[name]))[len(runs[name]) // 2],
+            "first_batch_seconds": sorted(r.get("first_batch_seconds") or 0 for r in runs[name])[len(runs[name]) // 2],
         })
 
     limit = next((r["samples_per_sec"] for r in results if r["system"] == "read_limit"), None)
     when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    print(f"mm224 ({args.rows} rows, batch {args.batch_size}, {args.warmup} warm-up + {args.epochs} timed epochs, "
-          f"{args.workers} workers, median of {args.repeat} round(s)); {when}; {platform.machine()}, "
+    where = f"from {args.remote} at {os.environ.get('AWS_ENDPOINT')}" if args.remote else "local files"
+    print(f"mm224 ({args.rows} rows, {where}, batch {args.batch_size}, {args.warmup} warm-up + {args.epochs} timed "
+          f"epochs, {args.workers} workers, median of {args.repeat} round(s)); {when}; {platform.machine()}, "
           f"{os.cpu_count()} cores; 1-minute load average from {min(loads):.1f} to {max(loads):.1f}")
-    print(table(results, limit))
+    print(remote_table(results, args.rows) if args.remote else table(results, limit))
     print()
     for r in results:
         print(f"- **{r['name']}**: {r['config']}.")

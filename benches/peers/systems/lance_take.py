@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import warnings
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Dict
@@ -13,6 +14,7 @@ import workload
 NAME = "Lance `take`"
 FORMAT = "lance"
 CHECKED = True
+REMOTE = True  # no cache: epoch 2 reads the bucket again
 CONFIG = (
     "global shuffle (a numpy permutation per epoch), one `take` of 64 rows per batch with the "
     "batch's row ids sorted (3–4× faster here than in shuffled order; the batch holds the same "
@@ -63,6 +65,18 @@ def write(path: str, total: int) -> None:
     lance.write_dataset(pa.RecordBatchReader.from_batches(schema(), batches()), path, mode="overwrite")
 
 
+def storage_options(path: str) -> Dict[str, str]:
+    """From a bucket: the endpoint and keys `scripts/benchbucket.sh env` exports, as Lance's
+    storage options (its object_store client)."""
+    if not path.startswith("s3://"):
+        return {}
+    env = os.environ
+    return {
+        "endpoint": env["AWS_ENDPOINT"], "allow_http": "true", "region": env.get("AWS_REGION", "us-east-1"),
+        "access_key_id": env["AWS_ACCESS_KEY_ID"], "secret_access_key": env["AWS_SECRET_ACCESS_KEY"],
+    }
+
+
 def to_torch(batch) -> Dict[str, Any]:
     """An Arrow record batch or table of the workload's columns → the batch form."""
     import torch
@@ -90,7 +104,7 @@ class Reader:
     def __init__(self, path: str, args):
         import lance
 
-        self.ds = lance.dataset(path)
+        self.ds = lance.dataset(path, storage_options=storage_options(path))
         self.rows = self.ds.count_rows()
         self.args = args
         self.pool = ThreadPoolExecutor(max_workers=args.workers)

@@ -12,6 +12,7 @@ warnings.filterwarnings("ignore", message="with_row_id is not supported for Shar
 NAME = "Lance `LanceDataset` (torch)"
 FORMAT = "lance"
 CHECKED = True
+REMOTE = True  # no cache: epoch 2 reads the bucket again
 CONFIG = (
     "`ShardedBatchSampler(randomize=True)`: contiguous 64-row batches in a shuffled order "
     "(a batch-level shuffle, its only shuffling sampler without a filter), `batch_readahead=16` "
@@ -24,7 +25,7 @@ class Reader:
     def __init__(self, path: str, args):
         import lance
 
-        self.ds = lance.dataset(path)
+        self.ds = lance.dataset(path, storage_options=lance_take.storage_options(path))
         self.args = args
 
     def epoch(self, e: int):

@@ -10,6 +10,7 @@ import workload
 NAME = "LitData"
 FORMAT = "litdata"
 CHECKED = True
+REMOTE = True
 CONFIG = (
     "`StreamingDataset(input_dir=…, shuffle=True, batch_decode=1)`: chunk order shuffled, then "
     "items within 256-item windows of a chunk (its default); `batch_decode=1`, its setting for "
@@ -41,7 +42,9 @@ class Reader:
     def __init__(self, path: str, args):
         import litdata
 
-        self.data = litdata.StreamingDataset(input_dir=path, shuffle=True, seed=args.seed, batch_decode=1)
+        # From a bucket: chunks downloaded into its cache folder through boto3 (AWS_ENDPOINT_URL).
+        where = {"input_dir": litdata.streaming.resolver.Dir(path=args.cache, url=path)} if args.remote else {"input_dir": path}
+        self.data = litdata.StreamingDataset(**where, shuffle=True, seed=args.seed, batch_decode=1)
         self.loader = litdata.StreamingDataLoader(
             self.data,
             batch_size=args.batch_size,

@@ -7,6 +7,7 @@ import workload
 NAME = "MosaicML Streaming (MDS)"
 FORMAT = "mds"
 CHECKED = True
+REMOTE = True
 CONFIG = (
     "`StreamingDataset(local=…, shuffle=True)`: its default `py1e` shuffle, whose block "
     "(262,144 samples) is larger than this dataset, so rows mix across all shards; shards read "
@@ -40,9 +41,10 @@ class Reader:
         from streaming.base.util import clean_stale_shared_memory
 
         clean_stale_shared_memory()
-        self.data = StreamingDataset(
-            local=path, shuffle=True, shuffle_seed=args.seed, batch_size=args.batch_size
-        )
+        # From a bucket: `remote=` the shards' URL, downloaded to `local=` (its cache), through
+        # its boto3 client (S3_ENDPOINT_URL).
+        where = {"remote": path, "local": args.cache} if args.remote else {"local": path}
+        self.data = StreamingDataset(**where, shuffle=True, shuffle_seed=args.seed, batch_size=args.batch_size)
         self.loader = torch.utils.data.DataLoader(
             self.data,
             batch_size=args.batch_size,

@@ -8,6 +8,7 @@ NAME = "Tessera, Python (`ds.pytorch()`)"
 FORMAT = "tessera"
 CHECKED = True
 PADS = True  # the last batch is filled up to batch_size with rows already delivered
+REMOTE = True
 CONFIG = (
     "global shuffle (an exact permutation per epoch), 2 loader threads (Rust), checksums on, "
     "no compression; batches are views of the loader's buffers (no copy)"
@@ -35,8 +36,10 @@ class Reader:
     def __init__(self, path: str, args):
         import tessera
 
+        # From a bucket: the node-local disk cache, in this system's own cache folder.
+        cache = {"cache_dir": args.cache, "cache_bytes": 8 << 30} if args.remote else {}
         self.loader = tessera.open(path).pytorch(
-            batch_size=args.batch_size, shuffle="global", seed=args.seed, workers=args.workers
+            batch_size=args.batch_size, shuffle="global", seed=args.seed, workers=args.workers, **cache
         )
 
     def epoch(self, e: int):

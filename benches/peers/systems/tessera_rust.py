@@ -10,13 +10,16 @@ from typing import Any, Dict, List
 NAME = "Tessera, Rust/tch (`tessera bench`)"
 FORMAT = "tessera"
 CHECKED = False  # the same loader core as the Python row, which is checked
+REMOTE = True
 CONFIG = "as the Python row: global shuffle, 2 loader threads, checksums on; libtorch tensors"
 # Built in release by run.py (`cargo build --release -p tessera-cli --features bench`).
 BINARY = "target/release/tessera"
 
 
 def command(path: str, args) -> List[str]:
-    """`tessera bench` runs one untimed warm-up epoch, then `--epochs` timed ones."""
+    """`tessera bench` runs `--warmup` untimed epochs, then `--epochs` timed ones; from a bucket
+    with a disk cache of its own (`--cache-dir`, bound 8 GiB)."""
+    cache = ["--cache-dir", args.cache, "--cache-mib", str(8 << 10)] if args.remote else []
     return [
         BINARY,
         "--json",
@@ -28,9 +31,11 @@ def command(path: str, args) -> List[str]:
         "global",
         "--workers",
         str(args.workers),
+        "--warmup",
+        str(args.warmup),
         "--epochs",
         str(args.epochs),
-    ]
+    ] + cache
 
 
 def parse(stdout: str, args) -> Dict[str, Any]:
@@ -43,4 +48,6 @@ def parse(stdout: str, args) -> Dict[str, Any]:
         "samples": args.rows * args.epochs,
         "seconds": seconds,
         "raw_read_samples_per_sec": report.get("raw_read_samples_per_sec"),
+        "epoch_seconds": report.get("epoch_seconds"),
+        "first_batch_seconds": report.get("first_batch_seconds"),
     }

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import glob
 import os
+import sys
 
 import workload
 
 NAME = "WebDataset"
 FORMAT = "wds"
 CHECKED = True
+REMOTE = True  # shards streamed from the bucket each epoch (no cache configured)
 CONFIG = (
     "10 tar shards (`.npy` members, `cls` label), shard order shuffled per epoch and a "
     "1,000-sample shuffle buffer per worker; `WebLoader(num_workers=2, persistent_workers=True)`, "
@@ -48,7 +50,13 @@ class Reader:
     def __init__(self, path: str, args):
         import webdataset as wds
 
-        urls = sorted(glob.glob(os.path.join(path, "shard-*.tar")))
+        if args.remote:
+            # Its documented way to read a bucket: a pipe per shard from an S3 client to stdout
+            # (`pipe:aws s3 cp URL -`); here boto3's streaming GET (`s3cat.py`).
+            cat = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "s3cat.py")
+            urls = [f"pipe:{sys.executable} {cat} {path}/shard-{i:06d}.tar" for i in range(SHARDS)]
+        else:
+            urls = sorted(glob.glob(os.path.join(path, "shard-*.tar")))
         data = (
             wds.WebDataset(urls, shardshuffle=len(urls), seed=args.seed, empty_check=False)
             .shuffle(1000)

@@ -121,6 +121,7 @@ pub(crate) fn run(ctx: Ctx, a: &Args) -> CliResult<Exit> {
             "epoch_seconds": t.epoch_times.iter().map(std::time::Duration::as_secs_f64).collect::<Vec<_>>(),
             "open_seconds": open_seconds, "first_batch_seconds": first_batch,
             "cache_hits": cache.hits, "cache_misses": cache.misses, "cache_read_bytes": cache.read_bytes,
+            "cache_written_bytes": cache.written_bytes,
         }));
     } else {
         let mut out = format!(
