@@ -9,6 +9,10 @@
 #   scripts/benchbucket.sh env     # the settings every client reads: eval "$(bash scripts/benchbucket.sh env)"
 #   scripts/benchbucket.sh status
 #
+# TESSERA_BUCKET_PORT (the server's; the proxy takes the next) and TESSERA_BUCKET_RUN (where
+# pids and logs go) let a test run its own instance beside the benchmark's
+# (benches/tests/bucket.rs does).
+#
 # The delay: where the kernel has `sch_netem`, a private network namespace whose loopback
 # carries `tc netem delay` is the right tool, but every client would have to run inside it.
 # This script checks for netem in a scratch namespace and, where it is missing (as on the
@@ -32,7 +36,9 @@ WAIT_S=${TESSERA_SERVERS_WAIT_S:-60}
 KEY=tessera
 SECRET=tessera-bench
 SERVER=$ROOT/target/s3serve/release/bench-s3
-PROXY=$ROOT/target/release/delay_proxy
+# A test passes the proxy it built (a cargo build of the workspace inside `cargo test` would
+# wait on the test run's own lock of target/).
+PROXY=${TESSERA_BUCKET_PROXY:-}
 
 say() { echo "benchbucket: $*" >&2; }
 die() { say "$*"; exit 1; }
@@ -76,7 +82,10 @@ start() {
   fi
   say "building bench-s3 and the delay proxy (once)"
   CARGO_TARGET_DIR=$ROOT/target/s3serve cargo build --release --locked -q --manifest-path benches/s3serve/Cargo.toml
-  cargo build --release --locked -q -p tessera-benches --bin delay_proxy
+  if [ -z "$PROXY" ]; then
+    cargo build --release --locked -q -p tessera-benches --bin delay_proxy
+    PROXY=$ROOT/target/release/delay_proxy
+  fi
   launch server "$PORT" "$SERVER" "$dir" "$HOST:$PORT" "$KEY" "$SECRET"
   local endpoint=$PORT how="no delay"
   if [ "$rtt" -gt 0 ]; then

@@ -158,6 +158,11 @@ portable_distances() {
 }
 phase "vector distances on the portable SIMD level (TESSERA_SIMD=portable)" portable_distances
 
+# `tessera bench` is behind a feature (it links libtorch); the workspace run above builds the
+# CLI without it, so its test runs here.
+phase "tessera bench (cli --features bench)" \
+  cargo test --locked --no-fail-fast -j"$JOBS" "${release[@]}" -p tessera-cli --features bench --test commands bench
+
 phase "cargo doc (warnings denied)" env RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked -j"$JOBS"
 
 phase "conformance: independent Python reader (conformance/python)" .venv/bin/python conformance/python/test_tessera_py.py

@@ -214,12 +214,23 @@ fn export_npy_and_wds_round_trip() {
 fn bench_runs_the_loader() {
     let dir = tempfile::tempdir().unwrap();
     let ds = images_dataset(dir.path());
-    // 6 rows in batches of 4: two batches per epoch (the second padded), two timed epochs.
-    let b = json(&["bench", s(&ds), "--batch-size", "4", "--epochs", "2", "--workers", "1", "-q"]);
+    // 6 rows in batches of 4: two batches per epoch (the second padded), two timed epochs, no
+    // warm-up (after one, the loader's page cache can hold these few pages: no requests).
+    let b = json(&["bench", s(&ds), "--batch-size", "4", "--warmup", "0", "--epochs", "2", "--workers", "1", "-q"]);
     assert_eq!((b["rows"].as_u64(), b["samples"].as_u64(), b["epochs"].as_u64()), (Some(6), Some(16), Some(2)));
     assert!(b["samples_per_sec"].as_f64().unwrap() > 0.0);
     assert!(b["requests_per_epoch"].as_u64().unwrap() > 0 && b["bytes_read_per_epoch"].as_u64().unwrap() > 0);
     assert!(b["raw_read_samples_per_sec"].as_f64().unwrap() > 0.0, "a local dataset has a raw read limit");
+    // Each timed epoch's time, and the first batch after the open, are reported apart.
+    let b = json(&["bench", s(&ds), "--batch-size", "4", "--warmup", "0", "--epochs", "3", "--workers", "1", "-q"]);
+    let times: Vec<f64> = b["epoch_seconds"].as_array().unwrap().iter().map(|t| t.as_f64().unwrap()).collect();
+    assert_eq!(times.len(), 3, "{b}");
+    assert!(
+        times.iter().all(|&t| t > 0.0) && (times.iter().sum::<f64>() - b["seconds"].as_f64().unwrap()).abs() < 0.05
+    );
+    let first = b["first_batch_seconds"].as_f64().unwrap();
+    assert!(first >= b["open_seconds"].as_f64().unwrap() && first < b["seconds"].as_f64().unwrap() + 1.0, "{b}");
+    assert_eq!(fails(&["bench", s(&ds), "--cache-dir", "/tmp/x"]).0, 2, "--cache-dir needs --cache-mib");
     let text = ok(&["bench", s(&ds), "--shuffle", "block", "--window", "1", "--batch-size", "2", "--epochs", "1"]);
     assert!(text.contains("samples/s") && text.contains("raw read()"), "{text}");
     let missing = dir.path().join("nope");

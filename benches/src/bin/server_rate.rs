@@ -54,7 +54,8 @@ fn main() -> BenchResult<()> {
         (Arc::new(s3), Path::from(key))
     } else {
         let options = object_store::ClientOptions::new().with_allow_http(true);
-        let http = object_store::http::HttpBuilder::new().with_url(base.as_str()).with_client_options(options).build()?;
+        let http =
+            object_store::http::HttpBuilder::new().with_url(base.as_str()).with_client_options(options).build()?;
         (Arc::new(http), Path::from(rel.as_str()))
     };
     let rt = tessera::store::runtime();

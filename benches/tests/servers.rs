@@ -1,16 +1,22 @@
-//! The benchmark's HTTP server (nginx, `scripts/benchserver.sh`) serves the loader the same
-//! bytes as local files: an epoch read through `http://` equals the epoch read from the folder,
-//! batch by batch and byte for byte, with global and block shuffle, on compressed (lz4, zstd)
-//! and ragged columns.
+//! The benchmarks' servers serve the loader the same bytes as local files: an epoch read
+//! through them equals the epoch read from the folder, batch by batch and byte for byte, with
+//! global and block shuffle, on compressed (lz4, zstd) and ragged columns.
 //!
-//! The test starts its own nginx on a free port (about 10 ms), serving a temporary folder.
-//! Without nginx (`scripts/setup.d/60-benchserver.sh` installs it) it is skipped with a notice,
-//! except in CI, where it fails.
+//! - HTTP (nginx, `scripts/benchserver.sh`): the test starts its own nginx on a free port
+//!   (about 10 ms), serving a temporary folder. Without nginx (`scripts/setup.d/60-benchserver.sh`
+//!   installs it) it is skipped with a notice, except in CI, where it fails.
+//! - S3 (`scripts/benchbucket.sh`: bench-s3 behind the delay proxy): the script builds bench-s3
+//!   on first use (about 2 minutes), then the epochs run through a 20 ms round trip, with and
+//!   without the loader's disk cache.
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tessera::store::Store;
 use tessera::{Batch, Column, ColumnData, Compression, DType, Dataset, Dim, Schema, WriteOptions};
 use tessera_loader_tch::{Loader, LoaderConfig, ShuffleMode};
 use tessera_testkit::servers::in_ci;
@@ -95,7 +101,11 @@ type Tensor = (String, String, Vec<i64>, Vec<u8>);
 
 /// Every tensor of every batch of `epoch`, in order.
 fn epoch(cfg: LoaderConfig, epoch: u64) -> Vec<Vec<Tensor>> {
-    let loader = Loader::open(cfg).expect("open");
+    drain(&Loader::open(cfg).expect("open"), epoch)
+}
+
+/// Every tensor of every batch of `epoch` of `loader`, in order.
+fn drain(loader: &Loader, epoch: u64) -> Vec<Vec<Tensor>> {
     let mut out = Vec::new();
     for batch in loader.epoch(epoch).expect("epoch") {
         let batch = batch.expect("batch");
@@ -144,4 +154,109 @@ fn an_epoch_over_http_equals_the_local_epoch() {
         }
     }
     drop(server);
+}
+
+/// A running bench-s3 behind the delay proxy (`scripts/benchbucket.sh`) serving a folder;
+/// stopped on drop.
+struct Bucket {
+    script: PathBuf,
+    port: u16,
+    run: PathBuf,
+}
+
+impl Bucket {
+    fn script(&self, args: &[&str]) -> std::process::Output {
+        let mut cmd = Command::new("bash");
+        cmd.arg(&self.script).args(args);
+        cmd.env("TESSERA_BUCKET_PORT", self.port.to_string())
+            .env("TESSERA_BUCKET_RUN", &self.run)
+            .env("TESSERA_BUCKET_PROXY", env!("CARGO_BIN_EXE_delay_proxy"));
+        cmd.output().expect("bash runs")
+    }
+
+    /// Two free neighbouring ports: the server's and the proxy's.
+    fn ports() -> u16 {
+        for _ in 0..50 {
+            let port = TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port").port();
+            if port < u16::MAX && TcpListener::bind(("127.0.0.1", port + 1)).is_ok() {
+                return port;
+            }
+        }
+        panic!("no two free neighbouring ports");
+    }
+
+    fn start(dir: &Path, run: PathBuf, rtt_ms: u32) -> Self {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/benchbucket.sh");
+        let bucket = Self { script, port: Self::ports(), run };
+        let out = bucket.script(&["start", dir.to_str().expect("utf-8"), &rtt_ms.to_string()]);
+        assert!(out.status.success(), "benchbucket start: {}", String::from_utf8_lossy(&out.stderr));
+        bucket
+    }
+
+    /// An S3 store of `bucket` with the settings `benchbucket.sh env` prints (the loader's own
+    /// `s3://` path reads them from the environment, which a test should not change).
+    fn store(&self, bucket: &str, prefix: &str) -> Store {
+        let out = self.script(&["env"]);
+        let line = String::from_utf8(out.stdout).expect("utf-8");
+        let var = |name: &str| {
+            line.split_whitespace()
+                .find_map(|kv| kv.strip_prefix(name).and_then(|r| r.strip_prefix('=')))
+                .unwrap_or_else(|| panic!("{name} in {line}"))
+                .to_string()
+        };
+        tessera::store::install_crypto_provider();
+        let s3 = object_store::aws::AmazonS3Builder::new()
+            .with_endpoint(var("AWS_ENDPOINT"))
+            .with_allow_http(true)
+            .with_region(var("AWS_REGION"))
+            .with_access_key_id(var("AWS_ACCESS_KEY_ID"))
+            .with_secret_access_key(var("AWS_SECRET_ACCESS_KEY"))
+            .with_bucket_name(bucket)
+            .build()
+            .expect("s3 store");
+        Store::from_object_store(Arc::new(s3), prefix, true)
+    }
+}
+
+impl Drop for Bucket {
+    fn drop(&mut self) {
+        let _ = self.script(&["stop"]);
+    }
+}
+
+/// Every tensor of every batch of `epoch`, read through `store`.
+fn store_epoch(store: &Store, cfg: LoaderConfig, epoch: u64) -> Vec<Vec<Tensor>> {
+    drain(&Loader::open_store(store, cfg).expect("open through the bucket"), epoch)
+}
+
+#[test]
+fn an_epoch_from_the_bench_bucket_equals_the_local_epoch() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let data = tmp.path().join("served");
+    let ds = data.join("bucket1").join("ds");
+    write_dataset(&ds);
+    let bucket = Bucket::start(&data, tmp.path().join("run"), 20);
+    let store = bucket.store("bucket1", "ds");
+    let cache = tmp.path().join("cache");
+    for (shuffle, cached) in [(ShuffleMode::Global, false), (ShuffleMode::Block { window_fragments: 2 }, true)] {
+        let cfg = |c: bool| {
+            let cfg = LoaderConfig::new(ds.to_str().expect("utf-8"))
+                .with_batch_size(16)
+                .with_seed(5)
+                .with_workers(2)
+                .with_shuffle(shuffle);
+            if c { cfg.with_cache_dir(&cache, 64 << 20) } else { cfg }
+        };
+        let local = epoch(cfg(false), 1);
+        let t = Instant::now();
+        let remote = store_epoch(&store, cfg(cached), 1);
+        assert!(t.elapsed() >= Duration::from_millis(40), "{shuffle:?}: no round trip took the delay");
+        assert_eq!(remote.len(), local.len(), "{shuffle:?}: batch count from the bucket");
+        for (i, (l, r)) in local.iter().zip(&remote).enumerate() {
+            assert!(l == r, "{shuffle:?}: batch {i} differs from the bucket");
+        }
+    }
+    let cached = std::fs::read_dir(&cache).map(|d| d.count()).unwrap_or(0);
+    assert!(cached > 0, "the cached epoch left entries in {}", cache.display());
+    drop(bucket);
 }
