@@ -139,6 +139,9 @@ def measure_one(name: str, path: str, args) -> Dict[str, Any]:
     mod = system(name)
     if hasattr(mod, "run"):
         return mod.run(path, args.rows, args)
+    # The first batch is timed from the open, not from the imports (torch's takes a second).
+    for m in ("torch",) + tuple(getattr(mod, "IMPORTS", ())):
+        importlib.import_module(m)
     start = time.perf_counter()
     reader = mod.open(path, args)
     samples, elapsed, epoch_seconds, first_batch = 0, 0.0, [], None

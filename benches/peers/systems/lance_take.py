@@ -15,6 +15,7 @@ NAME = "Lance `take`"
 FORMAT = "lance"
 CHECKED = True
 REMOTE = True  # no cache: epoch 2 reads the bucket again
+IMPORTS = ("lance",)  # imported before the clock starts
 CONFIG = (
     "global shuffle (a numpy permutation per epoch), one `take` of 64 rows per batch with the "
     "batch's row ids sorted (3–4× faster here than in shuffled order; the batch holds the same "

@@ -13,6 +13,7 @@ NAME = "Lance `LanceDataset` (torch)"
 FORMAT = "lance"
 CHECKED = True
 REMOTE = True  # no cache: epoch 2 reads the bucket again
+IMPORTS = ("lance", "lance.torch.data", "lance.sampler")  # imported before the clock starts
 CONFIG = (
     "`ShardedBatchSampler(randomize=True)`: contiguous 64-row batches in a shuffled order "
     "(a batch-level shuffle, its only shuffling sampler without a filter), `batch_readahead=16` "

@@ -11,6 +11,7 @@ NAME = "LitData"
 FORMAT = "litdata"
 CHECKED = True
 REMOTE = True
+IMPORTS = ("litdata",)  # imported before the clock starts
 CONFIG = (
     "`StreamingDataset(input_dir=…, shuffle=True, batch_decode=1)`: chunk order shuffled, then "
     "items within 256-item windows of a chunk (its default); `batch_decode=1`, its setting for "

@@ -8,6 +8,7 @@ NAME = "MosaicML Streaming (MDS)"
 FORMAT = "mds"
 CHECKED = True
 REMOTE = True
+IMPORTS = ("streaming",)  # imported before the clock starts
 CONFIG = (
     "`StreamingDataset(local=…, shuffle=True)`: its default `py1e` shuffle, whose block "
     "(262,144 samples) is larger than this dataset, so rows mix across all shards; shards read "

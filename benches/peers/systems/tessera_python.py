@@ -9,6 +9,7 @@ FORMAT = "tessera"
 CHECKED = True
 PADS = True  # the last batch is filled up to batch_size with rows already delivered
 REMOTE = True
+IMPORTS = ("tessera",)  # imported before the clock starts
 CONFIG = (
     "global shuffle (an exact permutation per epoch), 2 loader threads (Rust), checksums on, "
     "no compression; batches are views of the loader's buffers (no copy)"

@@ -12,6 +12,7 @@ NAME = "WebDataset"
 FORMAT = "wds"
 CHECKED = True
 REMOTE = True  # shards streamed from the bucket each epoch (no cache configured)
+IMPORTS = ("webdataset",)  # imported before the clock starts
 CONFIG = (
     "10 tar shards (`.npy` members, `cls` label), shard order shuffled per epoch and a "
     "1,000-sample shuffle buffer per worker; `WebLoader(num_workers=2, persistent_workers=True)`, "
