@@ -256,7 +256,7 @@ fn an_epoch_from_the_bench_bucket_equals_the_local_epoch() {
             assert!(l == r, "{shuffle:?}: batch {i} differs from the bucket");
         }
     }
-    let cached = std::fs::read_dir(&cache).map(|d| d.count()).unwrap_or(0);
+    let cached = std::fs::read_dir(&cache).map_or(0, Iterator::count);
     assert!(cached > 0, "the cached epoch left entries in {}", cache.display());
     drop(bucket);
 }

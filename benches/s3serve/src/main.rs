@@ -62,7 +62,11 @@ impl Bench {
             Ok((file, meta)) if meta.is_file() => Ok((Arc::new(file), meta)),
             Ok(_) => Err(s3_error!(NoSuchKey)),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                if bucket_dir.is_dir() { Err(s3_error!(NoSuchKey)) } else { Err(s3_error!(NoSuchBucket)) }
+                if bucket_dir.is_dir() {
+                    Err(s3_error!(NoSuchKey))
+                } else {
+                    Err(s3_error!(NoSuchBucket))
+                }
             }
             Err(e) => Err(s3_error!(InternalError, "{e}")),
         }

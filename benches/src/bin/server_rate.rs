@@ -4,11 +4,11 @@
 //!
 //! Start a benchmark server first, then name a large file under `target/` (a data file of an
 //! mm224 dataset, say):
-//! - HTTP (`scripts/benchserver.sh start`, nginx serving `target/`): URL_BASE is its
-//!   `http://127.0.0.1:PORT`, and the object is FILE_UNDER_TARGET below it;
+//! - HTTP (`scripts/benchserver.sh start`, nginx serving `target/`): `URL_BASE` is its
+//!   `http://127.0.0.1:PORT`, and the object is `FILE_UNDER_TARGET` below it;
 //! - S3 (`scripts/benchbucket.sh start`, an S3 server whose buckets are `target/`'s folders,
-//!   with its `env` exported): URL_BASE is `s3`, and the object is `s3://FIRST/REST` for
-//!   FILE_UNDER_TARGET = `FIRST/REST`.
+//!   with its `env` exported): `URL_BASE` is `s3`, and the object is `s3://FIRST/REST` for
+//!   `FILE_UNDER_TARGET` = `FIRST/REST`.
 //!
 //! `cargo run --release -p tessera-benches --bin server_rate -- URL_BASE FILE_UNDER_TARGET [SECONDS]`
 
