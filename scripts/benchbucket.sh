@@ -11,7 +11,7 @@
 #
 # TESSERA_BUCKET_PORT (the server's; the proxy takes the next) and TESSERA_BUCKET_RUN (where
 # pids and logs go) let a test run its own instance beside the benchmark's
-# (benches/tests/bucket.rs does).
+# (benches/tests/servers.rs does).
 #
 # The delay: where the kernel has `sch_netem`, a private network namespace whose loopback
 # carries `tc netem delay` is the right tool, but every client would have to run inside it.

@@ -22,7 +22,9 @@ are read by every system through its own S3 client from ``s3://BUCKET/PREFIX/mm2
 bucket; export its ``env`` first). Each system starts with an empty cache folder of its own;
 no warm-up epoch; epoch 1 (cold) and epoch 2 (from each system's cache, where it has one)
 are timed apart, with the time from opening to the first batch. The first row is the link's
-limit: ``bucket_read``, every Tessera data file in 8 MiB range GETs, 32 in flight.
+limit: ``bucket_read``, every Tessera data file in 8 MiB range GETs, 32 in flight. Tessera Rust
+also runs with block shuffle over the link, and on the local files (the reference for its
+cached epochs); the last line is one JSON object, ``{"summary": …}``, with the ratios.
 """
 
 from __future__ import annotations
@@ -262,6 +264,71 @@ def remote_table(results: List[Dict[str, Any]], rows: int) -> str:
     return "\n".join(lines)
 
 
+def median(xs: List[float]) -> float:
+    return sorted(xs)[len(xs) // 2]
+
+
+def local_reference(runs: Dict[str, List[Dict[str, Any]]], paths: Dict[str, str], args) -> List[float]:
+    """Tessera Rust on the local copy of the dataset, once per round, for the cached epochs'
+    "of local files": one warm-up epoch (the page cache), then the same timed epochs."""
+    mod = system("tessera_rust")
+    local = argparse.Namespace(**{**vars(args), "remote": None, "cache": None, "warmup": 1})
+    rates = []
+    for _ in runs["tessera_rust"]:
+        got = run_measured(mod.command(paths[mod.FORMAT], local), child_env())
+        rates.append(mod.parse(got["stdout"], local)["samples_per_sec"])
+    return rates
+
+
+def remote_summary(results: List[Dict[str, Any]], local: List[float], rows: int) -> Optional[Dict[str, Any]]:
+    """Issue 28's ratios, from the median round of each system: Tessera Rust's epoch 1 (cold)
+    against the link's limit and the best peer's epoch 1, its epoch 2 (from the disk cache)
+    against local files and the best peer's epoch 2, block against global shuffle over the
+    link, the first batch, memory over the loader's budget, the cache's bytes against its
+    bound, and bytes fetched per byte delivered in each epoch."""
+    by = {r["system"]: r for r in results}
+    rust, limit = by.get("tessera_rust"), by.get("read_limit")
+    if rust is None:
+        return None
+
+    def rate(r: Dict[str, Any], epoch: int) -> float:
+        return rows / r["epoch_seconds"][epoch]
+
+    def the_median_run(r: Dict[str, Any]) -> Dict[str, Any]:
+        return next(x for x in r["runs"] if x.get("epoch_seconds") == r["epoch_seconds"])
+
+    peers = [r for r in results if not r["system"].startswith(("tessera", "read_limit"))]
+    best1 = max(peers, key=lambda r: rate(r, 0), default=None)
+    best2 = max(peers, key=lambda r: rate(r, 1), default=None)
+    run = the_median_run(rust)
+    delivered = run.get("tensor_bytes_per_epoch") or 0
+    out: Dict[str, Any] = {
+        "rows": rows,
+        "link_samples_per_sec": limit and round(rate(limit, 0)),
+        "epoch1_samples_per_sec": round(rate(rust, 0)),
+        "epoch2_samples_per_sec": round(rate(rust, 1)),
+        "epoch1_of_link": limit and round(rate(rust, 0) / rate(limit, 0), 3),
+        "best_peer_epoch1": best1 and best1["system"],
+        "epoch1_vs_best_peer": best1 and round(rate(rust, 0) / rate(best1, 0), 2),
+        "local_samples_per_sec": round(median(local)) if local else None,
+        "epoch2_of_local": round(rate(rust, 1) / median(local), 3) if local else None,
+        "best_peer_epoch2": best2 and best2["system"],
+        "epoch2_vs_best_peer": best2 and round(rate(rust, 1) / rate(best2, 1), 2),
+        "first_batch_seconds": rust.get("first_batch_seconds"),
+        "fetched_per_delivered": [round(b / delivered, 3) for b in run.get("epoch_storage_bytes") or []]
+        if delivered else None,
+        "cache_disk_bytes": run.get("cache_disk_bytes"),
+        "cache_bound": run.get("cache_bound"),
+    }
+    if "tessera_rust_block" in by:
+        out["block_of_global_epoch1"] = round(rate(by["tessera_rust_block"], 0) / rate(rust, 0), 3)
+    for name in ("tessera_rust", "tessera_rust_block"):
+        r = by.get(name)
+        if r and the_median_run(r).get("memory_budget"):
+            out[f"{name}_rss_over_budget_mib"] = round((r["peak_rss"] - the_median_run(r)["memory_budget"]) / (1 << 20))
+    return out
+
+
 def load_average() -> float:
     return os.getloadavg()[0]
 
@@ -305,6 +372,8 @@ def main(argv: Optional[List[str]] = None) -> int:
             ap.error('--remote: export the bucket\'s settings first: eval "$(bash scripts/benchbucket.sh env)"')
         args.warmup, args.epochs = 0, max(args.epochs, 2)
         names = [n for n in names if getattr(system(n), "REMOTE", False)]
+    else:
+        names = [n for n in names if not getattr(system(n), "REMOTE_ONLY", False)]
     if not args.no_build:
         build()
     root = os.path.join(args.data, f"mm224-{args.rows}")
@@ -342,7 +411,10 @@ def main(argv: Optional[List[str]] = None) -> int:
                 failed.append(name)
                 continue
             fig = mod.parse(got["stdout"], args) if hasattr(mod, "parse") else json.loads(got["stdout"].strip().splitlines()[-1])
+            if args.remote:
+                fig["cache_disk_bytes"] = du(args.cache)
             runs[name].append({"peak_rss": got["peak_rss"], "peak_pss": got["peak_pss"], **fig})
+    local = local_reference(runs, paths, args) if args.remote and runs.get("tessera_rust") else []
     loads.append(load_average())
 
     results = []
@@ -370,6 +442,10 @@ def main(argv: Optional[List[str]] = None) -> int:
           f"{os.cpu_count()} cores; 1-minute load average from {min(loads):.1f} to {max(loads):.1f}")
     print(remote_table(results, args.rows) if args.remote else table(results, limit))
     print()
+    if local:
+        print(f"Tessera, Rust/tch on the same dataset's local files in the same run (page cache warm, after "
+              f"one warm-up epoch): {median(local):,.0f} samples/s (median of {len(local)}).")
+        print()
     for r in results:
         print(f"- **{r['name']}**: {r['config']}.")
     print()
@@ -379,9 +455,13 @@ def main(argv: Optional[List[str]] = None) -> int:
         losses = sorted(1 - p["samples_per_sec"] / r["samples_per_sec"] for p, r in zip(py, rs))
         print(f"Tessera from Python vs from Rust: {100 * losses[len(losses) // 2]:+.1f}% throughput lost "
               f"(median of {len(losses)} paired round(s); each: {', '.join(f'{100 * x:+.1f}%' for x in losses)})")
+    summary = remote_summary(results, local, args.rows) if args.remote else None
+    if summary:
+        print(json.dumps({"summary": summary}))
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"when": when, "args": vars(args), "load": loads, "results": results}, f, indent=1)
+            json.dump({"when": when, "args": vars(args), "load": loads, "results": results, "summary": summary},
+                      f, indent=1)
     if failed:
         print(f"peers: FAILED: {', '.join(failed)}", file=sys.stderr)
         return 1

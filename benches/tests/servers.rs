@@ -258,5 +258,23 @@ fn an_epoch_from_the_bench_bucket_equals_the_local_epoch() {
     }
     let cached = std::fs::read_dir(&cache).map_or(0, Iterator::count);
     assert!(cached > 0, "the cached epoch left entries in {}", cache.display());
-    drop(bucket);
+    // `stop` leaves nothing behind: no process on either port, no pid file, no probe
+    // namespace.
+    let out = bucket.script(&["stop"]);
+    assert!(out.status.success(), "benchbucket stop: {}", String::from_utf8_lossy(&out.stderr));
+    for port in [bucket.port, bucket.port + 1] {
+        assert!(std::net::TcpStream::connect(("127.0.0.1", port)).is_err(), "something still answers on {port}");
+    }
+    let left: Vec<PathBuf> = std::fs::read_dir(&bucket.run)
+        .expect("run dir")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "pid") || p.ends_with("endpoint"))
+        .collect();
+    assert!(left.is_empty(), "benchbucket stop left {left:?}");
+    let status = String::from_utf8(bucket.script(&["status"]).stdout).expect("utf-8");
+    assert!(status.contains("stopped"), "status after stop: {status}");
+    if let Ok(ns) = Command::new("ip").args(["netns", "list"]).output() {
+        let ns = String::from_utf8_lossy(&ns.stdout);
+        assert!(!ns.contains("tessera-probe"), "a probe namespace was left: {ns}");
+    }
 }

@@ -34,6 +34,9 @@ pub struct Throughput {
     pub requests: u64,
     /// Bytes read from storage during the timed epochs.
     pub storage_bytes: u64,
+    /// Bytes read from storage during each timed epoch, in order (with a disk cache, what
+    /// the cache did not serve).
+    pub epoch_storage_bytes: Vec<u64>,
     /// Transient failures retried during the timed epochs.
     pub retries: u64,
     /// The loader's memory accounting at the end.
@@ -75,9 +78,10 @@ pub fn measure(loader: &Loader, warmup: u64, epochs: u64) -> Result<Throughput> 
     let io0 = loader.io_stats();
     let t = Instant::now();
     let (mut samples, mut batches, mut tensor_bytes) = (0u64, 0u64, 0u64);
-    let mut epoch_times = Vec::new();
+    let (mut epoch_times, mut epoch_storage_bytes) = (Vec::new(), Vec::new());
     for e in warmup..warmup + epochs {
         let te = Instant::now();
+        let bytes0 = loader.io_stats().bytes;
         for batch in loader.epoch(e)? {
             let batch = batch?;
             first_batch.get_or_insert_with(|| start.elapsed());
@@ -92,6 +96,7 @@ pub fn measure(loader: &Loader, warmup: u64, epochs: u64) -> Result<Throughput> 
             }
         }
         epoch_times.push(te.elapsed());
+        epoch_storage_bytes.push(loader.io_stats().bytes - bytes0);
     }
     let elapsed = t.elapsed();
     let io = loader.io_stats();
@@ -105,6 +110,7 @@ pub fn measure(loader: &Loader, warmup: u64, epochs: u64) -> Result<Throughput> 
         first_batch,
         requests: io.requests - io0.requests,
         storage_bytes: io.bytes - io0.bytes,
+        epoch_storage_bytes,
         retries: io.retries - io0.retries,
         memory: loader.memory_stats(),
     })

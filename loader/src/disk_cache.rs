@@ -36,13 +36,15 @@
 //! **Sharing between processes.** Readers open committed entries only: a download is written
 //! to `<entry>.tmp` and renamed into place once complete, so no reader sees a partial entry
 //! (no fsync: after a power loss an entry whose bytes were lost fails its checksums and is
-//! fetched again). A download holds `<entry>.lock` with `flock`, so one process fetches a
-//! block while the others poll the lock (1 to 10 ms apart) and then read the entry; the
-//! threads of one process queue for a block on an in-process async mutex first, so they
-//! neither poll nor fetch it twice. The kernel releases
-//! the lock of a process that dies, and the next one overwrites its temporary file. A lock
-//! file is removed by its owner while it holds it; whoever then locks the removed file sees
-//! that the path names another file and tries again.
+//! fetched again). The temporary file is also the download's lock: its writer holds an
+//! exclusive `flock` on it, so one process fetches a block while the others poll (1 to 10 ms
+//! apart) until the entry is there; the threads of one process queue for a block on an
+//! in-process async mutex first, so they neither poll nor fetch it twice. The kernel releases
+//! the lock of a process that dies, and the next one takes the file over and empties it. The
+//! owner renames (or, after a failure, removes) the file while it holds the lock; whoever
+//! then locks the old file sees that the path names another file (or none) and looks again.
+//! One new file per block and no deletions: a lock file of its own per download (created and
+//! deleted every block) made ext4's inode allocator the bottleneck of a cold epoch.
 //!
 //! **Bound and eviction (LRU).** `<cache_dir>/usage` holds the committed bytes (entry file
 //! lengths) under its own `flock`. A commit adds its entry there before the rename; when the
@@ -103,7 +105,6 @@ const LOCK_POLL_FIRST: Duration = Duration::from_millis(1);
 const LOCK_POLL_MAX: Duration = Duration::from_millis(10);
 const LEDGER: &str = "usage";
 const ENTRY_SUFFIX: &str = ".tc";
-const LOCK_SUFFIX: &str = ".lock";
 const TMP_SUFFIX: &str = ".tmp";
 
 /// The disk cache's traffic since the loader opened ([`IoStats::cache`](crate::IoStats::cache)).
@@ -276,30 +277,45 @@ impl Crcs {
     }
 }
 
-/// An exclusive `flock` on an entry's lock file, removed (then unlocked) on drop.
+/// A download's claim on an entry: its temporary file `<entry>.tmp`, open and under an
+/// exclusive `flock` for as long as this lives, so that one process at a time writes it. On
+/// drop the file is removed (while still locked) unless it was committed, i.e. renamed into
+/// place. The temporary file is the lock: a download costs one new file, not two (creating
+/// and deleting a lock file per block made ext4's inode allocator the bottleneck of a cold
+/// epoch).
 #[derive(Debug)]
-struct EntryLock {
-    /// Held for the lock: it lasts as long as this open file.
-    _file: File,
+struct Claim {
+    file: File,
     path: PathBuf,
+    committed: bool,
 }
 
-impl EntryLock {
-    /// Takes the lock at `path` unless another holder has it (`None`).
-    fn try_take(path: &Path) -> io::Result<Option<Self>> {
+/// What [`Claim::take`] found.
+enum Taken {
+    /// This process holds the claim.
+    Claim(Claim),
+    /// The entry was committed (by whoever held the claim) while this one waited.
+    Committed,
+    /// `stopped` was set while waiting.
+    Stopped,
+}
+
+impl Claim {
+    /// Claims `tmp` unless another open file holds it (`None`).
+    fn try_take(tmp: &Path) -> io::Result<Option<Self>> {
         loop {
-            let file = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(path)?;
+            let file = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(tmp)?;
             match flock(&file, FlockOperation::NonBlockingLockExclusive) {
                 Ok(()) => {}
                 Err(e) if e == rustix::io::Errno::WOULDBLOCK => return Ok(None),
                 Err(e) => return Err(e.into()),
             }
-            // The previous holder removes the file before unlocking it: a lock on a removed
-            // file excludes nobody, so hold it only if the path still names this file.
+            // The previous holder renamed or removed the file before unlocking it: a lock on
+            // that file excludes nobody, so hold it only if the path still names this file.
             let ours = file.metadata()?;
-            match fs::metadata(path) {
+            match fs::metadata(tmp) {
                 Ok(m) if m.ino() == ours.ino() && m.dev() == ours.dev() => {
-                    return Ok(Some(Self { _file: file, path: path.to_path_buf() }));
+                    return Ok(Some(Self { file, path: tmp.to_path_buf(), committed: false }));
                 }
                 Ok(_) => {}
                 Err(e) if e.kind() == io::ErrorKind::NotFound => {}
@@ -308,26 +324,39 @@ impl EntryLock {
         }
     }
 
-    /// Waits for the lock at `path` (`None` when `stopped` is set meanwhile).
-    async fn take(path: &Path, stopped: &AtomicBool) -> io::Result<Option<Self>> {
+    /// Waits for the claim on `tmp`, or for `entry` to be committed (when given: checked
+    /// before each try, so that waiting on a download that succeeds creates no file).
+    async fn take(tmp: &Path, entry: Option<&Path>, stopped: &AtomicBool) -> io::Result<Taken> {
         let mut wait = LOCK_POLL_FIRST;
         loop {
-            if let Some(lock) = Self::try_take(path)? {
-                return Ok(Some(lock));
+            if entry.is_some_and(Path::exists) {
+                return Ok(Taken::Committed);
+            }
+            if let Some(claim) = Self::try_take(tmp)? {
+                return Ok(Taken::Claim(claim));
             }
             if stopped.load(Ordering::Acquire) {
-                return Ok(None);
+                return Ok(Taken::Stopped);
             }
             tokio::time::sleep(wait).await;
             wait = (wait * 2).min(LOCK_POLL_MAX);
         }
     }
+
+    /// The claimed file emptied, as a writer (a dead process's download may have left bytes;
+    /// the handle shares the open file, and with it the lock).
+    fn writer(&self) -> io::Result<BufWriter<File>> {
+        self.file.set_len(0)?;
+        Ok(BufWriter::with_capacity(WRITE_BUFFER, self.file.try_clone()?))
+    }
 }
 
-impl Drop for EntryLock {
+impl Drop for Claim {
     fn drop(&mut self) {
-        // Removed while held; `file` closes (unlocks) after this.
-        let _ = fs::remove_file(&self.path);
+        if !self.committed {
+            // Removed while held; `file` closes (unlocks) after this.
+            let _ = fs::remove_file(&self.path);
+        }
     }
 }
 
@@ -629,38 +658,42 @@ impl DiskCache {
         if !job.force && matches!(self.read(&name, &path, job, false)?, Looked::Hit) {
             return Ok(());
         }
-        // This process's threads queue for the block without polling; the lock file then
-        // orders the processes.
+        // This process's threads queue for the block without polling; the claim on the
+        // temporary file then orders the processes.
         let _turn = self.turn(&name).await;
-        let lock = match EntryLock::take(&self.dir.join(format!("{name}{LOCK_SUFFIX}")), stopped).await {
-            Ok(Some(lock)) => Some(lock),
-            Ok(None) => return Err(Attempt::Fatal(LoaderError::Stopped)),
-            Err(e) => {
-                self.failed("locking an entry", &e);
-                None
+        let tmp = self.dir.join(format!("{name}{TMP_SUFFIX}"));
+        let mut unreadable = 0;
+        let mut claim = loop {
+            // Forced: the entry is replaced whatever it holds.
+            let entry = (!job.force && unreadable < 2).then_some(path.as_path());
+            match Claim::take(&tmp, entry, stopped).await {
+                Ok(Taken::Claim(claim)) => break Some(claim),
+                Ok(Taken::Stopped) => return Err(Attempt::Fatal(LoaderError::Stopped)),
+                Ok(Taken::Committed) => match self.read(&name, &path, job, true)? {
+                    Looked::Hit => return Ok(()),
+                    // Evicted since, or there but not openable: claim it (at most twice).
+                    Looked::Miss => unreadable += 1,
+                    Looked::Corrupt => self.drop_corrupt(&name, &path),
+                },
+                Err(e) => {
+                    self.failed("claiming an entry", &e);
+                    break None;
+                }
             }
         };
-        if lock.is_some() {
-            // Whoever held the lock may have committed the block meanwhile (read afresh: a
-            // file this process has open may be one since replaced).
+        if claim.is_some() {
+            // Whoever held the claim may have committed the block between the last look and
+            // ours (read afresh: a file this process has open may be one since replaced).
             let looked = if job.force { Looked::Corrupt } else { self.read(&name, &path, job, true)? };
             match looked {
                 Looked::Hit => return Ok(()),
                 Looked::Miss => {}
-                Looked::Corrupt => {
-                    self.forget(&name);
-                    match fs::remove_file(&path) {
-                        Ok(()) => bump(&self.counters.corrupt, 1),
-                        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-                        Err(e) => self.failed("removing a corrupt entry", &e),
-                    }
-                }
+                Looked::Corrupt => self.drop_corrupt(&name, &path),
             }
         }
-        let tmp = self.dir.join(format!("{name}{TMP_SUFFIX}"));
-        let out = match &lock {
-            Some(_) => match OpenOptions::new().write(true).create(true).truncate(true).open(&tmp) {
-                Ok(file) => Some(BufWriter::with_capacity(WRITE_BUFFER, file)),
+        let out = match &claim {
+            Some(c) => match c.writer() {
+                Ok(w) => Some(w),
                 Err(e) => {
                     self.failed("creating an entry", &e);
                     None
@@ -674,15 +707,8 @@ impl DiskCache {
         let range = job.block * BLOCK_BYTES..(job.block + 1) * BLOCK_BYTES;
         let got = f.get_body(store, job.key, range, &mut sink).await;
         let Download { out, error, crcs, .. } = sink;
-        let len = match got {
-            Ok(len) => len,
-            Err(e) => {
-                if writing {
-                    let _ = fs::remove_file(&tmp);
-                }
-                return Err(e);
-            }
-        };
+        // A failed download's claim removes its temporary file as it drops.
+        let len = got?;
         bump(&self.counters.misses, 1);
         if !writing {
             return Ok(());
@@ -712,14 +738,22 @@ impl DiskCache {
             }
             _ => None,
         };
-        match kept {
-            Some(size) => bump(&self.counters.written_bytes, size),
-            None => {
-                let _ = fs::remove_file(&tmp);
-            }
+        if let (Some(size), Some(claim)) = (kept, claim.as_mut()) {
+            claim.committed = true; // renamed into place
+            bump(&self.counters.written_bytes, size);
         }
-        drop(lock);
+        drop(claim);
         Ok(())
+    }
+
+    /// Removes entry `name`, found corrupt.
+    fn drop_corrupt(&self, name: &str, path: &Path) {
+        self.forget(name);
+        match fs::remove_file(path) {
+            Ok(()) => bump(&self.counters.corrupt, 1),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => self.failed("removing a corrupt entry", &e),
+        }
     }
 
     /// Serves `job` from its entry if there is a sound one (`fresh`: opened again, not the
@@ -847,7 +881,7 @@ impl DiskCache {
                 let Ok(name) = e.file_name().into_string() else { continue };
                 if let Some(entry) = name.strip_suffix(TMP_SUFFIX) {
                     if entry.ends_with(ENTRY_SUFFIX) {
-                        reap(&ns.path(), entry, &e.path());
+                        reap(&e.path());
                     }
                     continue;
                 }
@@ -882,12 +916,10 @@ impl DiskCache {
     }
 }
 
-/// Removes `tmp`, the temporary file of entry `entry` in `dir`, unless a live download holds
-/// the entry's lock.
-fn reap(dir: &Path, entry: &str, tmp: &Path) {
-    if let Ok(Some(_lock)) = EntryLock::try_take(&dir.join(format!("{entry}{LOCK_SUFFIX}"))) {
-        let _ = fs::remove_file(tmp);
-    }
+/// Removes `tmp`, the temporary file of an entry, unless a live download holds its claim
+/// (the claim, taken here, removes the file as it drops).
+fn reap(tmp: &Path) {
+    let _ = Claim::try_take(tmp);
 }
 
 /// The ledger's byte count, if it holds a sound one.
@@ -1086,14 +1118,30 @@ mod tests {
     }
 
     #[test]
-    fn a_lock_excludes_other_holders_and_is_removed_with_its_owner() {
+    fn a_claim_excludes_other_holders_and_is_removed_with_its_owner_unless_committed() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("e.tc.lock");
-        let held = EntryLock::try_take(&path).unwrap().expect("free");
-        assert!(EntryLock::try_take(&path).unwrap().is_none(), "held by another open file");
+        let path = dir.path().join("e.tc.tmp");
+        let held = Claim::try_take(&path).unwrap().expect("free");
+        assert!(Claim::try_take(&path).unwrap().is_none(), "held by another open file");
         drop(held);
-        assert!(!path.exists(), "the owner removes its lock file");
-        assert!(EntryLock::try_take(&path).unwrap().is_some());
+        assert!(!path.exists(), "the owner removes its temporary file");
+        // A claim's file renamed into place (committed) stays, and frees the path: a waiter
+        // that opened the old file before the rename does not hold a claim on it.
+        let mut held = Claim::try_take(&path).unwrap().expect("free");
+        let mut w = held.writer().unwrap();
+        w.write_all(b"block").unwrap();
+        drop(w);
+        let waiter = OpenOptions::new().read(true).write(true).open(&path).unwrap();
+        let entry = dir.path().join("e.tc");
+        fs::rename(&path, &entry).unwrap();
+        held.committed = true;
+        drop(held);
+        assert_eq!(fs::read(&entry).unwrap(), b"block");
+        flock(&waiter, FlockOperation::NonBlockingLockExclusive).expect("the committed file is unlocked");
+        let again = Claim::try_take(&path).unwrap().expect("a new temporary file");
+        assert_eq!(fs::metadata(&path).unwrap().len(), 0);
+        drop(again);
+        assert!(!path.exists());
     }
 
     #[test]

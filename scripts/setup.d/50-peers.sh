@@ -8,7 +8,9 @@
 # file and installs everything with --no-deps, from the explicit list below: the peers'
 # declared dependencies would pull another torch (torchvision's newest) and older numpy, and
 # .venv's torch is the libtorch the Rust build links. Only what the harness imports is listed;
-# the cloud back-ends the peers declare (S3, GCS, Azure, OCI clients) are left out.
+# of the cloud back-ends the peers declare, only S3's (boto3, for `run.py --remote`) is here,
+# and the packages the peers import that `test` would otherwise bring into .venv (moto's boto3
+# and requests, Ray's pyyaml), so that the `bench` purpose works on its own.
 # Idempotent: a second run only checks the pins.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -23,6 +25,9 @@ PINS=(
   scikit-image==0.26.0 pillow==13.0.0
   grain==0.2.18 array_record==0.8.6 cloudpickle==3.1.3 etils==1.15.0 portpicker==1.6.0 psutil==7.2.2
   zipp==4.1.2 absl-py==2.5.1
+  packaging==25.0 boto3==1.44.8 botocore==1.44.8 s3transfer==0.19.3 jmespath==1.1.0
+  python-dateutil==2.9.0.post0 six==1.17.0 urllib3==2.8.0 requests==2.34.2 certifi==2026.10.19.post1
+  charset-normalizer==3.5.3 idna==3.20 pyyaml==6.0.4 regex==2026.11.19 lazy-loader==0.6
 )
 # .venv's own packages the peers use (installed there by scripts/setup.sh and scripts/python.sh).
 BASE=(pyarrow==26.0.1 pytest==8.4.2)

@@ -16,10 +16,14 @@ CONFIG = "as the Python row: global shuffle, 2 loader threads, checksums on; lib
 BINARY = "target/release/tessera"
 
 
-def command(path: str, args) -> List[str]:
+# The disk cache's bound from a bucket (MiB).
+CACHE_MIB = 8 << 10
+
+
+def command(path: str, args, shuffle: str = "global") -> List[str]:
     """`tessera bench` runs `--warmup` untimed epochs, then `--epochs` timed ones; from a bucket
-    with a disk cache of its own (`--cache-dir`, bound 8 GiB)."""
-    cache = ["--cache-dir", args.cache, "--cache-mib", str(8 << 10)] if args.remote else []
+    with a disk cache of its own (`--cache-dir`, bound `CACHE_MIB`)."""
+    cache = ["--cache-dir", args.cache, "--cache-mib", str(CACHE_MIB)] if args.remote else []
     return [
         BINARY,
         "--json",
@@ -28,7 +32,7 @@ def command(path: str, args) -> List[str]:
         "--batch-size",
         str(args.batch_size),
         "--shuffle",
-        "global",
+        shuffle,
         "--workers",
         str(args.workers),
         "--warmup",
@@ -50,4 +54,11 @@ def parse(stdout: str, args) -> Dict[str, Any]:
         "raw_read_samples_per_sec": report.get("raw_read_samples_per_sec"),
         "epoch_seconds": report.get("epoch_seconds"),
         "first_batch_seconds": report.get("first_batch_seconds"),
+        # For run.py's summary: the loader's own memory, what it fetched per epoch against
+        # what it delivered, and its cache's bound.
+        "memory_budget": report.get("memory_budget"),
+        "memory_high_water": report.get("memory_high_water"),
+        "epoch_storage_bytes": report.get("epoch_storage_bytes"),
+        "tensor_bytes_per_epoch": report.get("tensor_bytes_per_epoch"),
+        "cache_bound": (CACHE_MIB << 20) if args.remote else None,
     }

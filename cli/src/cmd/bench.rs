@@ -122,6 +122,7 @@ pub(crate) fn run(ctx: Ctx, a: &Args) -> CliResult<Exit> {
             "open_seconds": open_seconds, "first_batch_seconds": first_batch,
             "cache_hits": cache.hits, "cache_misses": cache.misses, "cache_read_bytes": cache.read_bytes,
             "cache_written_bytes": cache.written_bytes,
+            "epoch_storage_bytes": t.epoch_storage_bytes, "tensor_bytes_per_epoch": per_epoch(t.tensor_bytes),
         }));
     } else {
         let mut out = format!(
