@@ -256,9 +256,10 @@ def remote_table(results: List[Dict[str, Any]], rows: int) -> str:
     for r in results:
         e1, e2 = (rows / s for s in r["epoch_seconds"][:2])
         share = f"{100 * e1 / (rows / limit['epoch_seconds'][0]):.0f}%" if limit else "–"
-        fb = r.get("first_batch_seconds")
+        fb = None if r is limit else r.get("first_batch_seconds")
+        name = "the link's limit (`bucket_read`, 32 × 8 MiB in flight)" if r is limit else r["name"]
         lines.append(
-            f"| {r['name']} | {e1:,.0f} | {share} | {e2:,.0f} | {'–' if fb is None else f'{fb:.2f} s'} | "
+            f"| {name} | {e1:,.0f} | {share} | {e2:,.0f} | {'–' if fb is None else f'{fb:.2f} s'} | "
             f"{fmt_mib(r['peak_rss'])} | {r['checked']} |"
         )
     return "\n".join(lines)
