@@ -348,6 +348,14 @@ impl Claim {
         }
     }
 
+    /// Renames the claimed file to `path` (while still holding it): the entry is committed
+    /// and stays when the claim drops.
+    fn commit(&mut self, path: &Path) -> io::Result<()> {
+        fs::rename(&self.path, path)?;
+        self.committed = true;
+        Ok(())
+    }
+
     /// The claimed file emptied, as a writer (a dead process's download may have left bytes;
     /// the handle shares the open file, and with it the lock).
     fn writer(&self) -> io::Result<BufWriter<File>> {
@@ -720,15 +728,15 @@ impl DiskCache {
         }
         // Keep the block only if every page wanted whole passed its checksum as it landed.
         let sound = job.pieces.iter().all(|p| p.check.is_none() || p.verified);
-        let kept = match (out, error) {
-            (Some(out), None) if sound => {
+        let kept = match (out, error, claim.as_mut()) {
+            (Some(out), None, Some(claim)) if sound => {
                 let header = encode_header(job.key, job.block, len, &crcs.finish());
                 let size = header.len() as u64 + len;
                 let r = out
                     .into_inner()
                     .map_err(io::IntoInnerError::into_error)
                     .and_then(|file| file.write_all_at(&header, 0))
-                    .and_then(|()| self.commit(&tmp, &path, size));
+                    .and_then(|()| self.commit(claim, &path, size));
                 match r {
                     Ok(kept) => kept.then_some(size),
                     Err(e) => {
@@ -737,14 +745,13 @@ impl DiskCache {
                     }
                 }
             }
-            (_, Some(e)) => {
+            (_, Some(e), _) => {
                 self.failed("writing an entry", &e);
                 None
             }
             _ => None,
         };
-        if let (Some(size), Some(claim)) = (kept, claim.as_mut()) {
-            claim.committed = true; // renamed into place
+        if let Some(size) = kept {
             bump(&self.counters.written_bytes, size);
         }
         drop(claim);
@@ -844,10 +851,10 @@ impl DiskCache {
         self.open.lock().unwrap_or_else(PoisonError::into_inner).pop(name);
     }
 
-    /// Renames a complete temporary entry of `size` bytes into place, first adding it to the
+    /// Renames a complete temporary entry (`claim`) of `size` bytes into place, first adding it to the
     /// ledger and, when that passes the bound, evicting (see the module docs). `false` when
     /// the entry does not fit the bound at all.
-    fn commit(&self, tmp: &Path, path: &Path, size: u64) -> io::Result<bool> {
+    fn commit(&self, claim: &mut Claim, path: &Path, size: u64) -> io::Result<bool> {
         if size > self.bound {
             return Ok(false);
         }
@@ -860,7 +867,7 @@ impl DiskCache {
                 used = Some(self.evict(target)?);
             }
             write_ledger(&ledger, used.unwrap_or(0) + size)?;
-            fs::rename(tmp, path)
+            claim.commit(path)
         })();
         let _ = flock(&*ledger, FlockOperation::Unlock);
         r.map(|()| true)
@@ -1146,8 +1153,7 @@ mod tests {
         drop(w);
         let waiter = OpenOptions::new().read(true).write(true).open(&path).unwrap();
         let entry = dir.path().join("e.tc");
-        fs::rename(&path, &entry).unwrap();
-        held.committed = true;
+        held.commit(&entry).unwrap();
         drop(held);
         assert_eq!(fs::read(&entry).unwrap(), b"block");
         flock(&waiter, FlockOperation::NonBlockingLockExclusive).expect("the committed file is unlocked");
