@@ -117,6 +117,14 @@ impl From<tessera::Error> for CliError {
     }
 }
 
+impl From<tessera_ingest::IngestError> for CliError {
+    fn from(e: tessera_ingest::IngestError) -> Self {
+        let mut out = Self::new(exit_for(e.class()), e.message());
+        out.notes = e.notes().to_vec();
+        out
+    }
+}
+
 impl fmt::Display for CliError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.message)

@@ -12,7 +12,6 @@
 
 mod cmd;
 mod error;
-mod input;
 mod progress;
 
 use std::io::Write;

@@ -83,6 +83,11 @@ pub(crate) fn from_tessera(e: &tessera::Error) -> PyErr {
     exception(Some(e.class()), e.to_string())
 }
 
+/// Maps an ingest error to its class's exception; its notes follow the message, one per line.
+pub(crate) fn from_ingest(e: &tessera_ingest::IngestError) -> PyErr {
+    exception(Some(e.class()), e.to_string())
+}
+
 /// Maps a loader error to its class's exception (the base class for a worker panic, a
 /// stopped loader or a framework failure, which have no spec class).
 pub(crate) fn from_loader(e: &LoaderError) -> PyErr {

@@ -11,6 +11,8 @@
 //!   only when no Python object can see it any more. Waiting for a batch releases the GIL.
 //! * `write_fragments` / `commit_fragments` (`fragments`): parallel writers, one commit;
 //!   `fragment_rows` / `open_view`: the units a parallel reader splits.
+//! * `ingest` (`ingest`): inputs decoded once into a dataset by `tessera-ingest`, the code
+//!   `tessera ingest` runs.
 //! * `cast_numbers` (`cast`): numbers into a column's element type by `tessera::cast`'s
 //!   rule, for the values numpy cannot convert exactly.
 //! * The exception classes (`errors`): `TesseraError` and one subclass per spec error class.
@@ -25,6 +27,7 @@ mod cast;
 mod dataset;
 mod errors;
 mod fragments;
+mod ingest;
 mod loader;
 mod packing;
 mod transform;
@@ -45,6 +48,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(fragments::fragment_rows, m)?)?;
     m.add_function(wrap_pyfunction!(fragments::open_view, m)?)?;
     m.add_function(wrap_pyfunction!(cast::cast_numbers, m)?)?;
+    m.add_function(wrap_pyfunction!(ingest::ingest, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

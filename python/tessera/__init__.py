@@ -13,6 +13,10 @@ Datasets::
     ds = tessera.open("/tmp/ds", version=v)     # or tag=..., branch=...
     ds.read([0, 5, 9], columns=["label", "caption"])   # {"label": array, "caption": [str, ...]}
 
+Ingest (decode once; image folders, WebDataset, NumPy, JSON Lines, Parquet, audio, video)::
+
+    report = tessera.ingest("/tmp/imagenet", "imagenet/train", size=224)   # report["version"]
+
 Training (numpy needs no torch; torch is imported only by ``pytorch()``)::
 
     for batch in ds.pytorch(batch_size=64, shuffle="global", seed=0):
@@ -42,12 +46,14 @@ from ._native import (
     UsageError,
 )
 from . import transforms
+from ._ingest import ingest
 from ._loader import Loader, LoaderIterator, open_loader
 from .mixture import Mixture, mix
 
 __all__ = [
     "open",
     "create",
+    "ingest",
     "Dataset",
     "Loader",
     "LoaderIterator",

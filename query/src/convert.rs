@@ -2,11 +2,11 @@
 //!
 //! | tessera column | Arrow field |
 //! |---|---|
-//! | rank 0 numbers and bool | the [`arrow_bridge`] type (bf16: `Float32`, widened exactly), except f16: `Float32` (exact; DataFusion's f16 support is partial) |
+//! | rank 0 numbers and bool | the [`tessera_arrow`] type (bf16: `Float32`, widened exactly), except f16: `Float32` (exact; DataFusion's f16 support is partial) |
 //! | rank 0 utf8, bytes | `Utf8View`, `BinaryView` |
 //! | all dims fixed | `FixedSizeList` of the element type, flattened in C order |
 //! | a ragged dim | `LargeList` of the element type, flattened |
-//! | tensor element | the [`arrow_bridge`] type (f16: `Float16`, bf16: `Float32`) |
+//! | tensor element | the [`tessera_arrow`] type (f16: `Float16`, bf16: `Float32`) |
 //! | class label of rank 0 / 1 | the ids as above, plus `<name>_name`: the class names (`Utf8View` / list of them) |
 //! | — | `_rowid`: `UInt64`, the row's position in the version |
 //!
@@ -23,8 +23,8 @@ use datafusion::arrow::buffer::{NullBuffer, OffsetBuffer};
 use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Schema, SchemaRef};
 use tessera::{Column, ColumnData, DType, Dim, Kind};
 
-use crate::arrow_bridge;
 use crate::error::{QueryError, QueryResult};
+use tessera_arrow as arrow_bridge;
 
 /// The name of the row-position column every table has.
 pub const ROWID: &str = "_rowid";
@@ -83,7 +83,7 @@ pub(crate) fn layout(schema: &tessera::Schema) -> QueryResult<Layout> {
 }
 
 /// The Arrow type of one element of a tensor column, or of a rank-0 column: the
-/// [`arrow_bridge`] type, in the engine's forms.
+/// [`tessera_arrow`] type, in the engine's forms.
 fn element_type(dtype: DType, scalar: bool) -> DataType {
     match dtype {
         // DataFusion's Float16 support is partial: rank-0 f16 is widened (exactly) for SQL.

@@ -11,7 +11,7 @@
 //!
 //! | piece | module |
 //! |---|---|
-//! | dtypes as Arrow types and arrays, both ways (query, Parquet export and import) | [`arrow_bridge`] |
+//! | dtypes as Arrow types and arrays, both ways | the `tessera-arrow` crate, shared with Parquet export and import |
 //! | tessera columns as Arrow fields and arrays, `_rowid`, class names | [`convert`] |
 //! | the table: filter pushdown, fragment pruning by manifest statistics | [`table`], `prune` |
 //! | the scan: reader threads, late materialization, deletion vectors, checksums | `scan` |
@@ -36,7 +36,6 @@
 //! The engine is blocking: call it from outside any async runtime (it owns one).
 
 mod ann;
-pub mod arrow_bridge;
 pub mod convert;
 pub mod distance;
 mod error;

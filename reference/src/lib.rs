@@ -115,4 +115,4 @@ pub use limits::Limits;
 pub use schema::{BBoxFormat, Codec, Column, Compression, Dim, ImageLayout, Kind, Metric, Schema};
 pub use store::Store;
 pub use view::{RowRuns, Run, View, ViewRows, ViewRowsBuilder};
-pub use words::{DEFAULT_ZSTD_LEVEL, ParseWordError};
+pub use words::{DEFAULT_ZSTD_LEVEL, ParseWordError, ShapeDisplay};

@@ -6,6 +6,7 @@
 //! | word | printed | also parsed |
 //! |---|---|---|
 //! | [`DType`] | `u8`, `bf16`, `utf8`, … | |
+//! | a shape ([`ShapeDisplay`]) | `[224, 224, 3]`, `[?, ?, 3]` (`?`: a ragged dim) | |
 //! | [`ImageLayout`] | `hwc`, `chw`, `hw` | |
 //! | [`Metric`] | `unspecified`, `cosine`, `dot`, `l2` | |
 //! | [`BBoxFormat`] | `xyxy`, `xywh`, `cxcywh` | |
@@ -21,7 +22,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use crate::dtype::DType;
-use crate::schema::{BBoxFormat, Compression, ImageLayout, Kind, Metric};
+use crate::schema::{BBoxFormat, Compression, Dim, ImageLayout, Kind, Metric};
 
 /// The zstd level of a bare `zstd` (and of the CLI's default for text and JSON columns).
 pub const DEFAULT_ZSTD_LEVEL: i32 = 3;
@@ -48,6 +49,27 @@ impl ParseWordError {
 impl From<ParseWordError> for crate::Error {
     fn from(e: ParseWordError) -> Self {
         Self::usage(e.to_string())
+    }
+}
+
+/// A column's shape as messages print it: `[224, 224, 3]`, `[?, 4]` (`?` is a ragged dim),
+/// `[]` for a scalar.
+#[derive(Clone, Copy, Debug)]
+pub struct ShapeDisplay<'a>(pub &'a [Dim]);
+
+impl fmt::Display for ShapeDisplay<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("[")?;
+        for (i, d) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str(", ")?;
+            }
+            match d {
+                Dim::Fixed(n) => write!(f, "{n}")?,
+                Dim::Ragged => f.write_str("?")?,
+            }
+        }
+        f.write_str("]")
     }
 }
 
@@ -372,6 +394,13 @@ fn json_string_end(s: &str) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn shapes_print_ragged_dims_as_question_marks() {
+        assert_eq!(ShapeDisplay(&[]).to_string(), "[]");
+        assert_eq!(ShapeDisplay(&[Dim::Fixed(224), Dim::Fixed(224), Dim::Fixed(3)]).to_string(), "[224, 224, 3]");
+        assert_eq!(ShapeDisplay(&[Dim::Ragged, Dim::Fixed(4)]).to_string(), "[?, 4]");
+    }
 
     fn kinds() -> Vec<Kind> {
         let mut v = vec![

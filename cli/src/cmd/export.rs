@@ -31,8 +31,8 @@ use tessera::{Column, ColumnData, DType, Dataset, Dim, ImageLayout, Kind};
 
 use super::{AtArgs, Ctx, DatasetArg, emit, emit_json, fmt_bytes, open, parse_size};
 use crate::error::{CliError, CliResult, Exit};
-use crate::input::{self, npy, wds};
 use crate::progress::{Progress, Total, visible};
+use tessera_ingest::export::{npy_descr, npy_header, wds_column_name, write_sidecar};
 
 /// Arguments of `tessera export`.
 #[derive(clap::Args, Debug)]
@@ -112,7 +112,7 @@ pub(crate) fn run(ctx: Ctx, args: &Args) -> CliResult<Exit> {
         }
         ExportFormat::Parquet => parquet::export_parquet(&ds, &cols, &args.out, &mut progress)?,
     };
-    input::write_sidecar(&args.out, &cols)?;
+    write_sidecar(&args.out, &cols)?;
     progress.finish();
     let seconds = progress.seconds();
     let bytes: u64 = files.iter().filter_map(|f| std::fs::metadata(f).ok()).map(|m| m.len()).sum();
@@ -169,14 +169,14 @@ fn export_npy(ds: &Dataset, cols: &[Column], out: &Path, progress: &mut Progress
             let mut f = create(&p)?;
             let mut shape = vec![n];
             shape.extend(c.shape.iter().map(|d| if let Dim::Fixed(x) = d { *x } else { 0 }));
-            f.write_all(&npy::header(npy::descr(c.dtype), &shape, 0)).map_err(|e| CliError::io(&p, &e))?;
+            f.write_all(&npy_header(npy_descr(c.dtype), &shape, 0)).map_err(|e| CliError::io(&p, &e))?;
             w.fixed = Some(f);
             paths.push(p);
         } else {
             let rank = if c.dtype.is_variable() { 1 } else { c.shape.len() as u64 };
             let p = out.join(format!("{}.lengths.npy", c.name));
             let mut f = create(&p)?;
-            f.write_all(&npy::header("<u8", &[n, rank], 0)).map_err(|e| CliError::io(&p, &e))?;
+            f.write_all(&npy_header("<u8", &[n, rank], 0)).map_err(|e| CliError::io(&p, &e))?;
             w.lengths = Some(f);
             paths.push(p);
             let p = out.join(format!("{}.values.npy", c.name));
@@ -188,7 +188,7 @@ fn export_npy(ds: &Dataset, cols: &[Column], out: &Path, progress: &mut Progress
         if c.nullable {
             let p = out.join(format!("{}.valid.npy", c.name));
             let mut f = create(&p)?;
-            f.write_all(&npy::header("|b1", &[n], 0)).map_err(|e| CliError::io(&p, &e))?;
+            f.write_all(&npy_header("|b1", &[n], 0)).map_err(|e| CliError::io(&p, &e))?;
             w.valid = Some(f);
             paths.push(p);
         }
@@ -233,7 +233,7 @@ fn export_npy(ds: &Dataset, cols: &[Column], out: &Path, progress: &mut Progress
         }
         if let Some((f, p, count)) = w.values {
             let mut f = f.into_inner().map_err(|e| CliError::other(format!("writing {}: {e}", c.name)))?;
-            let h = npy::header(npy::descr(c.dtype), &[count], VALUES_HEADER);
+            let h = npy_header(npy_descr(c.dtype), &[count], VALUES_HEADER);
             if h.len() != VALUES_HEADER {
                 return Err(CliError::other("values header does not fit its reserved space"));
             }
@@ -309,7 +309,7 @@ fn encode_field(field: &Field, c: &Column, data: &ColumnData, i: usize) -> CliRe
         }
         Field::Txt | Field::Json | Field::Bin => row.to_vec(),
         Field::Npy => {
-            let mut out = npy::header(npy::descr(c.dtype), &shape, 0);
+            let mut out = npy_header(npy_descr(c.dtype), &shape, 0);
             out.extend_from_slice(row);
             out
         }
@@ -405,7 +405,7 @@ fn export_wds(
         .map(|c| {
             let f = Field::of(c);
             let ext = f.ext();
-            let name = if wds::canonical_name(ext) == c.name { ext.to_string() } else { format!("{}.{ext}", c.name) };
+            let name = if wds_column_name(ext) == c.name { ext.to_string() } else { format!("{}.{ext}", c.name) };
             (f, name)
         })
         .collect();

@@ -264,14 +264,7 @@ pub(crate) fn fmt_bytes(n: u64) -> String {
 
 /// A shape as `[224, 224, 3]`, ragged dims as `?`; `utf8`/`bytes` columns show `[]`.
 pub(crate) fn fmt_shape(shape: &[Dim]) -> String {
-    let dims: Vec<String> = shape
-        .iter()
-        .map(|d| match d {
-            Dim::Fixed(n) => n.to_string(),
-            Dim::Ragged => "?".to_string(),
-        })
-        .collect();
-    format!("[{}]", dims.join(", "))
+    tessera::ShapeDisplay(shape).to_string()
 }
 
 /// A kind as the reference prints it (`image(hwc)`, `audio(16000 Hz)`), class labels

@@ -3,7 +3,7 @@
 //!
 //! | column | Parquet (Arrow) type | Hugging Face feature |
 //! |---|---|---|
-//! | rank-0 numbers, bool | the same primitive; bf16 as `Float32`, widened exactly (`tessera_query::arrow_bridge`) | `Value` |
+//! | rank-0 numbers, bool | the same primitive; bf16 as `Float32`, widened exactly (`tessera_arrow`) | `Value` |
 //! | class label (rank 0) | its integer type | `ClassLabel` with the names |
 //! | image, u8 `[H, W, 3]` HWC | struct `{bytes: PNG, path: null}` | `Image` |
 //! | utf8 / bytes | string / binary | `Value` |
@@ -26,7 +26,7 @@ use parquet::basic::Compression;
 use parquet::file::properties::WriterProperties;
 use serde_json::json;
 use tessera::{Column, ColumnData, DType, Dataset, Dim, ImageLayout, Kind};
-use tessera_query::arrow_bridge;
+use tessera_arrow as arrow_bridge;
 
 use crate::error::{CliError, CliResult};
 use crate::progress::Progress;

@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use tessera::{Column, Compression, DType, Dim, ImageLayout, Kind};
 
-use crate::error::{CliError, CliResult};
+use crate::error::{IngestError, IngestResult};
 
 /// A decoded image: `height × width × channels` bytes, row-major (HWC).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -172,36 +172,36 @@ pub(crate) fn default_compression(c: &Column) -> Compression {
 }
 
 /// Name of the schema sidecar `tessera export` writes next to its output.
-pub(crate) const SIDECAR: &str = "tessera.schema.json";
+pub const SIDECAR: &str = "tessera.schema.json";
 
 /// Writes the schema sidecar (the columns as the reference crate serializes them), so an
 /// ingest of the exported files restores kinds, class names, dtypes and shapes.
 ///
 /// # Errors
 /// I/O errors.
-pub(crate) fn write_sidecar(dir: &Path, columns: &[Column]) -> CliResult<()> {
+pub fn write_sidecar(dir: &Path, columns: &[Column]) -> IngestResult<()> {
     let v = serde_json::json!({
         "format": "tessera-schema/1",
-        "columns": serde_json::to_value(columns).map_err(|e| CliError::other(e.to_string()))?,
+        "columns": serde_json::to_value(columns).map_err(|e| IngestError::other(e.to_string()))?,
     });
     let path = dir.join(SIDECAR);
-    let text = serde_json::to_string_pretty(&v).map_err(|e| CliError::other(e.to_string()))?;
-    std::fs::write(&path, text).map_err(|e| CliError::io(&path, &e))
+    let text = serde_json::to_string_pretty(&v).map_err(|e| IngestError::other(e.to_string()))?;
+    std::fs::write(&path, text).map_err(|e| IngestError::io(&path, &e))
 }
 
 /// Reads the schema sidecar in `dir`, if there is one.
 ///
 /// # Errors
 /// A sidecar that exists but does not parse (a data fault).
-pub(crate) fn read_sidecar(dir: &Path) -> CliResult<Option<Vec<Column>>> {
+pub(crate) fn read_sidecar(dir: &Path) -> IngestResult<Option<Vec<Column>>> {
     let path = dir.join(SIDECAR);
     let text = match std::fs::read_to_string(&path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(CliError::io(&path, &e)),
+        Err(e) => return Err(IngestError::io(&path, &e)),
     };
     let bad =
-        |e: &dyn std::fmt::Display| CliError::data(format!("{}: not a tessera schema sidecar: {e}", path.display()));
+        |e: &dyn std::fmt::Display| IngestError::data(format!("{}: not a tessera schema sidecar: {e}", path.display()));
     let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| bad(&e))?;
     if v.get("format").and_then(serde_json::Value::as_str) != Some("tessera-schema/1") {
         return Err(bad(&"missing \"format\": \"tessera-schema/1\""));
@@ -258,12 +258,15 @@ pub(crate) fn apply_sidecar(inferred: Vec<Column>, sidecar: &[Column]) -> Vec<Co
 ///
 /// # Errors
 /// A directory that cannot be listed.
-pub(crate) fn expand_inputs(inputs: &[std::path::PathBuf], extensions: &[&str]) -> CliResult<Vec<std::path::PathBuf>> {
+pub(crate) fn expand_inputs(
+    inputs: &[std::path::PathBuf],
+    extensions: &[&str],
+) -> IngestResult<Vec<std::path::PathBuf>> {
     let mut files = Vec::new();
     for p in inputs {
         if p.is_dir() {
             let mut found: Vec<std::path::PathBuf> = std::fs::read_dir(p)
-                .map_err(|e| CliError::io(p, &e))?
+                .map_err(|e| IngestError::io(p, &e))?
                 .filter_map(Result::ok)
                 .map(|e| e.path())
                 .filter(|f| extensions.contains(&extension(f).as_str()))

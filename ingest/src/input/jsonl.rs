@@ -15,7 +15,7 @@ use serde_json::Value as J;
 use tessera::{Column, DType, Kind};
 
 use super::{Bad, Decoded, Sample, Value, default_compression};
-use crate::error::{CliError, CliResult};
+use crate::error::{IngestError, IngestResult};
 
 /// The inferred type of a field.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -61,14 +61,14 @@ fn jtype(v: &J) -> Option<JType> {
 ///
 /// # Errors
 /// Missing or unreadable files.
-pub(crate) fn scan(inputs: &[PathBuf]) -> CliResult<Plan> {
+pub(crate) fn scan(inputs: &[PathBuf]) -> IngestResult<Plan> {
     let files = super::expand_inputs(inputs, &["jsonl", "ndjson"])?;
     let mut plan = Plan { fields: Vec::new(), total_bytes: 0, lines: 0, files: files.clone() };
     for f in &files {
-        plan.total_bytes += std::fs::metadata(f).map_err(|e| CliError::io(f, &e))?.len();
-        let reader = BufReader::new(File::open(f).map_err(|e| CliError::io(f, &e))?);
+        plan.total_bytes += std::fs::metadata(f).map_err(|e| IngestError::io(f, &e))?.len();
+        let reader = BufReader::new(File::open(f).map_err(|e| IngestError::io(f, &e))?);
         for line in reader.lines() {
-            let line = line.map_err(|e| CliError::io(f, &e))?;
+            let line = line.map_err(|e| IngestError::io(f, &e))?;
             if line.trim().is_empty() {
                 continue;
             }

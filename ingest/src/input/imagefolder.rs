@@ -15,7 +15,7 @@ use image::{DynamicImage, ImageFormat};
 use super::audio::AUDIO_EXTENSIONS;
 use super::video::VIDEO_EXTENSIONS;
 use super::{Bad, Decoded, ImageValue, Sample, Value, extension};
-use crate::error::{CliError, CliResult};
+use crate::error::{IngestError, IngestResult};
 
 /// Extensions (lower case) decoded as images.
 pub(crate) const IMAGE_EXTENSIONS: [&str; 4] = ["jpg", "jpeg", "png", "webp"];
@@ -148,13 +148,13 @@ pub(crate) struct Folder {
 ///
 /// # Errors
 /// Not found for a missing root; usage error when there are no class folders.
-pub(crate) fn scan(root: &Path) -> CliResult<Folder> {
+pub(crate) fn scan(root: &Path) -> IngestResult<Folder> {
     let mut classes = Vec::new();
-    for entry in std::fs::read_dir(root).map_err(|e| CliError::io(root, &e))? {
-        let entry = entry.map_err(|e| CliError::io(root, &e))?;
+    for entry in std::fs::read_dir(root).map_err(|e| IngestError::io(root, &e))? {
+        let entry = entry.map_err(|e| IngestError::io(root, &e))?;
         let name = entry.file_name();
         let Some(name) = name.to_str() else {
-            return Err(CliError::usage(format!("{}: folder name is not UTF-8", entry.path().display())));
+            return Err(IngestError::usage(format!("{}: folder name is not UTF-8", entry.path().display())));
         };
         if name.starts_with('.') || !entry.path().is_dir() {
             continue;
@@ -163,7 +163,7 @@ pub(crate) fn scan(root: &Path) -> CliResult<Folder> {
     }
     classes.sort();
     if classes.is_empty() {
-        return Err(CliError::usage(format!(
+        return Err(IngestError::usage(format!(
             "{}: no class sub-folders (expected ROOT/<class>/<image, audio or video files>)",
             root.display()
         )));
@@ -191,14 +191,14 @@ pub(crate) fn scan(root: &Path) -> CliResult<Folder> {
 }
 
 /// Collects the regular files below `dir` (skipping hidden entries) with their sizes.
-fn walk(dir: &Path, out: &mut Vec<(PathBuf, u64)>) -> CliResult<()> {
-    for entry in std::fs::read_dir(dir).map_err(|e| CliError::io(dir, &e))? {
-        let entry = entry.map_err(|e| CliError::io(dir, &e))?;
+fn walk(dir: &Path, out: &mut Vec<(PathBuf, u64)>) -> IngestResult<()> {
+    for entry in std::fs::read_dir(dir).map_err(|e| IngestError::io(dir, &e))? {
+        let entry = entry.map_err(|e| IngestError::io(dir, &e))?;
         if entry.file_name().to_str().is_none_or(|n| n.starts_with('.')) {
             continue;
         }
         let path = entry.path();
-        let meta = std::fs::metadata(&path).map_err(|e| CliError::io(&path, &e))?;
+        let meta = std::fs::metadata(&path).map_err(|e| IngestError::io(&path, &e))?;
         if meta.is_dir() {
             walk(&path, out)?;
         } else if meta.is_file() {

@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use tessera::{Column, DType, Dim};
 
 use super::{Bad, Sample, Value, extension};
-use crate::error::{CliError, CliResult};
+use crate::error::{IngestError, IngestResult};
 
 /// The `.npy` magic.
 pub(crate) const MAGIC: &[u8; 6] = b"\x93NUMPY";
@@ -260,7 +260,8 @@ pub(crate) fn parse_array(bytes: &[u8]) -> Result<(DType, Vec<u64>, Vec<u8>), St
 }
 
 /// The `descr` of a dtype for writing (bf16, which NumPy lacks, is written as `<u2` bits).
-pub(crate) fn descr(dtype: DType) -> &'static str {
+#[must_use]
+pub fn descr(dtype: DType) -> &'static str {
     match dtype {
         DType::Bool => "|b1",
         DType::U8 | DType::Utf8 | DType::Bytes => "|u1",
@@ -280,7 +281,7 @@ pub(crate) fn descr(dtype: DType) -> &'static str {
 /// A version 1.0 header (2.0 if it must be longer) padded with spaces so that the data starts
 /// at a multiple of 64 bytes, or exactly at `min_total` bytes when that is larger (lets a
 /// writer reserve room and fill in the shape later).
-pub(crate) fn header(descr: &str, shape: &[u64], min_total: usize) -> Vec<u8> {
+pub fn header(descr: &str, shape: &[u64], min_total: usize) -> Vec<u8> {
     let dims: Vec<String> = shape.iter().map(u64::to_string).collect();
     let shape_text = match dims.len() {
         1 => format!("({},)", dims[0]),
@@ -377,18 +378,18 @@ pub(crate) struct NpySource {
 ///
 /// # Errors
 /// Missing files (exit 3), malformed arrays (exit 1), inconsistent row counts (exit 1).
-pub(crate) fn open(inputs: &[PathBuf]) -> CliResult<NpySource> {
+pub(crate) fn open(inputs: &[PathBuf]) -> IngestResult<NpySource> {
     let files = super::expand_inputs(inputs, &["npy", "npz"])?;
     let mut arrays = Vec::new();
     for f in &files {
         match extension(f).as_str() {
             "npy" => arrays.push(open_npy(f)?),
             "npz" => arrays.extend(open_npz(f)?),
-            _ => return Err(CliError::usage(format!("{}: not a .npy or .npz file", f.display()))),
+            _ => return Err(IngestError::usage(format!("{}: not a .npy or .npz file", f.display()))),
         }
     }
     if arrays.is_empty() {
-        return Err(CliError::not_found("no .npy or .npz files in the inputs"));
+        return Err(IngestError::not_found("no .npy or .npz files in the inputs"));
     }
     let dir = inputs
         .first()
@@ -399,16 +400,16 @@ pub(crate) fn open(inputs: &[PathBuf]) -> CliResult<NpySource> {
     Ok(src)
 }
 
-fn open_npy(path: &Path) -> CliResult<Array> {
+fn open_npy(path: &Path) -> IngestResult<Array> {
     let origin = path.display().to_string();
-    let mut f = File::open(path).map_err(|e| CliError::io(path, &e))?;
-    let size = f.metadata().map_err(|e| CliError::io(path, &e))?.len();
+    let mut f = File::open(path).map_err(|e| IngestError::io(path, &e))?;
+    let size = f.metadata().map_err(|e| IngestError::io(path, &e))?.len();
     let mut head = vec![0u8; size.min(1 << 16) as usize];
-    f.read_exact(&mut head).map_err(|e| CliError::io(path, &e))?;
-    let header = parse_header(&head).map_err(|e| CliError::data(format!("{origin}: {e}")))?;
-    let want = header.data_len().ok_or_else(|| CliError::data(format!("{origin}: array size overflows")))?;
+    f.read_exact(&mut head).map_err(|e| IngestError::io(path, &e))?;
+    let header = parse_header(&head).map_err(|e| IngestError::data(format!("{origin}: {e}")))?;
+    let want = header.data_len().ok_or_else(|| IngestError::data(format!("{origin}: array size overflows")))?;
     if size != header.data_offset + want {
-        return Err(CliError::data(format!(
+        return Err(IngestError::data(format!(
             "{origin}: file is {size} bytes, header says {} + {want} (shape {:?})",
             header.data_offset, header.shape
         )));
@@ -418,34 +419,37 @@ fn open_npy(path: &Path) -> CliResult<Array> {
     Ok(Array { name, origin, header, data: Data::File(f) })
 }
 
-fn open_npz(path: &Path) -> CliResult<Vec<Array>> {
+fn open_npz(path: &Path) -> IngestResult<Vec<Array>> {
     let origin = path.display().to_string();
-    let f = File::open(path).map_err(|e| CliError::io(path, &e))?;
+    let f = File::open(path).map_err(|e| IngestError::io(path, &e))?;
     let mut zip =
-        zip::ZipArchive::new(std::io::BufReader::new(f)).map_err(|e| CliError::data(format!("{origin}: {e}")))?;
+        zip::ZipArchive::new(std::io::BufReader::new(f)).map_err(|e| IngestError::data(format!("{origin}: {e}")))?;
     let mut out = Vec::new();
     for i in 0..zip.len() {
-        let mut member = zip.by_index(i).map_err(|e| CliError::data(format!("{origin}: {e}")))?;
+        let mut member = zip.by_index(i).map_err(|e| IngestError::data(format!("{origin}: {e}")))?;
         if member.is_dir() {
             continue;
         }
-        let mname = member.name().map_err(|e| CliError::data(format!("{origin}: {e}")))?.to_string();
+        let mname = member.name().map_err(|e| IngestError::data(format!("{origin}: {e}")))?.to_string();
         let Some(name) = mname.strip_suffix(".npy") else {
-            return Err(CliError::data(format!("{origin}: member {mname:?} is not a .npy array")));
+            return Err(IngestError::data(format!("{origin}: member {mname:?} is not a .npy array")));
         };
         let morigin = format!("{origin}:{mname}");
         // Members are inflated whole; the size a zip header claims is not trusted for the
         // allocation (zip bombs), only the bytes actually inflated, up to a limit.
         let limit = 1u64 << 34;
         let mut bytes = Vec::with_capacity(member.size().min(64 << 20) as usize);
-        (&mut member).take(limit + 1).read_to_end(&mut bytes).map_err(|e| CliError::data(format!("{morigin}: {e}")))?;
+        (&mut member)
+            .take(limit + 1)
+            .read_to_end(&mut bytes)
+            .map_err(|e| IngestError::data(format!("{morigin}: {e}")))?;
         if bytes.len() as u64 > limit {
-            return Err(CliError::data(format!("{morigin}: member larger than {limit} bytes")));
+            return Err(IngestError::data(format!("{morigin}: member larger than {limit} bytes")));
         }
-        let header = parse_header(&bytes).map_err(|e| CliError::data(format!("{morigin}: {e}")))?;
-        let want = header.data_len().ok_or_else(|| CliError::data(format!("{morigin}: array size overflows")))?;
+        let header = parse_header(&bytes).map_err(|e| IngestError::data(format!("{morigin}: {e}")))?;
+        let want = header.data_len().ok_or_else(|| IngestError::data(format!("{morigin}: array size overflows")))?;
         if bytes.len() as u64 != header.data_offset + want {
-            return Err(CliError::data(format!("{morigin}: data length disagrees with the header")));
+            return Err(IngestError::data(format!("{morigin}: data length disagrees with the header")));
         }
         let data = bytes.split_off(header.data_offset as usize);
         out.push(Array { name: name.to_string(), origin: morigin, header, data: Data::Memory(data) });
@@ -480,18 +484,18 @@ fn as_u64s(a: &mut Array) -> Result<Vec<u64>, String> {
 }
 
 /// Pairs `.lengths`/`.values`/`.valid` arrays into columns and checks the row counts.
-fn group(arrays: Vec<Array>) -> CliResult<NpySource> {
+fn group(arrays: Vec<Array>) -> IngestResult<NpySource> {
     let names: Vec<String> = arrays.iter().map(|a| a.name.clone()).collect();
     let mut map: std::collections::BTreeMap<String, Array> = std::collections::BTreeMap::new();
     let mut order = Vec::new();
     for a in arrays {
         if map.contains_key(&a.name) {
-            return Err(CliError::usage(format!("two arrays named {:?} (second: {})", a.name, a.origin)));
+            return Err(IngestError::usage(format!("two arrays named {:?} (second: {})", a.name, a.origin)));
         }
         order.push(a.name.clone());
         map.insert(a.name.clone(), a);
     }
-    let data = |e: String| CliError::data(e);
+    let data = |e: String| IngestError::data(e);
     let mut columns = Vec::new();
     for name in &order {
         if let Some(base) = name.strip_suffix(".valid")

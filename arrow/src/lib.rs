@@ -1,6 +1,7 @@
-//! The one bridge between Tessera element types and Arrow, used by `tessera query`
-//! ([`crate::convert`]), `tessera export --format parquet` and Parquet / Arrow IPC ingest (the
-//! CLI's `cmd/export/parquet.rs` and `input/parquet.rs`).
+//! The one bridge between Tessera element types and Apache Arrow, used by the query engine
+//! (`tessera-query`), `tessera export --format parquet` and Parquet / Arrow IPC ingest
+//! (`tessera-ingest`). Its own crate so that ingest (and the Python package built on it)
+//! reads Arrow without compiling `DataFusion`.
 //!
 //! | dtype | Arrow type |
 //! |---|---|
@@ -21,11 +22,11 @@
 
 use std::sync::Arc;
 
-use datafusion::arrow::array::{
+use arrow::array::{
     Array, ArrayRef, AsArray, BooleanArray, Float16Array, Float32Array, Float64Array, Int8Array, Int16Array,
     Int32Array, Int64Array, UInt8Array, UInt16Array, UInt32Array, UInt64Array,
 };
-use datafusion::arrow::datatypes::{self as adt, DataType};
+use arrow::datatypes::{self as adt, DataType};
 use tessera::{DType, Element};
 
 /// The Arrow type of one element of `dtype`.

@@ -41,7 +41,8 @@ pub(crate) struct RawSample {
 }
 
 /// The column name a bare extension maps to.
-pub(crate) fn canonical_name(ext: &str) -> &str {
+#[must_use]
+pub fn canonical_name(ext: &str) -> &str {
     match ext {
         e if IMAGE_EXTENSIONS.contains(&e) => "image",
         e if AUDIO_EXTENSIONS.contains(&e) => "audio",

@@ -3,7 +3,7 @@
 //!
 //! | Arrow type | value |
 //! |---|---|
-//! | bool, (u)int8–64, float16/32/64 | scalar of that dtype (`tessera_query::arrow_bridge`; float32 into a bf16 column narrows exactly what export widened) |
+//! | bool, (u)int8–64, float16/32/64 | scalar of that dtype (`tessera_arrow`; float32 into a bf16 column narrows exactly what export widened) |
 //! | date, time, timestamp, duration | their integer storage (i32 or i64, in the field's unit) |
 //! | utf8 (also large, view) | text |
 //! | binary (also large, view, fixed-size) | bytes |
@@ -32,12 +32,12 @@ use arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
 use arrow::datatypes::{self as adt, DataType, SchemaRef};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use tessera::DType;
-use tessera_query::arrow_bridge::{dtype_of, element_bytes};
+use tessera_arrow::{dtype_of, element_bytes};
 
 use super::imagefolder::decode_image;
 use super::wds::WdsOptions;
 use super::{Bad, Decoded, Sample, Value};
-use crate::error::{CliError, CliResult};
+use crate::error::{IngestError, IngestResult};
 
 /// File extensions of Parquet files.
 pub(crate) const PARQUET_EXTENSIONS: [&str; 2] = ["parquet", "pq"];
@@ -157,16 +157,16 @@ fn hf_features(schema: &SchemaRef) -> HashMap<String, Feature> {
 /// # Errors
 /// Missing files (not found), unreadable or corrupt metadata (data fault), files whose
 /// schemas differ or a column type ingest does not map (usage).
-pub(crate) fn open(files: Vec<PathBuf>, parquet: bool) -> CliResult<TableSource> {
+pub(crate) fn open(files: Vec<PathBuf>, parquet: bool) -> IngestResult<TableSource> {
     let mut schema: Option<SchemaRef> = None;
     let mut rows = Some(0u64);
     let mut bytes = 0;
     let mut row_bytes = Vec::with_capacity(files.len());
     for f in &files {
-        let file = File::open(f).map_err(|e| CliError::io(f, &e))?;
-        let size = file.metadata().map_err(|e| CliError::io(f, &e))?.len();
+        let file = File::open(f).map_err(|e| IngestError::io(f, &e))?;
+        let size = file.metadata().map_err(|e| IngestError::io(f, &e))?.len();
         bytes += size;
-        let bad = |e: &dyn std::fmt::Display| CliError::data(format!("{}: {e}", f.display()));
+        let bad = |e: &dyn std::fmt::Display| IngestError::data(format!("{}: {e}", f.display()));
         let s = if parquet {
             let b = ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| bad(&e))?;
             let n = b.metadata().file_metadata().num_rows().max(0) as u64;
@@ -181,7 +181,7 @@ pub(crate) fn open(files: Vec<PathBuf>, parquet: bool) -> CliResult<TableSource>
         match &schema {
             None => schema = Some(s),
             Some(first) if first.fields() != s.fields() => {
-                return Err(CliError::usage(format!(
+                return Err(IngestError::usage(format!(
                     "{} has other columns or types than {} (one table schema per ingest)",
                     f.display(),
                     files[0].display()
@@ -190,11 +190,11 @@ pub(crate) fn open(files: Vec<PathBuf>, parquet: bool) -> CliResult<TableSource>
             Some(_) => {}
         }
     }
-    let Some(schema) = schema else { return Err(CliError::not_found("no table files in the inputs")) };
+    let Some(schema) = schema else { return Err(IngestError::not_found("no table files in the inputs")) };
     for field in schema.fields() {
         let dt = read_as(field.data_type()).unwrap_or_else(|| field.data_type().clone());
         if !supported(&dt) {
-            return Err(CliError::usage(format!(
+            return Err(IngestError::usage(format!(
                 "column {:?} has Arrow type {}, which ingest does not map to a tensor, text or bytes column",
                 field.name(),
                 field.data_type()

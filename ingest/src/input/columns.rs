@@ -12,7 +12,7 @@ use tessera::{Column, DType, Dim, ImageLayout, Kind};
 /// `--ragged` entries: per column, either every dim ragged (`tokens`) or one spec per dim
 /// (`img=?,?,3`: `?` varies, a number is fixed and checked).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub(crate) struct RaggedSpec(HashMap<String, Option<Vec<Option<u64>>>>);
+pub struct RaggedSpec(HashMap<String, Option<Vec<Option<u64>>>>);
 
 impl RaggedSpec {
     /// Parses the flag's values. Each value is one or more comma-separated entries; a bare
@@ -22,7 +22,7 @@ impl RaggedSpec {
     /// # Errors
     /// An entry without a column name, a dim that is neither `?` nor a number, or a column
     /// named twice.
-    pub(crate) fn parse(values: &[String]) -> Result<Self, String> {
+    pub fn parse(values: &[String]) -> Result<Self, String> {
         let mut out: Vec<(String, Option<Vec<Option<u64>>>)> = Vec::new();
         for value in values {
             let mut continues = false;
@@ -150,7 +150,7 @@ pub(crate) fn widen(into: &mut Column, seen: &Column, keep_dims: bool) {
 /// `--rename` and `--kind`: new names for input fields, and kinds for columns (by their
 /// new names).
 #[derive(Clone, Debug, Default)]
-pub(crate) struct ColumnEdits {
+pub struct ColumnEdits {
     renames: Vec<(String, String)>,
     kinds: Vec<(String, String)>,
 }
@@ -160,7 +160,7 @@ impl ColumnEdits {
     ///
     /// # Errors
     /// An entry without `=`, or a name renamed twice.
-    pub(crate) fn parse(renames: &[String], kinds: &[String]) -> Result<Self, String> {
+    pub fn parse(renames: &[String], kinds: &[String]) -> Result<Self, String> {
         let pairs = |flag: &str, v: &[String]| -> Result<Vec<(String, String)>, String> {
             v.iter()
                 .filter(|e| !e.trim().is_empty())
@@ -174,13 +174,20 @@ impl ColumnEdits {
                 })
                 .collect()
         };
-        let renames = pairs("rename", renames)?;
+        Self::new(pairs("rename", renames)?, pairs("kind", kinds)?)
+    }
+
+    /// Renames `(old field, new name)` and kinds `(column by its new name, kind)`, the kinds
+    /// in the reference's grammar (`image`, `audio:16000`, `embedding(cosine)`, …).
+    ///
+    /// # Errors
+    /// A field renamed twice, or a kind that does not parse.
+    pub fn new(renames: Vec<(String, String)>, kinds: Vec<(String, String)>) -> Result<Self, String> {
         for (i, (old, _)) in renames.iter().enumerate() {
             if renames[..i].iter().any(|(o, _)| o == old) {
-                return Err(format!("--rename names {old:?} twice"));
+                return Err(format!("rename names {old:?} twice"));
             }
         }
-        let kinds = pairs("kind", kinds)?;
         for (_, k) in &kinds {
             parse_kind(k, &Column::new("x", DType::U8, &[]))?;
         }

@@ -21,7 +21,7 @@ pub(crate) const VIDEO_EXTENSIONS: [&str; 6] = ["mp4", "m4v", "mkv", "webm", "mo
 
 /// Which decoded frames are kept.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub(crate) enum Sampling {
+pub enum Sampling {
     /// Every frame, at the source's frame rate.
     All,
     /// Frames 0, k, 2k, …; the rate is the source's divided by k.
