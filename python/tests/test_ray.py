@@ -178,6 +178,128 @@ def test_two_jobs_appending_at_once_both_land(tmp_path):
     assert ds.verify()["rows"] == len(want)
 
 
+def schema_of(ds):
+    return [(c["name"], c["dtype"], c["shape"], c["nullable"]) for c in ds.schema]
+
+
+def test_sink_without_schema_infers_the_columns_of_a_new_dataset(tmp_path):
+    url = str(tmp_path / "ds")
+    items = [
+        {
+            "i": k,
+            "f": k / 4,
+            "s": f"row {k}",
+            "img": np.full((2, 3), k, dtype=np.uint8),
+            "vec": np.arange(4, dtype=np.float32) * k,
+        }
+        for k in range(10)
+    ]
+    sink = tessera.ray.Sink(url)
+    ray.data.from_items(items, override_num_blocks=2).write_datasink(sink)
+    assert (sink.base_version, sink.version, sink.tasks) == (1, 2, 2)
+    ds = tessera.open(url)
+    assert schema_of(ds) == [
+        ("i", "i64", [], False),
+        ("f", "f64", [], False),
+        ("s", "utf8", [], False),
+        ("img", "u8", [2, 3], False),
+        ("vec", "f32", [4], False),
+    ]
+    got = ds.read()
+    order = np.argsort(got["i"])
+    assert got["i"][order].tolist() == list(range(10))
+    np.testing.assert_array_equal(got["f"][order], np.arange(10) / 4)
+    assert [got["s"][j] for j in order] == [f"row {k}" for k in range(10)]
+    np.testing.assert_array_equal(got["img"][order], np.stack([it["img"] for it in items]))
+    np.testing.assert_array_equal(got["vec"][order], np.stack([it["vec"] for it in items]))
+
+
+def test_sink_infers_from_the_rows_written_not_from_the_job_input(tmp_path):
+    # Fused into one task, Ray hands on_write_start the schema of `range` (None): the columns
+    # come from the blocks `columns` makes. A tensor column whose rows differ is ragged.
+    url = str(tmp_path / "ds")
+    ray.data.range(40, override_num_blocks=2).map_batches(columns).write_datasink(tessera.ray.Sink(url))
+    ds = tessera.open(url)
+    assert schema_of(ds) == [
+        ("id", "i64", [], False),
+        ("vec", "f32", [4], False),
+        ("tokens", "i32", [None], False),
+        ("text", "utf8", [], False),
+    ]
+    check_rows(ds, list(range(40)))
+
+
+def test_sink_infers_ragged_dims(tmp_path):
+    url = str(tmp_path / "ds")
+    items = [
+        {"id": k, "mat": np.full((k % 4, 2), k, dtype=np.int16), "seq": [k] * (k % 3)} for k in range(8)
+    ]  # lengths differ inside each block of 4 rows
+    ray.data.from_items(items, override_num_blocks=2).write_datasink(tessera.ray.Sink(url))
+    ds = tessera.open(url)
+    assert schema_of(ds) == [
+        ("id", "i64", [], False),
+        ("mat", "i16", [None, None], False),
+        ("seq", "i64", [None], False),
+    ]
+    got = ds.read()
+    for j, k in enumerate(got["id"].tolist()):
+        np.testing.assert_array_equal(got["mat"][j], items[k]["mat"])
+        np.testing.assert_array_equal(got["seq"][j], np.array(items[k]["seq"], dtype=np.int64).reshape(-1))
+    assert sorted(got["id"].tolist()) == list(range(8))
+
+
+def test_sink_cannot_infer_a_struct_column_and_says_what_to_pass(tmp_path):
+    url = str(tmp_path / "ds")
+    job = ray.data.from_items([{"meta": {"a": 1}, "x": 1}, {"meta": {"a": 2}, "x": 2}], override_num_blocks=1)
+    with pytest.raises(tessera.UsageError) as info:
+        job.write_datasink(tessera.ray.Sink(url))
+    message = str(info.value)
+    assert "'meta' (Arrow type struct<a: int64>)" in message
+    assert 'schema=[{"name": "meta", "dtype": ..., "shape": [...]}, {"name": "x", "dtype": "i64"}]' in message
+    with pytest.raises(tessera.NotFoundError):  # no dataset was created
+        tessera.open(url)
+
+
+def test_sink_stops_when_a_later_block_does_not_fit_the_inferred_shape(tmp_path):
+    # One row per block: the first block written looks fixed-shape.
+    url = str(tmp_path / "ds")
+    job = ray.data.from_items([{"r": np.arange(n, dtype=np.int32)} for n in (3, 3, 5)], override_num_blocks=3)
+    with pytest.raises(tessera.UsageError) as info:
+        job.write_datasink(tessera.ray.Sink(url))
+    assert 'schema=[{"name": "r", "dtype": "i32", "shape": [None]}]' in str(info.value)
+    ds = tessera.open(url)
+    assert (ds.version, len(ds)) == (1, 0), "nothing committed"
+
+
+def test_sink_writes_nulls_as_nulls_and_refuses_them_where_not_nullable(tmp_path):
+    schema = [
+        {"name": "id", "dtype": "i64"},
+        {"name": "x", "dtype": "f32", "nullable": True},
+        {"name": "n", "dtype": "i64", "nullable": True},
+        {"name": "s", "dtype": "utf8", "nullable": True},
+    ]
+    items = [
+        {"id": k, "x": None if k % 2 else k / 2, "n": None if k % 3 == 0 else k, "s": None if k == 4 else str(k)}
+        for k in range(6)
+    ]
+    url = str(tmp_path / "ds")
+    ray.data.from_items(items, override_num_blocks=2).write_datasink(tessera.ray.Sink(url, schema=schema))
+    got = tessera.open(url).read()
+    order = np.argsort(got["id"])
+    x, n = got["x"][order], got["n"][order]
+    assert np.ma.getmaskarray(x).tolist() == [bool(k % 2) for k in range(6)], "a null float is no NaN"
+    assert np.ma.getmaskarray(n).tolist() == [k % 3 == 0 for k in range(6)]
+    assert n.compressed().tolist() == [1, 2, 4, 5] and x.compressed().tolist() == [0.0, 1.0, 2.0]
+    assert [got["s"][j] for j in order] == ["0", "1", "2", "3", None, "5"]
+    # Inferred from a first block without nulls, a column is not nullable.
+    url = str(tmp_path / "inferred")
+    job = ray.data.from_items([{"x": 1.5}, {"x": None}], override_num_blocks=2)
+    with pytest.raises(tessera.UsageError) as info:
+        job.write_datasink(tessera.ray.Sink(url))
+    assert 'schema=[{"name": "x", "dtype": "f64", "nullable": True}]' in str(info.value)
+    assert len(tessera.open(url)) == 0
+
+
 def test_source_reads_the_exact_rows_with_projection(written):
     path, _ = written
     ds = tessera.open(path)
