@@ -17,9 +17,12 @@
 //! make one entry per sample and miss whenever coalescing cut a range differently. A 1 MiB
 //! block is still a GET large enough for an object store's throughput, one file per MiB on
 //! disk, and at most 1 MiB fetched per miss: a cold epoch fetches each block once (bytes
-//! fetched ≈ the dataset), and its first batches (nearly all misses) wait for about
-//! `batch × depth` MiB. The price is amplification while the cache is smaller than the
-//! dataset: a miss fetches its whole block.
+//! fetched ≈ the dataset). The price is amplification while the cache is smaller than the
+//! dataset: a miss fetches its whole block. Except in an epoch's first batch
+//! ([`FirstBatch`]): a cold first batch of 64 random rows would wait for 64 MiB (and as much
+//! written to disk) instead of its rows, so its misses read only the wanted bytes and their
+//! blocks are fetched whole by the next batches (at most twice as many as each batch's own
+//! blocks, so none waits for them all).
 //!
 //! **Entries.** `<cache_dir>/<hash of the dataset location>/<file>.<hash of key>.<block>.tc`:
 //! a header (magic, block and chunk sizes, the object key and block index, the data length,
@@ -121,6 +124,9 @@ pub struct CacheStats {
     /// Blocks fetched from the store: first reads, and reads of blocks evicted or found
     /// corrupt since.
     pub misses: u64,
+    /// Misses of an epoch's first batch, served by reading only the wanted bytes (their
+    /// blocks are fetched whole by later batches).
+    pub direct: u64,
     /// Bytes the loader read from cached entries (what it wanted, not whole blocks).
     pub read_bytes: u64,
     /// Bytes of the entries this loader wrote into the cache (headers included).
@@ -138,6 +144,7 @@ pub struct CacheStats {
 struct Counters {
     hits: AtomicU64,
     misses: AtomicU64,
+    direct: AtomicU64,
     read_bytes: AtomicU64,
     written_bytes: AtomicU64,
     evictions: AtomicU64,
@@ -403,7 +410,34 @@ struct BlockJob<'r> {
     from_cache: bool,
 }
 
+/// While alive, the thread that made it fills its epoch's first batch: a miss there reads
+/// only the bytes it wants (one range GET over its pieces), not its whole block, and the
+/// block is fetched whole by a later batch. A cold first batch of 64 random rows would
+/// otherwise wait for 64 blocks (64 MiB, and as much written to disk) instead of its rows.
+/// A thread-local, not a parameter: the cache's reads run as futures polled on the filling
+/// thread itself (`Runtime::block_on`), below several layers that know nothing of batches.
+#[derive(Debug)]
+pub(crate) struct FirstBatch(());
+
+impl FirstBatch {
+    pub(crate) fn enter() -> Self {
+        FIRST_BATCH.set(true);
+        Self(())
+    }
+
+    fn active() -> bool {
+        FIRST_BATCH.get()
+    }
+}
+
+impl Drop for FirstBatch {
+    fn drop(&mut self) {
+        FIRST_BATCH.set(false);
+    }
+}
+
 thread_local! {
+    static FIRST_BATCH: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
     /// Chunk bytes around what a read wants, read to check the chunks' CRCs.
     static SCRATCH: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
 }
@@ -422,6 +456,8 @@ pub(crate) struct DiskCache {
     fetching: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     counters: Counters,
     warned: AtomicBool,
+    /// Blocks whose pieces were read directly, to be fetched whole by later reads.
+    deferred: Mutex<Vec<(String, u64)>>,
 }
 
 /// This thread's turn at fetching an entry within the process ([`DiskCache::turn`]).
@@ -481,6 +517,7 @@ impl DiskCache {
             fetching: Mutex::new(HashMap::new()),
             counters: Counters::default(),
             warned: AtomicBool::new(false),
+            deferred: Mutex::new(Vec::new()),
         })
     }
 
@@ -495,6 +532,7 @@ impl DiskCache {
         CacheStats {
             hits: l(&c.hits),
             misses: l(&c.misses),
+            direct: l(&c.direct),
             read_bytes: l(&c.read_bytes),
             written_bytes: l(&c.written_bytes),
             evictions: l(&c.evictions),
@@ -540,10 +578,16 @@ impl DiskCache {
         let mut cached = vec![false; n];
         let mut verified = vec![false; n];
         let mut refetch = Vec::new();
+        // Blocks read in part before the epoch's first batch, fetched whole now (at most as
+        // many again as this read's own blocks, so no batch takes them all).
+        let deferred = self.take_deferred(requests.len());
         for round in 0..2 {
             let only = (round == 1).then_some(refetch.as_slice());
             {
                 let mut jobs = Self::jobs(requests, only);
+                if only.is_none() {
+                    Self::add_deferred(&mut jobs, &deferred);
+                }
                 self.drive(f, store, &mut jobs, concurrency, stopped).await?;
                 for job in &jobs {
                     for (&id, piece) in job.ids.iter().zip(&job.pieces) {
@@ -572,6 +616,62 @@ impl DiskCache {
             }
             refetch = again;
         }
+        Ok(())
+    }
+
+    /// Up to `max(16, 2 × wanted)` deferred blocks, unless this thread fills its epoch's
+    /// first batch.
+    fn take_deferred(&self, wanted: usize) -> Vec<(String, u64)> {
+        if FirstBatch::active() {
+            return Vec::new();
+        }
+        let mut deferred = self.deferred.lock().unwrap_or_else(PoisonError::into_inner);
+        let n = deferred.len().min(wanted.saturating_mul(2).max(16));
+        let at = deferred.len() - n;
+        deferred.split_off(at)
+    }
+
+    /// Adds a job without pieces (fetch and keep the block) for each of `deferred` that no
+    /// job of this read covers.
+    fn add_deferred<'r>(jobs: &mut Vec<BlockJob<'r>>, deferred: &'r [(String, u64)]) {
+        for (key, block) in deferred {
+            if !jobs.iter().any(|j| j.key == key && j.block == *block) {
+                jobs.push(BlockJob {
+                    key,
+                    block: *block,
+                    force: false,
+                    ids: Vec::new(),
+                    pieces: Vec::new(),
+                    from_cache: false,
+                });
+            }
+        }
+    }
+
+    /// Reads only the wanted bytes of a block that missed (one range GET over its pieces),
+    /// and notes the block to be fetched whole later.
+    async fn serve_direct(
+        &self,
+        f: &Fetcher,
+        store: &tessera::Store,
+        job: &mut BlockJob<'_>,
+    ) -> std::result::Result<(), Attempt> {
+        let base = job.block * BLOCK_BYTES;
+        let first = job.pieces.iter().map(|p| p.off).min().unwrap_or(0);
+        let last = job.pieces.iter().map(Dest::end).max().unwrap_or(first);
+        let mut pieces = std::mem::take(&mut job.pieces);
+        for p in &mut pieces {
+            p.off -= first;
+        }
+        let mut req = RangeRequest { key: job.key, range: base + first..base + last, dests: pieces };
+        let got = f.get_into(store, &mut req).await;
+        job.pieces = req.dests;
+        for p in &mut job.pieces {
+            p.off += first;
+        }
+        got?;
+        bump(&self.counters.direct, 1);
+        self.deferred.lock().unwrap_or_else(PoisonError::into_inner).push((job.key.to_string(), job.block));
         Ok(())
     }
 
@@ -670,6 +770,9 @@ impl DiskCache {
         }
         if !job.force && matches!(self.read(&name, &path, job, false)?, Looked::Hit) {
             return Ok(());
+        }
+        if !job.force && !job.pieces.is_empty() && FirstBatch::active() {
+            return self.serve_direct(f, store, job).await;
         }
         // This process's threads queue for the block without polling; the claim on the
         // temporary file then orders the processes.

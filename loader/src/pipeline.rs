@@ -273,6 +273,7 @@ fn work(sh: &Shared, mut worker: Worker, tx: &SyncSender<(usize, Result<Batch>)>
         let started = Instant::now();
         let cpu0 = thread_cpu_time();
         take_waited();
+        let first = (index == 0 && sh.fetcher.cache.is_some()).then(crate::disk_cache::FirstBatch::enter);
         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| worker.assemble(index, set)))
             .unwrap_or_else(|p| {
                 let msg = p
@@ -282,6 +283,7 @@ fn work(sh: &Shared, mut worker: Worker, tx: &SyncSender<(usize, Result<Batch>)>
                     .unwrap_or_default();
                 Err(LoaderError::WorkerPanicked(msg))
             });
+        drop(first);
         if sh.tuned && result.is_ok() {
             let cpu = thread_cpu_time().zip(cpu0).map(|(t1, t0)| t1.saturating_sub(t0));
             sh.fetcher.depth.observe(started.elapsed(), take_waited(), cpu);

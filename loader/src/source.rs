@@ -682,7 +682,11 @@ impl Fetcher {
     /// One attempt of a range GET: the body lands in the request's destinations. A local
     /// file (`object_store`'s file system) is read with positioned reads of the wanted pieces
     /// only; a stream is scattered chunk by chunk. A short body is transient, a long one fatal.
-    async fn get_into(&self, store: &tessera::Store, req: &mut RangeRequest<'_>) -> std::result::Result<(), Attempt> {
+    pub(crate) async fn get_into(
+        &self,
+        store: &tessera::Store,
+        req: &mut RangeRequest<'_>,
+    ) -> std::result::Result<(), Attempt> {
         let key = req.key;
         for d in &mut req.dests {
             d.verified = false; // a retried request lands (and verifies) its bytes again

@@ -313,7 +313,8 @@ impl PyLoader {
 
     /// Storage traffic since the loader opened, as a dict: `requests`, `bytes` and `retries`
     /// (what reached the store), `threads` (the filling threads the last epoch started), and
-    /// the disk cache's `cache_hits`, `cache_misses`,
+    /// the disk cache's `cache_hits`, `cache_misses`, `cache_direct` (first-batch misses read
+    /// without their block),
     /// `cache_read_bytes`, `cache_written_bytes`, `cache_evictions`, `cache_corrupt`,
     /// `cache_errors` (zero without `cache_dir`).
     fn io_stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
@@ -326,6 +327,7 @@ impl PyLoader {
             ("threads", s.threads),
             ("cache_hits", s.cache.hits),
             ("cache_misses", s.cache.misses),
+            ("cache_direct", s.cache.direct),
             ("cache_read_bytes", s.cache.read_bytes),
             ("cache_written_bytes", s.cache.written_bytes),
             ("cache_evictions", s.cache.evictions),

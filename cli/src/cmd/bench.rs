@@ -120,7 +120,7 @@ pub(crate) fn run(ctx: Ctx, a: &Args) -> CliResult<Exit> {
             "raw_read_mb_per_sec": raw.map(|(b, secs)| b as f64 / 1e6 / secs.as_secs_f64()),
             "epoch_seconds": t.epoch_times.iter().map(std::time::Duration::as_secs_f64).collect::<Vec<_>>(),
             "open_seconds": open_seconds, "first_batch_seconds": first_batch,
-            "cache_hits": cache.hits, "cache_misses": cache.misses, "cache_read_bytes": cache.read_bytes,
+            "cache_hits": cache.hits, "cache_misses": cache.misses, "cache_direct": cache.direct, "cache_read_bytes": cache.read_bytes,
             "cache_written_bytes": cache.written_bytes,
             "epoch_storage_bytes": t.epoch_storage_bytes, "tensor_bytes_per_epoch": per_epoch(t.tensor_bytes),
         }));
