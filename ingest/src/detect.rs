@@ -141,7 +141,10 @@ pub(crate) fn detect(inputs: &[PathBuf]) -> IngestResult<Format> {
                 e if AUDIO_EXTENSIONS.contains(&e) => kinds.insert(Format::Audio),
                 e if VIDEO_EXTENSIONS.contains(&e) => kinds.insert(Format::Video),
                 _ => {
-                    return Err(IngestError::usage(format!("cannot tell the format of {} (use --format)", p.display())));
+                    return Err(IngestError::usage(format!(
+                        "cannot tell the format of {} (use --format)",
+                        p.display()
+                    )));
                 }
             };
         }
