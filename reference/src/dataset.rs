@@ -83,6 +83,16 @@ pub struct VerifyReport {
     pub rows: u64,
 }
 
+impl VerifyReport {
+    /// Adds what `other` checked.
+    pub fn add(&mut self, other: &VerifyReport) {
+        self.files += other.files;
+        self.bytes += other.bytes;
+        self.blocks += other.blocks;
+        self.rows += other.rows;
+    }
+}
+
 /// Maps "object not found" for an object a manifest references to the `invalid` class `[VAL-15]`.
 pub(crate) fn referenced(e: Error, key: &str) -> Error {
     match e {

@@ -3,14 +3,22 @@
 //!
 //! One implementation for both callers: [`Dataset::verify`] stops at the first fault, while a
 //! tool that reports every fault (`tessera verify`) calls [`Dataset::verify_fragment`] per
-//! fragment (in parallel if it likes) and keeps going. Each data file is checked on its own, and
+//! fragment (in parallel if it likes) and keeps going. The I/O is async
+//! ([`Dataset::verify_each_async`], [`Dataset::verify_fragment_async`]: several fragments'
+//! files in flight at once); the blocking calls are facades over it, and the checks of the
+//! bytes are one sans-IO function. Each data file is checked on its own, and
 //! each column of a file whose footer is sound, so one fault does not hide another.
 
 use std::ops::ControlFlow;
 
+use bytes::Bytes;
+use futures::StreamExt;
+use futures::stream::FuturesOrdered;
+
 use crate::dataset::{Dataset, FragmentInfo, VerifyReport, check_tail, open_file, referenced};
 use crate::error::{Error, ErrorClass};
 use crate::manifest::DataFileRef;
+use crate::store::block_on;
 
 /// One fault found by verification: the object at fault, where in it, and the typed error.
 #[derive(Debug)]
@@ -34,11 +42,37 @@ impl Fault {
     }
 }
 
+/// Fragments [`Dataset::verify_each`] checks at once: their files are read concurrently, and
+/// checked one after another on the caller's thread.
+const VERIFY_CONCURRENCY: usize = 8;
+
 impl Dataset {
     /// Verifies every fragment of this version, handing each fault to `on_fault` in fragment
     /// order; verification stops when `on_fault` returns [`ControlFlow::Break`]. Returns what
-    /// was checked.
+    /// was checked. A blocking facade over [`Dataset::verify_each_async`]; called inside an
+    /// async runtime, it reports that as its one fault.
     pub fn verify_each(&self, mut on_fault: impl FnMut(Fault) -> ControlFlow<()>) -> VerifyReport {
+        let run = async {
+            let on_fault = &mut on_fault;
+            Ok(self.verify_each_async(VERIFY_CONCURRENCY, on_fault).await)
+        };
+        match block_on(run) {
+            Ok(report) => report,
+            Err(error) => {
+                let _ = on_fault(Fault { object: self.store().url().to_string(), fragment: u64::MAX, column: None, error });
+                VerifyReport::default()
+            }
+        }
+    }
+
+    /// [`Dataset::verify_each`] for async callers: `concurrency` fragments are read at once
+    /// (at least one), their faults still handed to `on_fault` in fragment order. The future
+    /// is `Send` when `on_fault` is.
+    pub async fn verify_each_async(
+        &self,
+        concurrency: usize,
+        on_fault: &mut impl FnMut(Fault) -> ControlFlow<()>,
+    ) -> VerifyReport {
         if self.is_partial() {
             // A view's dataset holds some fragments only: verify the whole version.
             let whole = Dataset::from_manifest(
@@ -48,7 +82,7 @@ impl Dataset {
                 self.limits().clone(),
             );
             return match whole {
-                Ok(ds) => ds.verify_each(on_fault),
+                Ok(ds) => Box::pin(ds.verify_each_async(concurrency, on_fault)).await,
                 Err(error) => {
                     let object = crate::paths::manifest_key(self.branch(), self.version());
                     let _ = on_fault(Fault { object, fragment: u64::MAX, column: None, error });
@@ -57,50 +91,115 @@ impl Dataset {
             };
         }
         let mut report = VerifyReport::default();
-        for info in self.fragments() {
-            if self.verify_fragment(info, &mut report, &mut on_fault).is_break() {
-                break;
+        // A loop rather than `stream::iter(..).map(..).buffered(..)`: a closure held across
+        // the await would make the future not `Send` (rustc's higher-ranked lifetime limits).
+        let mut fragments = self.fragments().iter();
+        let mut checked = FuturesOrdered::new();
+        loop {
+            while checked.len() < concurrency.max(1)
+                && let Some(info) = fragments.next()
+            {
+                checked.push_back(self.verify_collect(info));
+            }
+            let Some((part, faults)) = checked.next().await else { break };
+            report.add(&part);
+            for f in faults {
+                if on_fault(f).is_break() {
+                    return report;
+                }
             }
         }
         report
     }
 
+    /// What checking one fragment found: what was checked, and every fault.
+    async fn verify_collect(&self, info: &FragmentInfo) -> (VerifyReport, Vec<Fault>) {
+        let mut part = VerifyReport::default();
+        let mut faults = Vec::new();
+        let mut keep = |f| {
+            faults.push(f);
+            ControlFlow::Continue(())
+        };
+        let _ = self.verify_fragment_async(info, &mut part, &mut keep).await;
+        (part, faults)
+    }
+
     /// Verifies one fragment: each of its data files in full, then its deletion vector. Adds
     /// what was checked to `report` and hands each fault to `on_fault`; returns
-    /// [`ControlFlow::Break`] as soon as `on_fault` does.
+    /// [`ControlFlow::Break`] as soon as `on_fault` does. A blocking facade over
+    /// [`Dataset::verify_fragment_async`].
     pub fn verify_fragment(
         &self,
         info: &FragmentInfo,
         report: &mut VerifyReport,
         on_fault: &mut impl FnMut(Fault) -> ControlFlow<()>,
     ) -> ControlFlow<()> {
-        let id = info.fragment.id;
-        for file in &info.fragment.files {
-            self.verify_file(info, file, report, &mut |column, error| {
-                on_fault(Fault { object: file.path.clone(), fragment: id, column, error })
-            })?;
+        let mut faults = Vec::new();
+        let mut part = VerifyReport::default();
+        let run = async {
+            let flow = self
+                .verify_fragment_async(info, &mut part, &mut |f| {
+                    faults.push(f);
+                    ControlFlow::Continue(())
+                })
+                .await;
+            Ok(flow)
+        };
+        if let Err(error) = block_on(run) {
+            return on_fault(Fault { object: self.store().url().to_string(), fragment: info.fragment.id, column: None, error });
         }
-        if let Err(error) = self.deleted_rows(info) {
-            let object = info.fragment.deletion.as_ref().map_or_else(String::new, |d| d.path.clone());
-            on_fault(Fault { object, fragment: id, column: None, error })?;
-        } else {
-            report.rows += info.fragment.live_rows();
+        report.add(&part);
+        for f in faults {
+            on_fault(f)?;
         }
         ControlFlow::Continue(())
     }
 
-    /// Checks one data file completely: a fault of the file as a whole ends its check; a fault
-    /// in one column's pages is reported and the other columns are still checked.
+    /// [`Dataset::verify_fragment`] for async callers: the fragment's files are read one
+    /// after another, each checked as soon as it has arrived.
+    pub async fn verify_fragment_async(
+        &self,
+        info: &FragmentInfo,
+        report: &mut VerifyReport,
+        on_fault: &mut impl FnMut(Fault) -> ControlFlow<()>,
+    ) -> ControlFlow<()> {
+        let id = info.fragment.id;
+        // Read first: the kind rules of KND-11 apply to live rows only. A faulty deletion
+        // vector is reported after the files, and its rows then count as live.
+        let deleted = self.deleted_rows_async(info).await;
+        let live_of_all: &[u64] = deleted.as_deref().map_or(&[], |d| d.as_slice());
+        for file in &info.fragment.files {
+            let bytes = self.store().get_bounded_async(&file.path, file.size).await;
+            self.verify_file(info, file, bytes, live_of_all, report, &mut |column, error| {
+                on_fault(Fault { object: file.path.clone(), fragment: id, column, error })
+            })?;
+        }
+        match deleted {
+            Err(error) => {
+                let object = info.fragment.deletion.as_ref().map_or_else(String::new, |d| d.path.clone());
+                on_fault(Fault { object, fragment: id, column: None, error })?;
+            }
+            Ok(_) => report.rows += info.fragment.live_rows(),
+        }
+        ControlFlow::Continue(())
+    }
+
+    /// Checks one data file completely, given its bytes as read (bounded by the declared
+    /// size) and the fragment's deleted rows: a fault of the file as a whole ends its check;
+    /// a fault in one column's pages is reported and the other columns are still checked.
+    #[allow(clippy::too_many_arguments)]
     fn verify_file(
         &self,
         info: &FragmentInfo,
         file: &DataFileRef,
+        read: Result<Bytes, Error>,
+        deleted: &[u64],
         report: &mut VerifyReport,
-        fault: &mut impl FnMut(Option<String>, Error) -> ControlFlow<()>,
+        fault: &mut dyn FnMut(Option<String>, Error) -> ControlFlow<()>,
     ) -> ControlFlow<()> {
         let path = file.path.as_str();
         // Bounded by the declared size: a larger object is refused before it is read.
-        let bytes = match self.store().get_bounded(path, file.size) {
+        let bytes = match read {
             Ok(b) if b.len() as u64 == file.size => b,
             Ok(b) => return fault(None, size_mismatch(path, b.len() as u64, file.size)),
             Err(Error::Limit { actual, .. }) => return fault(None, size_mismatch(path, actual, file.size)),
@@ -137,10 +236,8 @@ impl Dataset {
                     if let Err(e) = null_rows_zero(&data, path, c.id) {
                         fault(Some(c.name.clone()), e)?;
                     }
-                    // Kind value rules on live rows [KND-11]; a faulty deletion vector is
-                    // reported with the fragment, and its rows then count as live here.
-                    let deleted = self.deleted_rows(info).unwrap_or_default();
-                    if let Err(e) = crate::kinds::check_live_kind_values(c, &data, &deleted) {
+                    // Kind value rules on live rows [KND-11].
+                    if let Err(e) = crate::kinds::check_live_kind_values(c, &data, deleted) {
                         fault(Some(c.name.clone()), Error::invalid(path, format!("column {}: {e}", c.id)))?;
                     }
                 }
@@ -223,6 +320,40 @@ mod tests {
         let err = crate::kinds::check_live_kind_values(&small, &data, &[]).unwrap_err();
         assert!(err.contains("KND-11") && err.contains("row 1"), "{err}");
         assert!(crate::kinds::check_live_kind_values(&small, &data, &[1]).is_ok());
+    }
+
+    #[test]
+    fn async_verification_runs_as_a_task_and_reports_faults_in_fragment_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let ds = std::sync::Arc::new(dataset(dir.path(), 6));
+        let clean = ds.verify().unwrap();
+        // Damage fragments 4 and 1: faults still come in fragment order, whatever finishes first.
+        for i in [4, 1] {
+            let p = dir.path().join(&ds.fragments()[i].fragment.files[0].path);
+            let len = std::fs::metadata(&p).unwrap().len();
+            std::fs::OpenOptions::new().write(true).open(&p).unwrap().set_len(len - 1).unwrap();
+        }
+        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+        let task = ds.clone();
+        // Spawning needs a `Send` future: the async API must give one.
+        let (report, faults) = rt
+            .block_on(rt.spawn(async move {
+                let mut faults = Vec::new();
+                let report = task
+                    .verify_each_async(4, &mut |f| {
+                        faults.push(f.fragment);
+                        ControlFlow::Continue(())
+                    })
+                    .await;
+                (report, faults)
+            }))
+            .unwrap();
+        let ids: Vec<u64> = [1, 4].iter().map(|&i| ds.fragments()[i].fragment.id).collect();
+        assert_eq!(faults, ids);
+        assert_eq!(report.files, clean.files - 2);
+        // The blocking facade inside a runtime reports that instead of stalling it.
+        let inside = rt.block_on(async { ds.verify() }).unwrap_err();
+        assert_eq!(inside.class(), ErrorClass::Usage, "{inside}");
     }
 
     #[test]
