@@ -52,27 +52,6 @@ impl Dataset {
     /// was checked. A blocking facade over [`Dataset::verify_each_async`]; called inside an
     /// async runtime, it reports that as its one fault.
     pub fn verify_each(&self, mut on_fault: impl FnMut(Fault) -> ControlFlow<()>) -> VerifyReport {
-        let run = async {
-            let on_fault = &mut on_fault;
-            Ok(self.verify_each_async(VERIFY_CONCURRENCY, on_fault).await)
-        };
-        match block_on(run) {
-            Ok(report) => report,
-            Err(error) => {
-                let _ = on_fault(Fault { object: self.store().url().to_string(), fragment: u64::MAX, column: None, error });
-                VerifyReport::default()
-            }
-        }
-    }
-
-    /// [`Dataset::verify_each`] for async callers: `concurrency` fragments are read at once
-    /// (at least one), their faults still handed to `on_fault` in fragment order. The future
-    /// is `Send` when `on_fault` is.
-    pub async fn verify_each_async(
-        &self,
-        concurrency: usize,
-        on_fault: &mut impl FnMut(Fault) -> ControlFlow<()>,
-    ) -> VerifyReport {
         if self.is_partial() {
             // A view's dataset holds some fragments only: verify the whole version.
             let whole = Dataset::from_manifest(
@@ -82,13 +61,43 @@ impl Dataset {
                 self.limits().clone(),
             );
             return match whole {
-                Ok(ds) => Box::pin(ds.verify_each_async(concurrency, on_fault)).await,
+                Ok(ds) => ds.verify_each(on_fault),
                 Err(error) => {
                     let object = crate::paths::manifest_key(self.branch(), self.version());
                     let _ = on_fault(Fault { object, fragment: u64::MAX, column: None, error });
                     VerifyReport::default()
                 }
             };
+        }
+        let run = async {
+            let on_fault = &mut on_fault;
+            Ok(self.verify_each_async(VERIFY_CONCURRENCY, on_fault).await)
+        };
+        match block_on(run) {
+            Ok(report) => report,
+            Err(error) => {
+                let _ =
+                    on_fault(Fault { object: self.store().url().to_string(), fragment: u64::MAX, column: None, error });
+                VerifyReport::default()
+            }
+        }
+    }
+
+    /// [`Dataset::verify_each`] for async callers: `concurrency` fragments are read at once
+    /// (at least one), their faults still handed to `on_fault` in fragment order. The future
+    /// is `Send` when `on_fault` is. A view's (partial) dataset is a `usage` fault here:
+    /// [`Dataset::verify_each`] reopens the whole version for it.
+    pub async fn verify_each_async(
+        &self,
+        concurrency: usize,
+        on_fault: &mut impl FnMut(Fault) -> ControlFlow<()>,
+    ) -> VerifyReport {
+        if self.is_partial() {
+            // Opening the whole version reads every fragment record through blocking calls.
+            let object = crate::paths::manifest_key(self.branch(), self.version());
+            let error = Error::usage("a view's dataset holds some fragments only: verify it with verify_each");
+            let _ = on_fault(Fault { object, fragment: u64::MAX, column: None, error });
+            return VerifyReport::default();
         }
         let mut report = VerifyReport::default();
         // A loop rather than `stream::iter(..).map(..).buffered(..)`: a closure held across
@@ -146,7 +155,12 @@ impl Dataset {
             Ok(flow)
         };
         if let Err(error) = block_on(run) {
-            return on_fault(Fault { object: self.store().url().to_string(), fragment: info.fragment.id, column: None, error });
+            return on_fault(Fault {
+                object: self.store().url().to_string(),
+                fragment: info.fragment.id,
+                column: None,
+                error,
+            });
         }
         report.add(&part);
         for f in faults {

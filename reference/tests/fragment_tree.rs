@@ -377,6 +377,54 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
+
+    /// The streaming builder writes the tree `apply` writes for a first version, byte for
+    /// byte (the same root), whatever the fragments' entry sizes and the node size.
+    #[test]
+    fn a_streamed_build_equals_a_first_apply(
+        entries in prop::collection::vec((1u64..4, 0u64..6, 0u64..3), 0..130),
+        node_bytes in 200u64..2000,
+    ) {
+        let schema = Schema::new([Column::new("id", DType::I64, &[])]).unwrap();
+        let limits = Limits::default().with_max_segment_body(BODY_LIMIT);
+        let mut id = 0;
+        let fragments: Vec<Fragment> = entries
+            .iter()
+            .map(|&(gap, rows, deleted)| {
+                id += gap;
+                fragment(id, rows + deleted.min(rows), deleted.min(rows))
+            })
+            .collect();
+        let applied = tree::apply(&Store::open("memory://").unwrap(), None, &[], &fragments, &schema, node_bytes, &limits).unwrap();
+        let store = Store::open("memory://").unwrap();
+        let built = tree::build(&store, fragments.iter().cloned(), &schema, node_bytes, &limits).unwrap();
+        prop_assert_eq!(&built, &applied);
+        if let Some(root) = &built.root {
+            let mut model = BTreeMap::new();
+            for f in &fragments {
+                model.insert(f.id, f.clone());
+            }
+            let tree = FragmentTree::open(&store, &manifest_for(Some(root.clone()), &model), limits.clone()).unwrap();
+            prop_assert_eq!(tree.fragment_count(), fragments.len() as u64);
+        }
+    }
+}
+
+#[test]
+fn a_streamed_build_refuses_ids_out_of_order() {
+    let schema = Schema::new([Column::new("id", DType::I64, &[])]).unwrap();
+    let store = Store::open("memory://").unwrap();
+    let limits = Limits::default();
+    let err = tree::build(&store, [fragment(1, 1, 0), fragment(3, 1, 0), fragment(3, 1, 0)], &schema, 1024, &limits)
+        .unwrap_err();
+    assert_eq!(err.class(), ErrorClass::Usage, "{err}");
+    assert!(err.to_string().contains("strictly ascending"), "{err}");
+    let empty = tree::build(&store, std::iter::empty(), &schema, 1024, &limits).unwrap();
+    assert_eq!(empty.root, None);
+}
+
 /// A manifest whose fragments are `model`'s, indexed by the tree `root`.
 fn manifest_for(root: Option<tessera::manifest::SegmentRef>, model: &BTreeMap<u64, Fragment>) -> Manifest {
     Manifest {

@@ -182,20 +182,23 @@ fn build(dir: &Path, layout: Layout, fragments: u64, per: u64, node_bytes: u64) 
     let v1 = Dataset::create_in(&store, schema(), &options(layout, node_bytes)).expect("create");
     let v2 = v1.append(&rows(0, per), "one real data file", options(layout, node_bytes)).expect("append");
     let template = (*v2.fragments()[0].fragment).clone();
-    let all: Vec<Fragment> = (0..fragments).map(|id| Fragment { id, ..template.clone() }).collect();
+    // Generated as they are indexed: 10^8 fragment records would not fit in memory at once.
+    let fragment = |id: u64| Fragment { id, ..template.clone() };
     let limits = Limits::default();
     let (segments, index_bytes) = match layout {
         Layout::Tree => {
-            let w = tree::apply(&store, None, &[], &all, &schema(), node_bytes, &limits).expect("tree");
+            let w = tree::build(&store, (0..fragments).map(fragment), &schema(), node_bytes, &limits).expect("tree");
             (w.root.into_iter().collect::<Vec<_>>(), w.bytes_written)
         }
         Layout::Log => {
             let entry = envelope::encode_body(&template).expect("encode").len().max(1);
-            let per_segment = (LOG_SEGMENT_BYTES / entry).max(1);
+            let per_segment = (LOG_SEGMENT_BYTES / entry).max(1) as u64;
             let mut refs = Vec::new();
             let mut bytes = 0u64;
-            for chunk in all.chunks(per_segment) {
-                let seg = Segment { fragments: chunk.to_vec(), removed: Vec::new() };
+            for first in (0..fragments).step_by(per_segment as usize) {
+                let chunk: Vec<Fragment> = (first..fragments.min(first + per_segment)).map(fragment).collect();
+                let count = chunk.len() as u64;
+                let seg = Segment { fragments: chunk, removed: Vec::new() };
                 let sealed = envelope::seal(ObjectKind::Segment, &seg).expect("seal");
                 let key = tessera::paths::content_key(tessera::paths::INDEX_DIR, "tsi", &sealed);
                 bytes += sealed.len() as u64;
@@ -203,8 +206,8 @@ fn build(dir: &Path, layout: Layout, fragments: u64, per: u64, node_bytes: u64) 
                     path: key.clone(),
                     size: sealed.len() as u64,
                     crc32: envelope::stored_crc(&sealed),
-                    fragment_count: chunk.len() as u64,
-                    row_count: chunk.len() as u64 * per,
+                    fragment_count: count,
+                    row_count: count * per,
                 });
                 store.put_if_absent(&key, sealed.into()).expect("put segment");
             }
