@@ -52,6 +52,8 @@ const LOG_SEGMENT_BYTES: usize = 200 << 20;
 const LINK_BYTES_PER_SEC: f64 = 1.25e9;
 /// Seed of the global shuffle the ranks read in.
 const SHUFFLE_KEY: u64 = 0x5CA1E;
+/// The most fragments rank 0 opens a whole version of (every record in memory).
+const WHOLE_OPEN_MAX: u64 = 10_000_000;
 /// Batches a rank takes after its first, for the steady-state rate.
 const STEADY_BATCHES: usize = 20;
 
@@ -278,8 +280,10 @@ fn measure(dir: &Path, layout: Layout, rank: u64, a: &Args) {
     let threads_steady = threads.peak();
     drop(threads);
     // Rank 0 of a tree also opens the whole version as `Dataset::open_at` does (every node, a
-    // level or a chunk of leaves at a time): what a reader of every fragment pays.
-    let eager = (layout == Layout::Tree && rank == 0).then(|| {
+    // level or a chunk of leaves at a time): what a reader of every fragment pays. Up to
+    // WHOLE_OPEN_MAX fragments: the records of 10^8 take more memory than this machine has.
+    let fragments = loader.dataset().manifest().next_fragment_id;
+    let eager = (layout == Layout::Tree && rank == 0 && fragments <= WHOLE_OPEN_MAX).then(|| {
         let before = counts.snapshot();
         let t = Instant::now();
         let ds = Dataset::open_at(&store, &At::Latest, Limits::default()).expect("open whole tree");
