@@ -182,24 +182,23 @@ pub(crate) fn tar_files(inputs: &[PathBuf]) -> IngestResult<Vec<PathBuf>> {
 
 /// The media files of the inputs (folders expanded by extension, in name order).
 pub(crate) fn media_files(inputs: &[PathBuf], extensions: &[&str]) -> IngestResult<Vec<PathBuf>> {
-    if let Some(p) = inputs.iter().find(|p| !p.exists()) {
-        return Err(IngestError::not_found(format!("input {} does not exist", p.display())));
-    }
-    let files = input::expand_inputs(inputs, extensions)?;
-    if files.is_empty() {
-        return Err(IngestError::not_found(format!("no {} files in the inputs", extensions.join("/"))));
-    }
-    Ok(files)
+    expanded(inputs, extensions, &extensions.join("/"))
 }
 
 /// The table files of the inputs (folders expanded by extension, in name order).
 pub(crate) fn table_files(inputs: &[PathBuf], extensions: &[&str]) -> IngestResult<Vec<PathBuf>> {
+    expanded(inputs, extensions, &format!(".{}", extensions.join("/.")))
+}
+
+/// The files of the inputs with one of `extensions` (folders expanded, in name order); none
+/// is a `not_found` error naming them as `named`.
+fn expanded(inputs: &[PathBuf], extensions: &[&str], named: &str) -> IngestResult<Vec<PathBuf>> {
     if let Some(p) = inputs.iter().find(|p| !p.exists()) {
         return Err(IngestError::not_found(format!("input {} does not exist", p.display())));
     }
     let files = input::expand_inputs(inputs, extensions)?;
     if files.is_empty() {
-        return Err(IngestError::not_found(format!("no .{} files in the inputs", extensions.join("/."))));
+        return Err(IngestError::not_found(format!("no {named} files in the inputs")));
     }
     Ok(files)
 }
