@@ -19,6 +19,8 @@ cd "$(dirname "$0")/.."
 MATURIN_VERSION=1.16.0
 PYTEST_VERSION=8.4.2
 JOBS=${JOBS:-2}
+# The tests cover every input `tessera.ingest` can take: the wheel's opt-in video and tables.
+FEATURES=video,tables
 
 test -x .venv/bin/python || { echo "python.sh: .venv is missing; run scripts/setup.sh first" >&2; exit 1; }
 if ! .venv/bin/maturin --version 2>/dev/null | grep -qx "maturin $MATURIN_VERSION"; then
@@ -30,14 +32,14 @@ fi
 
 echo "== python: build and install the tessera package"
 if [ "${PYTHON_BUILD:-cargo}" = maturin ]; then
-  VIRTUAL_ENV="$PWD/.venv" .venv/bin/maturin develop --quiet --profile dev -m python/Cargo.toml -j"$JOBS"
+  VIRTUAL_ENV="$PWD/.venv" .venv/bin/maturin develop --quiet --profile dev -m python/Cargo.toml -j"$JOBS" --features "$FEATURES"
 else
   case ${TESSERA_BUILD_PROFILE:-debug} in
     debug) profile=() ;;
     release) profile=(--release) ;;
     *) echo "python.sh: TESSERA_BUILD_PROFILE is debug or release, not $TESSERA_BUILD_PROFILE" >&2; exit 2 ;;
   esac
-  cargo build --locked -j"$JOBS" "${profile[@]}" -p tessera-python
+  cargo build --locked -j"$JOBS" "${profile[@]}" -p tessera-python --features "$FEATURES"
   TARGET_DIR=$(cargo metadata --format-version 1 --no-deps --locked |
     .venv/bin/python -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')
   # Replace, never write into, the file: a running interpreter may have the old one mapped.

@@ -7,6 +7,11 @@ pub(crate) mod imagefolder;
 pub(crate) mod jsonl;
 pub(crate) mod media;
 pub(crate) mod npy;
+#[cfg(feature = "tables")]
+pub(crate) mod parquet;
+/// Without the `tables` feature: Parquet and Arrow inputs are an `unsupported` error.
+#[cfg(not(feature = "tables"))]
+#[path = "parquet_off.rs"]
 pub(crate) mod parquet;
 pub(crate) mod video;
 pub(crate) mod wds;
@@ -17,6 +22,11 @@ use std::sync::Arc;
 use tessera::{Column, Compression, DType, Dim, ImageLayout, Kind};
 
 use crate::error::{IngestError, IngestResult};
+
+/// File extensions of Parquet files.
+pub(crate) const PARQUET_EXTENSIONS: [&str; 2] = ["parquet", "pq"];
+/// File extensions of Arrow IPC files (file or stream format).
+pub(crate) const ARROW_EXTENSIONS: [&str; 4] = ["arrow", "arrows", "feather", "ipc"];
 
 /// A decoded image: `height × width × channels` bytes, row-major (HWC).
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -36,13 +36,9 @@ use tessera_arrow::{dtype_of, element_bytes};
 
 use super::imagefolder::decode_image;
 use super::wds::WdsOptions;
+pub(crate) use super::{ARROW_EXTENSIONS, PARQUET_EXTENSIONS};
 use super::{Bad, Decoded, Sample, Value};
 use crate::error::{IngestError, IngestResult};
-
-/// File extensions of Parquet files.
-pub(crate) const PARQUET_EXTENSIONS: [&str; 2] = ["parquet", "pq"];
-/// File extensions of Arrow IPC files (file or stream format).
-pub(crate) const ARROW_EXTENSIONS: [&str; 4] = ["arrow", "arrows", "feather", "ipc"];
 
 /// Rows read per record batch.
 const BATCH_ROWS: usize = 1024;
