@@ -273,7 +273,8 @@ fn work(sh: &Shared, mut worker: Worker, tx: &SyncSender<(usize, Result<Batch>)>
         let started = Instant::now();
         let cpu0 = thread_cpu_time();
         take_waited();
-        let first = (index == 0 && sh.fetcher.cache.is_some()).then(crate::disk_cache::FirstBatch::enter);
+        // Every cache this thread reads through sees it (a mixture's sources have their own).
+        let first = (index == 0).then(crate::disk_cache::FirstBatch::enter);
         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| worker.assemble(index, set)))
             .unwrap_or_else(|p| {
                 let msg = p
