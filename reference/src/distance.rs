@@ -26,7 +26,7 @@
 //! assert_eq!(distance_f32(Distance::L2, &a, &[1.0]), None); // lengths differ
 //! ```
 
-use std::sync::OnceLock;
+pub use crate::simd::Level;
 
 /// Interleaved partial sums per reduction (DIST-02).
 pub const LANES: usize = 16;
@@ -40,61 +40,6 @@ pub enum Distance {
     L2,
     /// Inner product `a · b`, a similarity (DIST-06).
     InnerProduct,
-}
-
-/// A compilation of the kernels; every level returns the same bits (DIST-01).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Level {
-    /// The crate's baseline target (SSE2 on x86-64): always available.
-    Portable,
-    /// The same code compiled with AVX2 (x86-64 only).
-    Avx2,
-}
-
-impl Level {
-    /// The name `TESSERA_SIMD` accepts.
-    #[must_use]
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Portable => "portable",
-            Self::Avx2 => "avx2",
-        }
-    }
-
-    /// Whether this CPU runs the level.
-    #[must_use]
-    pub fn is_available(self) -> bool {
-        match self {
-            Self::Portable => true,
-            #[cfg(target_arch = "x86_64")]
-            Self::Avx2 => std::arch::is_x86_feature_detected!("avx2"),
-            #[cfg(not(target_arch = "x86_64"))]
-            Self::Avx2 => false,
-        }
-    }
-
-    /// Every level this CPU runs, slowest first.
-    #[must_use]
-    pub fn available() -> Vec<Self> {
-        [Self::Portable, Self::Avx2].into_iter().filter(|l| l.is_available()).collect()
-    }
-
-    /// The level [`distance_f32`] and [`distance_f64`] use: the fastest available, or the one
-    /// the environment variable `TESSERA_SIMD` names (`portable`, `avx2`) when this CPU runs
-    /// it. Read once per process. The answer is the same whichever is chosen; the variable
-    /// exists so that tests and users can run every path on one machine.
-    #[must_use]
-    pub fn current() -> Self {
-        static LEVEL: OnceLock<Level> = OnceLock::new();
-        *LEVEL.get_or_init(|| {
-            let forced = std::env::var("TESSERA_SIMD").ok();
-            let all = Self::available();
-            forced
-                .and_then(|name| all.iter().copied().find(|l| l.name() == name.trim()))
-                .or_else(|| all.last().copied())
-                .unwrap_or(Self::Portable)
-        })
-    }
 }
 
 /// A query vector for a column of f32-widened elements (DIST-02): rounded once to the column's

@@ -95,6 +95,7 @@ pub mod paths;
 mod refs;
 pub mod schema;
 mod segment_log;
+pub mod simd;
 pub(crate) mod stats;
 pub mod store;
 pub mod tree;

@@ -33,6 +33,7 @@ use crate::error::{LoaderError, Result};
 use pixels::{Le, Out, OutBf16, OutF16, OutF32, OutU8, Pixels, U8s, put};
 use resample::{Grid, Resampler};
 use rng::OpRng;
+use tessera::simd::Level;
 use view::View;
 
 /// The size a [`Transform::Resize`] produces.
@@ -716,8 +717,10 @@ impl Pipeline {
 }
 
 /// The last pass for a compile-time output type: `v · a[c] + b[c]` per element (padding
-/// reads as 0), a line at a time in blocks of 64.
-#[allow(clippy::too_many_arguments, clippy::many_single_char_names)] // a, b: the affine map
+/// reads as 0), a line at a time in blocks of [`VALUES_BLOCK`]; compiled per
+/// [`tessera::simd::Level`] like the resampler (a multiply, then an add, never fused: the
+/// same bits at every level).
+#[allow(clippy::too_many_arguments, clippy::many_single_char_names, unsafe_code)] // a, b: the affine map
 fn values<P: Pixels, O: Out>(
     view: &View,
     perm: &[usize],
@@ -727,18 +730,59 @@ fn values<P: Pixels, O: Out>(
     b: &[f32],
     dst: &mut [u8],
 ) {
-    let mut buf = [0.0f32; 64];
+    #[cfg(target_arch = "x86_64")]
+    if Level::current() == Level::Avx2 && Level::Avx2.is_available() {
+        // SAFETY: `values_avx2` only requires the CPU to support AVX2, which
+        // `is_x86_feature_detected!("avx2")` (in `is_available`) has just confirmed.
+        unsafe { values_avx2::<P, O>(view, perm, chan, px, a, b, dst) };
+        return;
+    }
+    values_body::<P, O>(view, perm, chan, px, a, b, dst);
+}
+
+/// [`values_body`] compiled with AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+#[allow(clippy::too_many_arguments, clippy::many_single_char_names)]
+fn values_avx2<P: Pixels, O: Out>(
+    view: &View,
+    perm: &[usize],
+    chan: Option<usize>,
+    px: &P,
+    a: &[f32],
+    b: &[f32],
+    dst: &mut [u8],
+) {
+    values_body::<P, O>(view, perm, chan, px, a, b, dst);
+}
+
+/// Values converted per block: one 224-pixel line is one block.
+const VALUES_BLOCK: usize = 256;
+
+/// [`values`]' loops (`inline(always)`: each level's copy is compiled with its features).
+#[allow(clippy::too_many_arguments, clippy::many_single_char_names, clippy::inline_always)]
+#[inline(always)]
+fn values_body<P: Pixels, O: Out>(
+    view: &View,
+    perm: &[usize],
+    chan: Option<usize>,
+    px: &P,
+    a: &[f32],
+    b: &[f32],
+    dst: &mut [u8],
+) {
+    let mut buf = [0.0f32; VALUES_BLOCK];
     view.lines(perm, chan, |l| {
         let (d0, n, src, step) = l.data.unwrap_or((l.len, 0, 0, 0));
         let mut j = 0;
         let mut at = src;
         while j < l.len {
             let m = if j < d0 {
-                (d0 - j).min(64)
+                (d0 - j).min(VALUES_BLOCK)
             } else if j < d0 + n {
-                (d0 + n - j).min(64)
+                (d0 + n - j).min(VALUES_BLOCK)
             } else {
-                (l.len - j).min(64)
+                (l.len - j).min(VALUES_BLOCK)
             };
             let vals = &mut buf[..m];
             if j >= d0 && j < d0 + n {

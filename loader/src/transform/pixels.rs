@@ -23,6 +23,45 @@ pub(crate) trait Pixels {
             *o = self.sample(at + k as isize * step);
         }
     }
+
+    /// One line of `n` pixels of `channels` values each (pixel `x`, channel `c` at
+    /// `at + x · sx + c · sc`) into lane `lane` of `out`, laid out `[x][c][LANES]`:
+    /// `out[(x · channels + c) · LANES + lane]`.
+    #[inline]
+    #[allow(clippy::too_many_arguments)]
+    fn gather_line<const LANES: usize>(
+        &self,
+        at: isize,
+        sx: isize,
+        sc: isize,
+        n: usize,
+        channels: usize,
+        out: &mut [f32],
+        lane: usize,
+    ) {
+        for c in 0..channels {
+            self.gather_spread(at + c as isize * sc, sx, n, out, c * LANES + lane, channels * LANES);
+        }
+    }
+
+    /// Lines `r < rows` (line `r` at `at + r · sy`) as [`Pixels::gather_line`] lane `r`.
+    #[inline]
+    #[allow(clippy::too_many_arguments)]
+    fn gather_rows<const LANES: usize>(
+        &self,
+        at: isize,
+        sy: isize,
+        sx: isize,
+        sc: isize,
+        n: usize,
+        channels: usize,
+        rows: usize,
+        out: &mut [f32],
+    ) {
+        for r in 0..rows {
+            self.gather_line::<LANES>(at + r as isize * sy, sx, sc, n, channels, out, r);
+        }
+    }
 }
 
 impl Pixels for &[f32] {
@@ -61,6 +100,56 @@ impl Pixels for U8s<'_> {
     #[allow(clippy::cast_sign_loss)]
     fn sample(&self, i: isize) -> f32 {
         f32::from(self.0[i as usize])
+    }
+
+    /// Eight interleaved lines at once (`sc = 1`, `|sx| = channels`: the stored `[H, W, C]`
+    /// image, flipped or not): each output vector of `LANES` values is one byte from each line,
+    /// so the lines are read in order and `out` is written in order. Any other shape goes
+    /// line by line.
+    #[inline]
+    #[allow(clippy::cast_sign_loss, clippy::too_many_arguments)] // checked views never reach below 0
+    fn gather_rows<const LANES: usize>(
+        &self,
+        at: isize,
+        sy: isize,
+        sx: isize,
+        sc: isize,
+        n: usize,
+        channels: usize,
+        rows: usize,
+        out: &mut [f32],
+    ) {
+        let values = n * channels;
+        if rows != LANES || sc != 1 || sx.unsigned_abs() != channels || n == 0 {
+            for r in 0..rows {
+                self.gather_line::<LANES>(at + r as isize * sy, sx, sc, n, channels, out, r);
+            }
+            return;
+        }
+        let flipped = sx < 0;
+        let runs: [&[u8]; LANES] = std::array::from_fn(|r| {
+            let line = at + r as isize * sy;
+            let first = if flipped { line + (n as isize - 1) * sx } else { line } as usize;
+            &self.0[first..first + values]
+        });
+        let out = &mut out[..values * LANES];
+        if flipped {
+            // Pixel `x` is the run's pixel `n − 1 − x`; its channels keep their order.
+            for (x, px) in out.chunks_exact_mut(channels * LANES).enumerate() {
+                let base = (n - 1 - x) * channels;
+                for (c, o) in px.chunks_exact_mut(LANES).enumerate() {
+                    for (d, run) in o.iter_mut().zip(&runs) {
+                        *d = f32::from(run[base + c]);
+                    }
+                }
+            }
+        } else {
+            for (i, o) in out.chunks_exact_mut(LANES).enumerate() {
+                for (d, run) in o.iter_mut().zip(&runs) {
+                    *d = f32::from(run[i]);
+                }
+            }
+        }
     }
 
     #[inline]
@@ -167,6 +256,20 @@ impl Out for OutF32 {
     fn write(out: &mut [u8], i: usize, v: f32) {
         out[i * 4..i * 4 + 4].copy_from_slice(&v.to_le_bytes());
     }
+
+    /// One copy where `out` is aligned for `f32` (batch slots are).
+    #[inline]
+    fn write_slice(out: &mut [u8], i: usize, v: &[f32]) {
+        let bytes = &mut out[i * 4..(i + v.len()) * 4];
+        #[cfg(target_endian = "little")]
+        if let Ok(dst) = <[f32] as zerocopy::FromBytes>::mut_from_bytes(bytes) {
+            dst.copy_from_slice(v);
+            return;
+        }
+        for (d, x) in bytes.chunks_exact_mut(4).zip(v) {
+            d.copy_from_slice(&x.to_le_bytes());
+        }
+    }
 }
 
 impl Out for OutF16 {
@@ -176,10 +279,16 @@ impl Out for OutF16 {
     }
 
     /// Converts in blocks (the F16C instructions when the CPU has them: the same IEEE
-    /// rounding, to nearest even, as the scalar conversion).
+    /// rounding, to nearest even, as the scalar conversion), straight into `out` where it is
+    /// aligned for `u16` (batch slots are).
     #[inline]
     fn write_slice(out: &mut [u8], i: usize, v: &[f32]) {
-        use half::slice::HalfFloatSliceExt;
+        use half::slice::{HalfBitsSliceExt, HalfFloatSliceExt};
+        #[cfg(target_endian = "little")]
+        if let Ok(bits) = <[u16] as zerocopy::FromBytes>::mut_from_bytes(&mut out[i * 2..(i + v.len()) * 2]) {
+            bits.reinterpret_cast_mut::<half::f16>().convert_from_f32_slice(v);
+            return;
+        }
         let mut h = [half::f16::ZERO; 64];
         for (block, vals) in out[i * 2..(i + v.len()) * 2].chunks_mut(128).zip(v.chunks(64)) {
             let h = &mut h[..vals.len()];

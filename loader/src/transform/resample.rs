@@ -5,8 +5,12 @@
 //! Why written here rather than taken from a SIMD resizer: the loader promises the same
 //! bytes on every CPU, and a resizer that picks its kernel (and with it its rounding) per
 //! instruction set cannot promise that. This one is scalar `f32` in a fixed order of
-//! operations, shaped so that its vertical pass auto-vectorises (a multiply-add over whole
-//! rows), which vectorisation does not reorder.
+//! operations, shaped so that both passes auto-vectorise (multiply-adds across eight rows,
+//! then over whole rows), which vectorisation does not reorder. The same source is compiled
+//! once more with AVX2 and chosen per [`tessera::simd::Level`]; no multiply and add is fused
+//! at either level, so both compute the same bits (a test compares them).
+
+use tessera::simd::Level;
 
 use super::pixels::Pixels;
 
@@ -81,6 +85,7 @@ impl Taps {
         }
     }
 
+    #[inline]
     fn of(&self, i: usize) -> (usize, &[f32]) {
         let n = self.count[i];
         (self.start[i], &self.weights[i * self.stride..i * self.stride + n])
@@ -107,8 +112,10 @@ pub(crate) struct Resampler {
     ty: Taps,
     /// The horizontal pass's output, `[height, channels, out_w]`.
     tmp: Vec<f32>,
-    /// [`ROWS`] source rows of one channel, column-major.
+    /// [`ROWS`] source rows, `[x][channel][row]`.
     block: Vec<f32>,
+    /// The horizontal pass's sums for [`ROWS`] rows, `[channel][x][row]`.
+    stage: Vec<f32>,
 }
 
 /// Source rows the horizontal pass resamples together.
@@ -117,7 +124,12 @@ const ROWS: usize = 8;
 impl Resampler {
     /// Bytes held.
     pub(crate) fn capacity_bytes(&self) -> usize {
-        (self.tmp.capacity() + self.block.capacity() + self.tx.weights.capacity() + self.ty.weights.capacity()) * 4
+        (self.tmp.capacity()
+            + self.block.capacity()
+            + self.stage.capacity()
+            + self.tx.weights.capacity()
+            + self.ty.weights.capacity())
+            * 4
             + (self.tx.start.capacity()
                 + self.tx.count.capacity()
                 + self.ty.start.capacity()
@@ -128,6 +140,44 @@ impl Resampler {
     /// Resamples `g` of `src` to `out_h × out_w`, into `out`: `out_h` rows, each `channels`
     /// planes of `out_w` values (`[out_h, channels, out_w]`, row-major; overwritten).
     pub(crate) fn run<S: Pixels>(&mut self, src: &S, g: Grid, out_h: usize, out_w: usize, out: &mut [f32]) {
+        self.run_at(Level::current(), src, g, out_h, out_w, out);
+    }
+
+    /// [`Resampler::run`] compiled for `level` (the same bits at every level: see
+    /// [`tessera::simd`]); a level this CPU lacks runs as [`Level::Portable`].
+    #[allow(unsafe_code)]
+    pub(crate) fn run_at<S: Pixels>(
+        &mut self,
+        level: Level,
+        src: &S,
+        g: Grid,
+        out_h: usize,
+        out_w: usize,
+        out: &mut [f32],
+    ) {
+        #[cfg(target_arch = "x86_64")]
+        if level == Level::Avx2 && Level::Avx2.is_available() {
+            // SAFETY: `run_avx2` only requires the CPU to support AVX2, which
+            // `is_x86_feature_detected!("avx2")` (in `is_available`) has just confirmed.
+            unsafe { self.run_avx2(src, g, out_h, out_w, out) };
+            return;
+        }
+        let _ = level;
+        self.run_body(src, g, out_h, out_w, out);
+    }
+
+    /// [`Resampler::run_body`] compiled with AVX2.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    fn run_avx2<S: Pixels>(&mut self, src: &S, g: Grid, out_h: usize, out_w: usize, out: &mut [f32]) {
+        self.run_body(src, g, out_h, out_w, out);
+    }
+
+    /// The resampler's loops: `inline(always)` so that each level's `target_feature` function
+    /// gets its own copy compiled with its features.
+    #[allow(clippy::inline_always)]
+    #[inline(always)]
+    fn run_body<S: Pixels>(&mut self, src: &S, g: Grid, out_h: usize, out_w: usize, out: &mut [f32]) {
         let c = g.channels;
         self.tx.compute(g.width, out_w);
         self.ty.compute(g.height, out_h);
@@ -135,31 +185,24 @@ impl Resampler {
         // Every element of both buffers is written before it is read: no zeroing.
         grow(&mut self.tmp, g.height * line);
         // Horizontal pass, eight source rows at a time: the rows' values are gathered as
-        // `f32` into `block`, column-major (`block[x · 8 + r]`), so each output column sums its
-        // taps (in tap order) for eight rows at once in one vector.
+        // `f32` into `block`, laid out `[x][channel][row]` (`block[(x · c + ch) · 8 + r]`), so
+        // each output column sums its taps (in tap order) for eight rows at once in one vector.
         let span = g.width;
-        grow(&mut self.block, span * ROWS);
+        grow(&mut self.block, span * c * ROWS);
+        grow(&mut self.stage, line * ROWS);
         for y0 in (0..g.height).step_by(ROWS) {
             let rows = ROWS.min(g.height - y0);
-            for ch in 0..c {
-                for r in 0..rows {
-                    let at = g.base + (y0 + r) as isize * g.sy + ch as isize * g.sc;
-                    src.gather_spread(at, g.sx, span, &mut self.block, r, ROWS);
-                }
-                for x in 0..out_w {
-                    let (x0, w) = self.tx.of(x);
-                    let mut acc = [0.0f32; ROWS];
-                    for (k, &wk) in w.iter().enumerate() {
-                        let col = &self.block[(x0 + k) * ROWS..(x0 + k + 1) * ROWS];
-                        for (a, &v) in acc.iter_mut().zip(col) {
-                            *a += wk * v;
-                        }
-                    }
-                    for (r, &a) in acc.iter().enumerate().take(rows) {
-                        self.tmp[(y0 + r) * line + ch * out_w + x] = a;
-                    }
-                }
+            let at = g.base + y0 as isize * g.sy;
+            src.gather_rows::<ROWS>(at, g.sy, g.sx, g.sc, span, c, rows, &mut self.block);
+            // Each output column's sums land in `stage` as `[channel][x][row]` (whole vectors),
+            // then move to their rows of `tmp`.
+            match c {
+                1 => horizontal::<1>(&self.tx, &self.block, &mut self.stage),
+                3 => horizontal::<3>(&self.tx, &self.block, &mut self.stage),
+                4 => horizontal::<4>(&self.tx, &self.block, &mut self.stage),
+                _ => horizontal_any(&self.tx, c, &self.block, &mut self.stage),
             }
+            transpose_into_rows(&self.stage, &mut self.tmp[y0 * line..(y0 + rows) * line], line);
         }
         // Vertical pass: each output row a weighted sum of whole rows.
         for (y, dst) in out.chunks_exact_mut(line.max(1)).take(out_h).enumerate() {
@@ -180,6 +223,87 @@ impl Resampler {
             if w.is_empty() {
                 dst.fill(0.0);
             }
+        }
+    }
+}
+
+/// The horizontal sums of one block of [`ROWS`] rows with `C` channels: `block` is
+/// `[x][channel][row]`, `stage` becomes `[channel][out x][row]`. Each output column's taps are
+/// summed in tap order, eight rows per vector.
+#[allow(clippy::inline_always)] // compiled into each level's copy of the resampler
+#[inline(always)]
+fn horizontal<const C: usize>(taps: &Taps, block: &[f32], stage: &mut [f32]) {
+    let out_w = taps.start.len();
+    let pixel = C * ROWS;
+    for x in 0..out_w {
+        let (x0, w) = taps.of(x);
+        let mut acc = [[0.0f32; ROWS]; C];
+        let span = &block[x0 * pixel..(x0 + w.len()) * pixel];
+        for (&wk, px) in w.iter().zip(span.chunks_exact(pixel)) {
+            for (a, col) in acc.iter_mut().zip(px.chunks_exact(ROWS)) {
+                for (a, &v) in a.iter_mut().zip(col) {
+                    *a += wk * v;
+                }
+            }
+        }
+        for (ch, a) in acc.iter().enumerate() {
+            let at = (ch * out_w + x) * ROWS;
+            stage[at..at + ROWS].copy_from_slice(a);
+        }
+    }
+}
+
+/// Moves `stage` (`[j][row]`, [`ROWS`] lanes per `j`) into `rows` (`rows.len() / line` rows
+/// of `line` values): `rows[r · line + j] = stage[j · ROWS + r]`. Whole 8 × 8 tiles go through
+/// fixed-size arrays, which the compiler turns into register shuffles; data movement only.
+#[allow(clippy::inline_always)]
+#[inline(always)]
+fn transpose_into_rows(stage: &[f32], rows: &mut [f32], line: usize) {
+    let n = rows.len() / line.max(1);
+    let tiles = line / ROWS;
+    if n == ROWS {
+        let (rows_out, _) = rows.split_at_mut(ROWS * line);
+        for t in 0..tiles {
+            let Ok(tile) = <&[f32; ROWS * ROWS]>::try_from(&stage[t * ROWS * ROWS..(t + 1) * ROWS * ROWS]) else {
+                continue; // unreachable: the range is ROWS² long
+            };
+            for (r, row) in rows_out.chunks_exact_mut(line).enumerate() {
+                let Ok(dst) = <&mut [f32; ROWS]>::try_from(&mut row[t * ROWS..(t + 1) * ROWS]) else {
+                    continue;
+                };
+                for (i, d) in dst.iter_mut().enumerate() {
+                    *d = tile[i * ROWS + r];
+                }
+            }
+        }
+    }
+    // The tail columns, and blocks of fewer than ROWS rows.
+    let from = if n == ROWS { tiles * ROWS } else { 0 };
+    for (r, row) in rows.chunks_exact_mut(line).enumerate() {
+        for (j, d) in row.iter_mut().enumerate().skip(from) {
+            *d = stage[j * ROWS + r];
+        }
+    }
+}
+
+/// [`horizontal`] for a channel count known only at run time.
+#[allow(clippy::inline_always)]
+#[inline(always)]
+fn horizontal_any(taps: &Taps, c: usize, block: &[f32], stage: &mut [f32]) {
+    let out_w = taps.start.len();
+    let pixel = c * ROWS;
+    for x in 0..out_w {
+        let (x0, w) = taps.of(x);
+        let span = &block[x0 * pixel..(x0 + w.len()) * pixel];
+        for ch in 0..c {
+            let mut acc = [0.0f32; ROWS];
+            for (&wk, px) in w.iter().zip(span.chunks_exact(pixel)) {
+                for (a, &v) in acc.iter_mut().zip(&px[ch * ROWS..(ch + 1) * ROWS]) {
+                    *a += wk * v;
+                }
+            }
+            let at = (ch * out_w + x) * ROWS;
+            stage[at..at + ROWS].copy_from_slice(&acc);
         }
     }
 }
@@ -229,6 +353,33 @@ mod tests {
         let g = Grid { base: 0, sy: 0, sx: 1, sc: 0, height: 1, width: 2, channels: 1 };
         Resampler::default().run(&src.as_slice(), g, 1, 4, &mut out);
         assert_eq!(out, [0.0, 25.0, 75.0, 100.0]);
+    }
+
+    #[test]
+    fn every_simd_level_computes_the_same_bits() {
+        // Awkward sizes in both directions, u8 and f32 sources, three channels strided as HWC.
+        let (h, w) = (37usize, 53usize);
+        let bytes: Vec<u8> = (0..h * w * 3).map(|i| (i * 7919 % 251) as u8).collect();
+        let floats: Vec<f32> = (0..h * w * 3).map(|i| ((i * 104_729) % 1009) as f32 / 7.3).collect();
+        let g = Grid { base: 0, sy: (w * 3) as isize, sx: 3, sc: 1, height: h, width: w, channels: 3 };
+        for (oh, ow) in [(1, 1), (5, 224), (224, 7), (37, 53), (100, 31), (9, 9)] {
+            let run = |level: Level, u8s: bool| {
+                let mut out = vec![0.0f32; oh * ow * 3];
+                let mut r = Resampler::default();
+                if u8s {
+                    r.run_at(level, &super::super::pixels::U8s(&bytes), g, oh, ow, &mut out);
+                } else {
+                    r.run_at(level, &floats.as_slice(), g, oh, ow, &mut out);
+                }
+                out.iter().map(|v| v.to_bits()).collect::<Vec<u32>>()
+            };
+            for u8s in [true, false] {
+                let portable = run(Level::Portable, u8s);
+                for level in Level::available() {
+                    assert_eq!(run(level, u8s), portable, "{level:?} {oh}x{ow} u8={u8s}");
+                }
+            }
+        }
     }
 
     #[test]

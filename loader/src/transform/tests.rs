@@ -317,3 +317,33 @@ fn spread_gathers_match_the_element_by_element_definition() {
         assert_eq!(fast, slow, "at {at} step {step} n {n}");
     }
 }
+
+#[test]
+fn row_gathers_match_the_element_by_element_definition() {
+    /// The trait's defaults, element by element.
+    struct Plain<'a>(&'a [u8]);
+    impl pixels::Pixels for Plain<'_> {
+        fn sample(&self, i: isize) -> f32 {
+            f32::from(self.0[usize::try_from(i).unwrap()])
+        }
+    }
+    // A 12 × 9 × 3 image (HWC); lines read forward, flipped, as one channel of several, and
+    // as fewer lines than a block holds.
+    let bytes: Vec<u8> = (0..12 * 9 * 3).map(|i| (i * 31 % 256) as u8).collect();
+    let u8s = pixels::U8s(&bytes);
+    let cases: [(isize, isize, isize, isize, usize, usize, usize); 6] = [
+        (0, 27, 3, 1, 9, 3, 8),        // forward, a whole block
+        (3 * 8, 27, -3, 1, 9, 3, 8),   // flipped: each line starts at its last pixel
+        (27 + 3, 27, 3, 1, 7, 3, 8),   // a crop inside the lines
+        (0, 27, 3, 1, 9, 3, 5),        // a partial block
+        (1, 27, 3, 0, 9, 1, 8),        // one channel of three (sx ≠ channels)
+        (11, 27 * 2, -3, -1, 4, 3, 6), // every other line, flipped, channels reversed
+    ];
+    for (at, sy, sx, sc, n, channels, rows) in cases {
+        let len = n * channels * 8;
+        let (mut fast, mut slow) = (vec![-1.0f32; len], vec![-1.0f32; len]);
+        pixels::Pixels::gather_rows::<8>(&u8s, at, sy, sx, sc, n, channels, rows, &mut fast);
+        pixels::Pixels::gather_rows::<8>(&Plain(&bytes), at, sy, sx, sc, n, channels, rows, &mut slow);
+        assert_eq!(fast, slow, "at {at} sy {sy} sx {sx} sc {sc} n {n} rows {rows}");
+    }
+}
