@@ -772,7 +772,7 @@ fn values_body<P: Pixels, O: Out>(
     dst: &mut [u8],
 ) {
     let mut buf = [0.0f32; VALUES_BLOCK];
-    view.lines(perm, chan, |l| {
+    for l in view.line_iter(perm, chan) {
         let (d0, n, src, step) = l.data.unwrap_or((l.len, 0, 0, 0));
         let mut j = 0;
         let mut at = src;
@@ -813,7 +813,7 @@ fn values_body<P: Pixels, O: Out>(
             }
             j += m;
         }
-    });
+    }
 }
 
 /// Makes `v` exactly `n` long, keeping its allocation; new elements are 0.

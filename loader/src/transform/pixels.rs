@@ -106,7 +106,8 @@ impl Pixels for U8s<'_> {
     /// image, flipped or not): each output vector of `LANES` values is one byte from each line,
     /// so the lines are read in order and `out` is written in order. Any other shape goes
     /// line by line.
-    #[inline]
+    #[allow(clippy::inline_always)] // compiled into each SIMD level's copy of the resampler
+    #[inline(always)]
     #[allow(clippy::cast_sign_loss, clippy::too_many_arguments)] // checked views never reach below 0
     fn gather_rows<const LANES: usize>(
         &self,

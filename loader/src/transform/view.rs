@@ -135,14 +135,22 @@ impl View {
     /// indexes — the innermost, or the one before it when the innermost is short (a pixel's
     /// channels: lines of 3 would cost more to walk than to fill).
     pub(crate) fn lines(&self, perm: &[usize], chan: Option<usize>, mut f: impl FnMut(Line)) {
-        let r = perm.len();
-        if r == 0 {
-            f(Line { out: 0, len: 1, out_step: 1, data: Some((0, 1, self.base(), 0)), chan: Some(0) });
-            return;
+        for l in self.line_iter(perm, chan) {
+            f(l);
         }
+    }
+
+    /// [`View::lines`] as an iterator (a loop over it compiles in its caller, with the
+    /// caller's target features, where a closure would not).
+    pub(crate) fn line_iter(&self, perm: &[usize], chan: Option<usize>) -> Lines {
+        let r = perm.len();
         let axes: Vec<Axis> = perm.iter().map(|&p| self.axes[p]).collect();
+        if r == 0 {
+            let only = Line { out: 0, len: 1, out_step: 1, data: Some((0, 1, self.base(), 0)), chan: Some(0) };
+            return Lines { single: Some(only), ..Lines::default() };
+        }
         if axes.iter().any(|a| a.out == 0) {
-            return;
+            return Lines::default();
         }
         // Row-major strides of the output.
         let mut ostride = vec![1usize; r];
@@ -150,44 +158,74 @@ impl View {
             ostride[i] = ostride[i + 1] * axes[i + 1].out;
         }
         let along = if r >= 2 && axes[r - 1].out <= 4 && axes[r - 2].out > axes[r - 1].out { r - 2 } else { r - 1 };
-        let inner = axes[along];
         let chan_pos = chan.and_then(|c| perm.iter().position(|&p| p == c));
         let others: Vec<usize> = (0..r).filter(|&i| i != along).collect();
-        let mut idx = vec![0usize; others.len()];
-        let count: usize = others.iter().map(|&i| axes[i].out).product();
-        for _ in 0..count {
-            let mut src = inner.start;
-            let mut out = 0usize;
-            let mut inside = inner.n > 0;
-            for (&i, &k) in others.iter().zip(&idx) {
-                let a = axes[i];
-                out += k * ostride[i];
-                if k < a.off || k >= a.off + a.n {
-                    inside = false;
-                } else {
-                    src += a.start + (k - a.off) as isize * a.step;
-                }
-            }
-            let line_chan = match chan_pos {
-                Some(p) if p == along => None,
-                Some(p) => others.iter().position(|&i| i == p).map(|q| idx[q]),
-                None => Some(0),
-            };
-            f(Line {
-                out,
-                len: inner.out,
-                out_step: ostride[along],
-                data: inside.then_some((inner.off, inner.n, src, inner.step)),
-                chan: line_chan,
-            });
-            for k in (0..idx.len()).rev() {
-                idx[k] += 1;
-                if idx[k] < axes[others[k]].out {
-                    break;
-                }
-                idx[k] = 0;
+        let idx = vec![0usize; others.len()];
+        let left: usize = others.iter().map(|&i| axes[i].out).product();
+        Lines { axes, ostride, along, chan_pos, others, idx, left, single: None }
+    }
+}
+
+/// The iterator of [`View::line_iter`].
+#[derive(Debug, Default)]
+pub(crate) struct Lines {
+    axes: Vec<Axis>,
+    ostride: Vec<usize>,
+    along: usize,
+    chan_pos: Option<usize>,
+    others: Vec<usize>,
+    idx: Vec<usize>,
+    /// Lines still to come.
+    left: usize,
+    /// The one line of a zero-dimensional view.
+    single: Option<Line>,
+}
+
+impl Iterator for Lines {
+    type Item = Line;
+
+    #[inline]
+    fn next(&mut self) -> Option<Line> {
+        if let Some(l) = self.single.take() {
+            return Some(l);
+        }
+        if self.left == 0 {
+            return None;
+        }
+        self.left -= 1;
+        let inner = self.axes[self.along];
+        let mut src = inner.start;
+        let mut out = 0usize;
+        let mut inside = inner.n > 0;
+        for (&i, &k) in self.others.iter().zip(&self.idx) {
+            let a = self.axes[i];
+            out += k * self.ostride[i];
+            if k < a.off || k >= a.off + a.n {
+                inside = false;
+            } else {
+                src += a.start + (k - a.off) as isize * a.step;
             }
         }
+        let line_chan = match self.chan_pos {
+            Some(p) if p == self.along => None,
+            Some(p) => self.others.iter().position(|&i| i == p).map(|q| self.idx[q]),
+            None => Some(0),
+        };
+        let line = Line {
+            out,
+            len: inner.out,
+            out_step: self.ostride[self.along],
+            data: inside.then_some((inner.off, inner.n, src, inner.step)),
+            chan: line_chan,
+        };
+        for k in (0..self.idx.len()).rev() {
+            self.idx[k] += 1;
+            if self.idx[k] < self.axes[self.others[k]].out {
+                break;
+            }
+            self.idx[k] = 0;
+        }
+        Some(line)
     }
 }
 
