@@ -163,21 +163,21 @@ impl Resampler {
             return;
         }
         let _ = level;
-        self.run_body(src, g, out_h, out_w, out);
+        self.run_body::<S, false>(src, g, out_h, out_w, out);
     }
 
     /// [`Resampler::run_body`] compiled with AVX2.
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2")]
     fn run_avx2<S: Pixels>(&mut self, src: &S, g: Grid, out_h: usize, out_w: usize, out: &mut [f32]) {
-        self.run_body(src, g, out_h, out_w, out);
+        self.run_body::<S, true>(src, g, out_h, out_w, out);
     }
 
     /// The resampler's loops: `inline(always)` so that each level's `target_feature` function
     /// gets its own copy compiled with its features.
     #[allow(clippy::inline_always)]
     #[inline(always)]
-    fn run_body<S: Pixels>(&mut self, src: &S, g: Grid, out_h: usize, out_w: usize, out: &mut [f32]) {
+    fn run_body<S: Pixels, const AVX2: bool>(&mut self, src: &S, g: Grid, out_h: usize, out_w: usize, out: &mut [f32]) {
         let c = g.channels;
         self.tx.compute(g.width, out_w);
         self.ty.compute(g.height, out_h);
@@ -202,7 +202,7 @@ impl Resampler {
                 4 => horizontal::<4>(&self.tx, &self.block, &mut self.stage),
                 _ => horizontal_any(&self.tx, c, &self.block, &mut self.stage),
             }
-            transpose_into_rows(&self.stage, &mut self.tmp[y0 * line..(y0 + rows) * line], line);
+            transpose_into_rows::<AVX2>(&self.stage, &mut self.tmp[y0 * line..(y0 + rows) * line], line);
         }
         // Vertical pass: each output row a weighted sum of whole rows.
         for (y, dst) in out.chunks_exact_mut(line.max(1)).take(out_h).enumerate() {
@@ -256,9 +256,10 @@ fn horizontal<const C: usize>(taps: &Taps, block: &[f32], stage: &mut [f32]) {
 /// Moves `stage` (`[j][row]`, [`ROWS`] lanes per `j`) into `rows` (`rows.len() / line` rows
 /// of `line` values): `rows[r · line + j] = stage[j · ROWS + r]`. Whole 8 × 8 tiles go through
 /// fixed-size arrays, which the compiler turns into register shuffles; data movement only.
+/// `AVX2`: the copy compiled with AVX2 transposes each tile in eight registers.
 #[allow(clippy::inline_always)]
 #[inline(always)]
-fn transpose_into_rows(stage: &[f32], rows: &mut [f32], line: usize) {
+fn transpose_into_rows<const AVX2: bool>(stage: &[f32], rows: &mut [f32], line: usize) {
     let n = rows.len() / line.max(1);
     let tiles = line / ROWS;
     if n == ROWS {
@@ -267,12 +268,18 @@ fn transpose_into_rows(stage: &[f32], rows: &mut [f32], line: usize) {
             let Ok(tile) = <&[f32; ROWS * ROWS]>::try_from(&stage[t * ROWS * ROWS..(t + 1) * ROWS * ROWS]) else {
                 continue; // unreachable: the range is ROWS² long
             };
+            let moved = if AVX2 { transposed(tile) } else { None };
             for (r, row) in rows_out.chunks_exact_mut(line).enumerate() {
                 let Ok(dst) = <&mut [f32; ROWS]>::try_from(&mut row[t * ROWS..(t + 1) * ROWS]) else {
                     continue;
                 };
-                for (i, d) in dst.iter_mut().enumerate() {
-                    *d = tile[i * ROWS + r];
+                match &moved {
+                    Some(m) => *dst = m[r],
+                    None => {
+                        for (i, d) in dst.iter_mut().enumerate() {
+                            *d = tile[i * ROWS + r];
+                        }
+                    }
                 }
             }
         }
@@ -284,6 +291,73 @@ fn transpose_into_rows(stage: &[f32], rows: &mut [f32], line: usize) {
             *d = stage[j * ROWS + r];
         }
     }
+}
+
+/// The transpose of an 8 × 8 tile (`out[r][i] = tile[i · 8 + r]`) in AVX2 registers, or
+/// `None` where this CPU lacks AVX2. Data movement only: no value changes.
+#[allow(clippy::inline_always)]
+#[inline(always)]
+#[allow(unsafe_code)]
+fn transposed(tile: &[f32; ROWS * ROWS]) -> Option<[[f32; ROWS]; ROWS]> {
+    #[cfg(target_arch = "x86_64")]
+    if Level::Avx2.is_available() {
+        // SAFETY: `transpose_avx2` only requires the CPU to support AVX2, which
+        // `is_x86_feature_detected!("avx2")` (in `is_available`) has just confirmed.
+        return Some(unsafe { transpose_avx2(tile) });
+    }
+    let _ = tile;
+    None
+}
+
+/// [`transposed`] with AVX2 instructions: unpack pairs of rows, shuffle pairs of pairs, then
+/// swap 128-bit halves.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+#[allow(unsafe_code)]
+fn transpose_avx2(tile: &[f32; ROWS * ROWS]) -> [[f32; ROWS]; ROWS] {
+    use std::arch::x86_64::{
+        __m256, _mm256_loadu_ps, _mm256_permute2f128_ps, _mm256_shuffle_ps, _mm256_storeu_ps, _mm256_unpackhi_ps,
+        _mm256_unpacklo_ps,
+    };
+    // SAFETY: row `i < 8` of `tile` is its elements `8 i .. 8 i + 8`, inside its 64; the
+    // unaligned load reads exactly those 8 `f32`s.
+    let r: [__m256; ROWS] = std::array::from_fn(|i| unsafe { _mm256_loadu_ps(tile[i * ROWS..].as_ptr()) });
+    let t = [
+        _mm256_unpacklo_ps(r[0], r[1]),
+        _mm256_unpackhi_ps(r[0], r[1]),
+        _mm256_unpacklo_ps(r[2], r[3]),
+        _mm256_unpackhi_ps(r[2], r[3]),
+        _mm256_unpacklo_ps(r[4], r[5]),
+        _mm256_unpackhi_ps(r[4], r[5]),
+        _mm256_unpacklo_ps(r[6], r[7]),
+        _mm256_unpackhi_ps(r[6], r[7]),
+    ];
+    let u = [
+        _mm256_shuffle_ps::<0x44>(t[0], t[2]),
+        _mm256_shuffle_ps::<0xEE>(t[0], t[2]),
+        _mm256_shuffle_ps::<0x44>(t[1], t[3]),
+        _mm256_shuffle_ps::<0xEE>(t[1], t[3]),
+        _mm256_shuffle_ps::<0x44>(t[4], t[6]),
+        _mm256_shuffle_ps::<0xEE>(t[4], t[6]),
+        _mm256_shuffle_ps::<0x44>(t[5], t[7]),
+        _mm256_shuffle_ps::<0xEE>(t[5], t[7]),
+    ];
+    let o = [
+        _mm256_permute2f128_ps::<0x20>(u[0], u[4]),
+        _mm256_permute2f128_ps::<0x20>(u[1], u[5]),
+        _mm256_permute2f128_ps::<0x20>(u[2], u[6]),
+        _mm256_permute2f128_ps::<0x20>(u[3], u[7]),
+        _mm256_permute2f128_ps::<0x31>(u[0], u[4]),
+        _mm256_permute2f128_ps::<0x31>(u[1], u[5]),
+        _mm256_permute2f128_ps::<0x31>(u[2], u[6]),
+        _mm256_permute2f128_ps::<0x31>(u[3], u[7]),
+    ];
+    let mut out = [[0.0f32; ROWS]; ROWS];
+    for (d, v) in out.iter_mut().zip(o) {
+        // SAFETY: `d` is 8 `f32`s; the unaligned store writes exactly those.
+        unsafe { _mm256_storeu_ps(d.as_mut_ptr(), v) };
+    }
+    out
 }
 
 /// [`horizontal`] for a channel count known only at run time.

@@ -347,3 +347,47 @@ fn row_gathers_match_the_element_by_element_definition() {
         assert_eq!(fast, slow, "at {at} sy {sy} sx {sx} sc {sc} n {n} rows {rows}");
     }
 }
+
+#[test]
+fn f16_outputs_match_the_software_conversion_bit_for_bit() {
+    use pixels::Out;
+    // Ties, subnormals, overflow, infinities, NaNs with payloads, and pseudo-random bits.
+    let mut v: Vec<f32> = vec![
+        0.0,
+        -0.0,
+        1.0,
+        65504.0,
+        65520.0,
+        65519.99,
+        1e9,
+        -1e9,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        6.0e-8,
+        2.98e-8,
+        2.99e-8,
+        5.96e-8,
+        1.0e-40,
+        1.000_488_3,
+        1.000_976_6,
+        2049.0,
+        2051.0,
+    ];
+    v.extend([0x7FC0_0001u32, 0x7F80_0001, 0xFFC1_2345, 0x7FFF_FFFF].map(f32::from_bits));
+    let mut x = 0x2545_F491_4F6C_DD1Du64;
+    v.extend((0..4000).map(|_| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        f32::from_bits(x as u32)
+    }));
+    // An aligned output (the packed path) and the element-wise software conversion.
+    let mut out = vec![0u16; v.len() + 8];
+    let bytes: &mut [u8] = zerocopy::IntoBytes::as_mut_bytes(out.as_mut_slice());
+    pixels::OutF16::write_slice(bytes, 1, &v);
+    for (k, &f) in v.iter().enumerate() {
+        let want = half::f16::from_f32_const(f);
+        let got = half::f16::from_bits(u16::from_le_bytes([bytes[(k + 1) * 2], bytes[(k + 1) * 2 + 1]]));
+        assert_eq!(got.to_bits(), want.to_bits(), "{f:e} ({:#x})", f.to_bits());
+    }
+}
