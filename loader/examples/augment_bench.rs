@@ -10,8 +10,8 @@
 //! Defaults: 2,000 images, 2 workers, batch 256. Photos: the colour pictures of
 //! scikit-image (`TESSERA_PHOTOS`, else `.venv-peers`, see `benches/src/photos.rs`), each
 //! image a random crop of one (area 25–100 %, aspect 3/4–4/3) resized to shorter side 256,
-//! JPEG q90; without them, synthetic pictures. Every loader run: global shuffle, one warm-up
-//! epoch, one timed epoch. The baselines run `benches/augment/torchvision_baseline.py` with
+//! JPEG q90; without them, synthetic pictures. Every loader run: global shuffle, two warm-up
+//! epochs, three timed epochs (the torchvision baselines: one warm-up epoch, three timed). The baselines run `benches/augment/torchvision_baseline.py` with
 //! `.venv-peers/bin/python` (torchvision, and Grain's `MapDataset`), which also measures the resize's PSNR against
 //! torchvision's. Last line: one JSON summary.
 
@@ -149,7 +149,11 @@ fn build(root: &Path, n: usize) -> Res<(PathBuf, PathBuf, PathBuf, bool)> {
     Ok((files, enc_root, dec_root, photos.is_some()))
 }
 
-/// Samples per second of one timed epoch after a warm-up epoch, and the last batch's
+/// Loader epochs before the timed ones, and the timed ones.
+const WARMUP: u64 = 2;
+const TIMED: u64 = 3;
+
+/// Samples per second over [`TIMED`] epochs after [`WARMUP`] epochs, and the last batch's
 /// image shape.
 fn rate(root: &Path, args: &Args, augment: bool) -> Res<(f64, Vec<i64>)> {
     let a = args;
@@ -172,17 +176,22 @@ fn rate(root: &Path, args: &Args, augment: bool) -> Res<(f64, Vec<i64>)> {
         );
     }
     let loader = Loader::open(cfg)?;
-    let (mut rate, mut shape) = (0.0, Vec::new());
-    for epoch in 0..2 {
-        let t = Instant::now();
-        let mut n = 0usize;
+    // Two warm-up epochs (the first allocates the buffers; the pool sizes the ragged staging
+    // from the first epoch's needs for the second), then three timed ones.
+    let mut shape = Vec::new();
+    let (mut n, mut t) = (0usize, None);
+    for epoch in 0..WARMUP + TIMED {
+        if epoch == WARMUP {
+            t = Some(Instant::now());
+            n = 0;
+        }
         for b in loader.epoch(epoch)? {
             let b: HostBatch = b?;
             n += b.rows.len();
             shape.clone_from(&b.columns[0].shape);
         }
-        rate = n as f64 / t.elapsed().as_secs_f64();
     }
+    let rate = n as f64 / t.map_or(f64::NAN, |t| t.elapsed().as_secs_f64());
     Ok((rate, shape))
 }
 
