@@ -13,7 +13,8 @@
 //! JPEG q90; without them, synthetic pictures. Every loader run: global shuffle, two warm-up
 //! epochs, three timed epochs (the torchvision baselines: one warm-up epoch, three timed). The baselines run `benches/augment/torchvision_baseline.py` with
 //! `.venv-peers/bin/python` (torchvision, and Grain's `MapDataset`), which also measures the resize's PSNR against
-//! torchvision's. Last line: one JSON summary.
+//! torchvision's. Last line: one JSON summary. `AUGMENT_BENCH_EPOCHS=1` prints each loader
+//! epoch's rate to stderr.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -185,10 +186,14 @@ fn rate(root: &Path, args: &Args, augment: bool) -> Res<(f64, Vec<i64>)> {
             t = Some(Instant::now());
             n = 0;
         }
+        let (t0, n0) = (Instant::now(), n);
         for b in loader.epoch(epoch)? {
             let b: HostBatch = b?;
             n += b.rows.len();
             shape.clone_from(&b.columns[0].shape);
+        }
+        if std::env::var_os("AUGMENT_BENCH_EPOCHS").is_some() {
+            eprintln!("  epoch {epoch}: {:.0} img/s", (n - n0) as f64 / t0.elapsed().as_secs_f64());
         }
     }
     let rate = n as f64 / t.map_or(f64::NAN, |t| t.elapsed().as_secs_f64());
