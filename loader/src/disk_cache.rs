@@ -621,6 +621,58 @@ impl DiskCache {
         Ok(())
     }
 
+    /// Serves `requests` from committed entries alone, on the calling thread, when every
+    /// block they touch is one (the warm epochs' case): no runtime, no futures, no queue for
+    /// a block. `Ok(false)`, with nothing promised about the destinations, when any block
+    /// is missing, unreadable or fails a checksum, when a request is not cached, or while
+    /// deferred blocks wait to be fetched: then [`DiskCache::run`] serves them (again).
+    ///
+    /// # Errors
+    /// A fatal error of a read (a wanted byte past the file's end).
+    pub(crate) fn serve_hits(&self, requests: &mut [RangeRequest<'_>]) -> Result<bool> {
+        if requests.iter().any(|r| !Self::caches(r.key))
+            || !self.deferred.lock().unwrap_or_else(PoisonError::into_inner).is_empty()
+        {
+            return Ok(false);
+        }
+        let n: usize = requests.iter().map(|r| r.dests.len()).sum();
+        let mut verified = vec![false; n];
+        let hits: Vec<(u64, u64)>;
+        {
+            let mut jobs = Self::jobs(requests, None);
+            for job in &mut jobs {
+                let name = entry_name(job.key, job.block);
+                match self.read(&name, job, false) {
+                    Ok(Looked::Hit) => {}
+                    Ok(Looked::Miss | Looked::Corrupt) | Err(Attempt::Transient(_)) => return Ok(false),
+                    Err(Attempt::Fatal(e)) => return Err(e),
+                }
+                for (&id, piece) in job.ids.iter().zip(&job.pieces) {
+                    verified[id] = piece.check.is_some() && piece.verified;
+                }
+            }
+            // Counted only once every block hit: otherwise the async path serves (and counts)
+            // them all.
+            hits = jobs.iter().map(|j| (1, j.pieces.iter().map(|p| p.buf.len() as u64).sum::<u64>())).collect();
+        }
+        for (d, &v) in requests.iter_mut().flat_map(|r| r.dests.iter_mut()).zip(&verified) {
+            if v {
+                d.verified = true;
+            } else if d.check.is_some() {
+                // A page split between two blocks: checked whole now that both landed.
+                d.landed();
+                if !d.verified {
+                    return Ok(false); // the async path refetches it
+                }
+            }
+        }
+        for (n, bytes) in hits {
+            bump(&self.counters.hits, n);
+            bump(&self.counters.read_bytes, bytes);
+        }
+        Ok(true)
+    }
+
     /// Up to `max(16, 2 × wanted)` deferred blocks, unless this thread fills its epoch's
     /// first batch.
     fn take_deferred(&self, wanted: usize) -> Vec<(String, u64)> {
@@ -770,7 +822,8 @@ impl DiskCache {
         for p in &mut job.pieces {
             p.verified = false; // a repeated attempt lands (and verifies) its bytes again
         }
-        if !job.force && matches!(self.read(&name, &path, job, false)?, Looked::Hit) {
+        if !job.force && matches!(self.read(&name, job, false)?, Looked::Hit) {
+            self.count_hit(job);
             return Ok(());
         }
         if !job.force && !job.pieces.is_empty() && FirstBatch::active() {
@@ -787,8 +840,11 @@ impl DiskCache {
             match Claim::take(&tmp, entry, stopped).await {
                 Ok(Taken::Claim(claim)) => break Some(claim),
                 Ok(Taken::Stopped) => return Err(Attempt::Fatal(LoaderError::Stopped)),
-                Ok(Taken::Committed) => match self.read(&name, &path, job, true)? {
-                    Looked::Hit => return Ok(()),
+                Ok(Taken::Committed) => match self.read(&name, job, true)? {
+                    Looked::Hit => {
+                        self.count_hit(job);
+                        return Ok(());
+                    }
                     // Evicted since, or there but not openable: claim it (at most twice).
                     Looked::Miss => unreadable += 1,
                     Looked::Corrupt => self.drop_corrupt(&name, &path),
@@ -802,9 +858,12 @@ impl DiskCache {
         if claim.is_some() {
             // Whoever held the claim may have committed the block between the last look and
             // ours (read afresh: a file this process has open may be one since replaced).
-            let looked = if job.force { Looked::Corrupt } else { self.read(&name, &path, job, true)? };
+            let looked = if job.force { Looked::Corrupt } else { self.read(&name, job, true)? };
             match looked {
-                Looked::Hit => return Ok(()),
+                Looked::Hit => {
+                    self.count_hit(job);
+                    return Ok(());
+                }
                 Looked::Miss => {}
                 Looked::Corrupt => self.drop_corrupt(&name, &path),
             }
@@ -863,6 +922,12 @@ impl DiskCache {
         Ok(())
     }
 
+    /// Counts `job`, served from its entry, in the statistics.
+    fn count_hit(&self, job: &BlockJob<'_>) {
+        bump(&self.counters.hits, 1);
+        bump(&self.counters.read_bytes, job.pieces.iter().map(|p| p.buf.len() as u64).sum());
+    }
+
     /// Removes entry `name`, found corrupt.
     fn drop_corrupt(&self, name: &str, path: &Path) {
         self.forget(name);
@@ -875,17 +940,11 @@ impl DiskCache {
 
     /// Serves `job` from its entry if there is a sound one (`fresh`: opened again, not the
     /// file this process may have open).
-    fn read(
-        &self,
-        name: &str,
-        path: &Path,
-        job: &mut BlockJob<'_>,
-        fresh: bool,
-    ) -> std::result::Result<Looked, Attempt> {
+    fn read(&self, name: &str, job: &mut BlockJob<'_>, fresh: bool) -> std::result::Result<Looked, Attempt> {
         if fresh {
             self.forget(name);
         }
-        let entry = match self.entry(name, path, job.key, job.block) {
+        let entry = match self.entry(name, job.key, job.block) {
             Ok(Some(entry)) => entry,
             Ok(None) => return Ok(Looked::Miss),
             Err(()) => return Ok(Looked::Corrupt),
@@ -907,19 +966,17 @@ impl DiskCache {
             *touched = Instant::now();
         }
         drop(touched);
-        bump(&self.counters.hits, 1);
-        bump(&self.counters.read_bytes, job.pieces.iter().map(|p| p.buf.len() as u64).sum());
         job.from_cache = true;
         Ok(Looked::Hit)
     }
 
     /// The open entry `name`: kept open, or opened and its header checked (`Ok(None)`: no
     /// entry; `Err(())`: a corrupt one).
-    fn entry(&self, name: &str, path: &Path, key: &str, block: u64) -> std::result::Result<Option<Arc<OpenEntry>>, ()> {
+    fn entry(&self, name: &str, key: &str, block: u64) -> std::result::Result<Option<Arc<OpenEntry>>, ()> {
         if let Some(e) = self.open.lock().unwrap_or_else(PoisonError::into_inner).get(name) {
             return Ok(Some(e.clone()));
         }
-        let file = match File::open(path) {
+        let file = match File::open(self.dir.join(name)) {
             Ok(file) => file,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
             Err(e) => {

@@ -572,7 +572,10 @@ impl EpochPipeline {
             if let Some(r) = self.pending.remove(&self.next) {
                 self.next += 1;
                 self.shared.delivered.store(self.next, Ordering::Release);
-                self.shared.turn.notify_all();
+                // One delivery admits one more claim: wake one waiting worker, not all of
+                // them (up to `MAX_DEPTH` on an object store) to have all but one sleep again.
+                // A depth that grew is seen by the waiters' timeout.
+                self.shared.turn.notify_one();
                 if let Ok(Some(lease)) = r.as_ref().map(|b| b.lease.as_ref()) {
                     lease.deliver();
                 }

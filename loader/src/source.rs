@@ -629,6 +629,11 @@ impl Fetcher {
         concurrency: usize,
         stopped: &AtomicBool,
     ) -> Result<()> {
+        if let (Source::Object(_), Some(cache)) = (&self.source, &self.cache)
+            && cache.serve_hits(requests)?
+        {
+            return Ok(()); // every block from the disk cache, on this thread
+        }
         let _waiting = WaitTimer::start();
         tessera::store::runtime().block_on(self.run_requests_async(requests, concurrency, stopped))
     }
