@@ -70,7 +70,7 @@
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, BufWriter, Seek, SeekFrom, Write};
+use std::io::{self, Write};
 use std::num::NonZeroUsize;
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
@@ -105,11 +105,18 @@ const OPEN_ENTRIES_MIN: usize = 512;
 const OPEN_ENTRIES_MAX: usize = 8192;
 /// A read sets an entry's modification time (its LRU age) at most this often.
 const TOUCH_EVERY: Duration = Duration::from_secs(1);
-/// Buffered bytes of an entry being written: a whole block in one `write`, so that the page
-/// cache holds the entry in large folios. Written in 64 KiB pieces, every warm read of a
-/// 150 KB page walked forty small folios: `filemap_get_read_batch` took 5.5 % of a warm
-/// epoch's CPU (`cache_bench`), 0.85 % with whole-block writes.
-const WRITE_BUFFER: usize = (1 << 20) + (64 << 10);
+/// Whole-block body buffers ([`BLOCK_BYTES`] each) a process allocates at most, reused from
+/// download to download. A download holding one collects its body and writes it in one
+/// `write`, so the page cache holds the entry in large folios: written in 64 KiB pieces, a
+/// warm read of a 150 KB page walked forty small folios (`filemap_get_read_batch` took
+/// 5.5 % of a warm epoch's CPU in `cache_bench`, 0.85 % with whole-block writes), and the
+/// cold epoch of mm224 from the bench bucket took 5.7-6.3 s against 3.7-5.0 s. Bounded
+/// because hundreds of downloads can be in flight (every filling thread drives its own):
+/// a buffer each grew the process by up to 700 MB. Downloads beyond these stream through
+/// [`STREAM_BUFFER`] bytes.
+const WHOLE_BLOCK_BUFFERS: usize = 32;
+/// The write buffer of a download without a whole-block buffer.
+const STREAM_BUFFER: usize = 64 << 10;
 /// The waits between tries of a lock another process holds.
 const LOCK_POLL_FIRST: Duration = Duration::from_millis(1);
 const LOCK_POLL_MAX: Duration = Duration::from_millis(10);
@@ -365,11 +372,11 @@ impl Claim {
         Ok(())
     }
 
-    /// The claimed file emptied, as a writer (a dead process's download may have left bytes;
-    /// the handle shares the open file, and with it the lock).
-    fn writer(&self) -> io::Result<BufWriter<File>> {
+    /// The claimed file emptied, as a writer collecting the body in `buf` (a dead process's
+    /// download may have left bytes; the handle shares the open file, and with it the lock).
+    fn writer(&self, buf: Vec<u8>) -> io::Result<EntryWriter> {
         self.file.set_len(0)?;
-        Ok(BufWriter::with_capacity(WRITE_BUFFER, self.file.try_clone()?))
+        Ok(EntryWriter { file: self.file.try_clone()?, buf, at: 0 })
     }
 }
 
@@ -460,6 +467,9 @@ pub(crate) struct DiskCache {
     warned: AtomicBool,
     /// Blocks whose pieces were read directly, to be fetched whole by later reads.
     deferred: Mutex<Vec<(String, u64)>>,
+    /// Whole-block body buffers not in use, and how many exist (at most
+    /// [`WHOLE_BLOCK_BUFFERS`]).
+    spare: Mutex<(Vec<Vec<u8>>, usize)>,
 }
 
 /// This thread's turn at fetching an entry within the process ([`DiskCache::turn`]).
@@ -520,7 +530,33 @@ impl DiskCache {
             counters: Counters::default(),
             warned: AtomicBool::new(false),
             deferred: Mutex::new(Vec::new()),
+            spare: Mutex::new((Vec::new(), 0)),
         })
+    }
+
+    /// An empty body buffer for a download: a whole-block one while there are (spare, or
+    /// new within [`WHOLE_BLOCK_BUFFERS`]), else a streaming one.
+    fn body_buffer(&self) -> Vec<u8> {
+        let mut spare = self.spare.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(buf) = spare.0.pop() {
+            return buf;
+        }
+        if spare.1 < WHOLE_BLOCK_BUFFERS {
+            let mut buf = Vec::new();
+            if buf.try_reserve_exact(BLOCK_BYTES as usize).is_ok() {
+                spare.1 += 1;
+                return buf;
+            }
+        }
+        Vec::with_capacity(STREAM_BUFFER)
+    }
+
+    /// Takes back a whole-block buffer for the next download (a streaming one is dropped).
+    fn recycle(&self, mut buf: Vec<u8>) {
+        if buf.capacity() >= BLOCK_BYTES as usize {
+            buf.clear();
+            self.spare.lock().unwrap_or_else(PoisonError::into_inner).0.push(buf);
+        }
     }
 
     /// Whether the cache keeps object `key` (data files: immutable).
@@ -869,7 +905,7 @@ impl DiskCache {
             }
         }
         let out = match &claim {
-            Some(c) => match c.writer() {
+            Some(c) => match c.writer(self.body_buffer()) {
                 Ok(w) => Some(w),
                 Err(e) => {
                     self.failed("creating an entry", &e);
@@ -878,45 +914,37 @@ impl DiskCache {
             },
             None => None,
         };
-        let writing = out.is_some();
         let mut sink =
             Download { key: job.key, out, error: None, crcs: Crcs::default(), pieces: &mut job.pieces, first: 0 };
         let range = job.block * BLOCK_BYTES..(job.block + 1) * BLOCK_BYTES;
         let got = f.get_body(store, job.key, range, &mut sink).await;
         let Download { out, error, crcs, .. } = sink;
         // A failed download's claim removes its temporary file as it drops.
-        let len = got?;
+        let len = match got {
+            Ok(len) => len,
+            Err(e) => {
+                if let Some(out) = out {
+                    self.recycle(out.buf);
+                }
+                return Err(e);
+            }
+        };
         bump(&self.counters.misses, 1);
-        if !writing {
-            return Ok(());
-        }
         // Keep the block only if every page wanted whole passed its checksum as it landed.
         let sound = job.pieces.iter().all(|p| p.check.is_none() || p.verified);
-        let kept = match (out, error, claim.as_mut()) {
-            (Some(out), None, Some(claim)) if sound => {
+        match (out, claim.as_mut()) {
+            (Some(out), Some(claim)) => {
                 let header = encode_header(job.key, job.block, len, &crcs.finish());
-                let size = header.len() as u64 + len;
-                let r = out
-                    .into_inner()
-                    .map_err(io::IntoInnerError::into_error)
-                    .and_then(|file| file.write_all_at(&header, 0))
-                    .and_then(|()| self.commit(claim, &path, size));
-                match r {
-                    Ok(kept) => kept.then_some(size),
-                    Err(e) => {
-                        self.failed("writing an entry", &e);
-                        None
-                    }
+                if let Some(size) = self.keep(out, error, sound, &header, claim, &path) {
+                    bump(&self.counters.written_bytes, size);
                 }
             }
-            (_, Some(e), _) => {
-                self.failed("writing an entry", &e);
-                None
+            (Some(out), None) => self.recycle(out.buf), // a writer comes only with a claim
+            (None, _) => {
+                if let Some(e) = error {
+                    self.failed("writing an entry", &e);
+                }
             }
-            _ => None,
-        };
-        if let Some(size) = kept {
-            bump(&self.counters.written_bytes, size);
         }
         drop(claim);
         Ok(())
@@ -926,6 +954,38 @@ impl DiskCache {
     fn count_hit(&self, job: &BlockJob<'_>) {
         bump(&self.counters.hits, 1);
         bump(&self.counters.read_bytes, job.pieces.iter().map(|p| p.buf.len() as u64).sum());
+    }
+
+    /// Finishes a download's temporary entry `out`: its body and `header` written and the
+    /// entry committed (see [`DiskCache::commit`]) when the download wrote without `error`
+    /// and its pages were `sound`; the entry's size when kept. The body buffer is recycled.
+    fn keep(
+        &self,
+        out: EntryWriter,
+        error: Option<io::Error>,
+        sound: bool,
+        header: &[u8],
+        claim: &mut Claim,
+        path: &Path,
+    ) -> Option<u64> {
+        let mut out = out;
+        let r = match error {
+            Some(e) => Err(e),
+            None if !sound => Ok(false),
+            None => out.flush().and_then(|()| out.file.write_all_at(header, 0)).and_then(|()| {
+                // The body ends where the writer stopped: after the header's room.
+                self.commit(claim, path, out.at)
+            }),
+        };
+        let size = out.at;
+        self.recycle(out.buf);
+        match r {
+            Ok(kept) => kept.then_some(size),
+            Err(e) => {
+                self.failed("writing an entry", &e);
+                None
+            }
+        }
     }
 
     /// Removes entry `name`, found corrupt.
@@ -1206,9 +1266,42 @@ fn read_run(
 
 /// A block's body on its way from the store: into the temporary entry (when this process
 /// keeps it) and the pieces that want it, CRC'd per chunk as it passes.
+/// A temporary entry being written: the body collects in `buf` and is written once, at `at`
+/// (after the header's room), when the download ends.
+struct EntryWriter {
+    file: File,
+    buf: Vec<u8>,
+    at: u64,
+}
+
+impl Write for EntryWriter {
+    /// Collects `bytes`; what would not fit the buffer's capacity goes to the file first (a
+    /// whole-block buffer never fills: a body is at most one block).
+    fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
+        if self.buf.len() + bytes.len() > self.buf.capacity() {
+            self.flush()?;
+        }
+        if bytes.len() > self.buf.capacity() {
+            self.file.write_all_at(bytes, self.at)?;
+            self.at += bytes.len() as u64;
+        } else {
+            self.buf.extend_from_slice(bytes);
+        }
+        Ok(bytes.len())
+    }
+
+    /// Writes the collected bytes at `at`, which moves past them.
+    fn flush(&mut self) -> io::Result<()> {
+        self.file.write_all_at(&self.buf, self.at)?;
+        self.at += self.buf.len() as u64;
+        self.buf.clear();
+        Ok(())
+    }
+}
+
 struct Download<'j, 'r> {
     key: &'j str,
-    out: Option<BufWriter<File>>,
+    out: Option<EntryWriter>,
     error: Option<io::Error>,
     crcs: Crcs,
     pieces: &'j mut [Dest<'r>],
@@ -1217,7 +1310,7 @@ struct Download<'j, 'r> {
 }
 
 impl Download<'_, '_> {
-    fn write(&mut self, r: impl FnOnce(&mut BufWriter<File>) -> io::Result<()>) {
+    fn write(&mut self, r: impl FnOnce(&mut EntryWriter) -> io::Result<()>) {
         if let Some(out) = &mut self.out
             && let Err(e) = r(out)
         {
@@ -1233,7 +1326,10 @@ impl BodySink for Download<'_, '_> {
             return Err(Attempt::Fatal(LoaderError::corrupt(self.key, "file is shorter than its footer says")));
         }
         let at = header_len(self.key, len);
-        self.write(|out| out.seek(SeekFrom::Start(at)).map(drop));
+        self.write(|out| {
+            out.at = at;
+            Ok(())
+        });
         Ok(())
     }
 
@@ -1310,8 +1406,9 @@ mod tests {
         // A claim's file renamed into place (committed) stays, and frees the path: a waiter
         // that opened the old file before the rename does not hold a claim on it.
         let mut held = Claim::try_take(&path).unwrap().expect("free");
-        let mut w = held.writer().unwrap();
+        let mut w = held.writer(Vec::with_capacity(2)).unwrap();
         w.write_all(b"block").unwrap();
+        w.flush().unwrap();
         drop(w);
         let waiter = OpenOptions::new().read(true).write(true).open(&path).unwrap();
         let entry = dir.path().join("e.tc");

@@ -199,8 +199,13 @@ impl Shared {
                 usize::MAX
             };
             let claimed = c.next + c.admitted;
-            if claimed < self.total && claimed < self.delivered.load(Ordering::Acquire).saturating_add(depth) {
+            let limit = self.delivered.load(Ordering::Acquire).saturating_add(depth);
+            if claimed < self.total && claimed < limit {
                 c.admitted += 1;
+                if claimed + 1 < self.total.min(limit) {
+                    // Room for more (a depth that grew): pass the wake-up on, one at a time.
+                    self.turn.notify_one();
+                }
                 let start = self.pace(&mut c, depth);
                 drop(c);
                 return start.is_none_or(|at| self.sleep_until(at));
@@ -574,7 +579,7 @@ impl EpochPipeline {
                 self.shared.delivered.store(self.next, Ordering::Release);
                 // One delivery admits one more claim: wake one waiting worker, not all of
                 // them (up to `MAX_DEPTH` on an object store) to have all but one sleep again.
-                // A depth that grew is seen by the waiters' timeout.
+                // A worker admitted with room for more wakes the next (`admit`).
                 self.shared.turn.notify_one();
                 if let Ok(Some(lease)) = r.as_ref().map(|b| b.lease.as_ref()) {
                     lease.deliver();
