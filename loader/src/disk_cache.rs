@@ -676,9 +676,14 @@ impl DiskCache {
         let hits: Vec<(u64, u64)>;
         {
             let mut jobs = Self::jobs(requests, None);
-            for job in &mut jobs {
-                let name = entry_name(job.key, job.block);
-                match self.read(&name, job, false) {
+            let names: Vec<String> = jobs.iter().map(|j| entry_name(j.key, j.block)).collect();
+            // Every entry there before any is read: in a cold epoch most waves miss some
+            // block, and their hits would be read twice.
+            if !jobs.iter().zip(&names).all(|(j, name)| matches!(self.entry(name, j.key, j.block), Ok(Some(_)))) {
+                return Ok(false);
+            }
+            for (job, name) in jobs.iter_mut().zip(&names) {
+                match self.read(name, job, false) {
                     Ok(Looked::Hit) => {}
                     Ok(Looked::Miss | Looked::Corrupt) | Err(Attempt::Transient(_)) => return Ok(false),
                     Err(Attempt::Fatal(e)) => return Err(e),
