@@ -578,7 +578,6 @@ impl Pipeline {
             return Err(LoaderError::WorkerPanicked(format!("{}: transformed shape differs from the plan", what())));
         }
         self.check_reach(&view, cur, src, s, &what)?;
-        let chan = self.image.and_then(|(_, _, c)| c);
         match (&self.output, cur) {
             (Output::Raw, Cur::Stored) => {
                 let n = self.elem.size();
@@ -594,26 +593,41 @@ impl Pipeline {
             (Output::Raw, Cur::Scratch) => {
                 return Err(LoaderError::WorkerPanicked(format!("{}: resampled without a value output", what())));
             }
-            (Output::Values { elem, a, b }, cur) => {
-                // One coefficient per channel index the walk reports (0 without channels).
-                let channels = chan.map_or(1, |c| view.axes[c].out).max(1);
-                let spread =
-                    |v: &[f32]| -> Vec<f32> { (0..channels).map(|c| v[if v.len() == 1 { 0 } else { c }]).collect() };
-                let (a, b) = (spread(a), spread(b));
-                let (perm, elem) = (self.perm.as_slice(), *elem);
-                with_pixels!(cur, src, self.elem, s.a, |px| match elem {
-                    Elem::F32 => values::<_, OutF32>(&view, perm, chan, &px, &a, &b, dst),
-                    Elem::F16 => values::<_, OutF16>(&view, perm, chan, &px, &a, &b, dst),
-                    Elem::Bf16 => values::<_, OutBf16>(&view, perm, chan, &px, &a, &b, dst),
-                    Elem::U8 => values::<_, OutU8>(&view, perm, chan, &px, &a, &b, dst),
-                    other => view.emit(perm, chan, |o, at, c| {
-                        let v = at.map_or(0.0, |at| px.sample(at));
-                        put(dst, o, other, v * a[c] + b[c]);
-                    }),
-                });
-            }
+            (Output::Values { elem, a, b }, cur) => self.write_values(&view, cur, src, s, (*elem, a, b), dst),
         }
         Ok(())
+    }
+
+    /// The value output: the view's pixels (`cur`) through the affine map `(elem, a, b)`,
+    /// written as `elem` into `dst`.
+    fn write_values(
+        &self,
+        view: &View,
+        cur: Cur,
+        src: &[u8],
+        s: &Scratch,
+        (elem, a, b): (Elem, &[f32], &[f32]),
+        dst: &mut [u8],
+    ) {
+        let chan = self.image.and_then(|(_, _, c)| c);
+        // One coefficient per channel index the walk reports (0 without channels).
+        let channels = chan.map_or(1, |c| view.axes[c].out).max(1);
+        let spread = |v: &[f32]| -> Vec<f32> { (0..channels).map(|c| v[if v.len() == 1 { 0 } else { c }]).collect() };
+        let (a, b) = (spread(a), spread(b));
+        let perm = self.perm.as_slice();
+        with_pixels!(cur, src, self.elem, s.a, |px| {
+            let pass = ValuePass { view, perm, chan, px: &px, a: &a, b: &b };
+            match elem {
+                Elem::F32 => values::<_, OutF32>(&pass, dst),
+                Elem::F16 => values::<_, OutF16>(&pass, dst),
+                Elem::Bf16 => values::<_, OutBf16>(&pass, dst),
+                Elem::U8 => values::<_, OutU8>(&pass, dst),
+                other => view.emit(perm, chan, |o, at, c| {
+                    let v = at.map_or(0.0, |at| px.sample(at));
+                    put(dst, o, other, v * a[c] + b[c]);
+                }),
+            }
+        });
     }
 
     /// Checks that every source offset the view reads is inside the current pixels.
@@ -716,61 +730,49 @@ impl Pipeline {
     }
 }
 
+/// The last pass's inputs: the view walked in `perm` order (`chan` its channel axis), the
+/// pixels it reads, and the affine map `v · a[c] + b[c]`.
+struct ValuePass<'v, P> {
+    view: &'v View,
+    perm: &'v [usize],
+    chan: Option<usize>,
+    px: &'v P,
+    a: &'v [f32],
+    b: &'v [f32],
+}
+
 /// The last pass for a compile-time output type: `v · a[c] + b[c]` per element (padding
 /// reads as 0), a line at a time in blocks of [`VALUES_BLOCK`]; compiled per
 /// [`tessera::simd::Level`] like the resampler (a multiply, then an add, never fused: the
 /// same bits at every level).
-#[allow(clippy::too_many_arguments, clippy::many_single_char_names, unsafe_code)] // a, b: the affine map
-fn values<P: Pixels, O: Out>(
-    view: &View,
-    perm: &[usize],
-    chan: Option<usize>,
-    px: &P,
-    a: &[f32],
-    b: &[f32],
-    dst: &mut [u8],
-) {
+#[allow(unsafe_code)]
+fn values<P: Pixels, O: Out>(pass: &ValuePass<'_, P>, dst: &mut [u8]) {
     #[cfg(target_arch = "x86_64")]
     if Level::current() == Level::Avx2 && Level::Avx2.is_available() {
         // SAFETY: `values_avx2` only requires the CPU to support AVX2, which
         // `is_x86_feature_detected!("avx2")` (in `is_available`) has just confirmed.
-        unsafe { values_avx2::<P, O>(view, perm, chan, px, a, b, dst) };
+        unsafe { values_avx2::<P, O>(pass, dst) };
         return;
     }
-    values_body::<P, O>(view, perm, chan, px, a, b, dst);
+    values_body::<P, O>(pass, dst);
 }
 
 /// [`values_body`] compiled with AVX2.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-#[allow(clippy::too_many_arguments, clippy::many_single_char_names)]
-fn values_avx2<P: Pixels, O: Out>(
-    view: &View,
-    perm: &[usize],
-    chan: Option<usize>,
-    px: &P,
-    a: &[f32],
-    b: &[f32],
-    dst: &mut [u8],
-) {
-    values_body::<P, O>(view, perm, chan, px, a, b, dst);
+fn values_avx2<P: Pixels, O: Out>(pass: &ValuePass<'_, P>, dst: &mut [u8]) {
+    values_body::<P, O>(pass, dst);
 }
 
 /// Values converted per block: one 224-pixel line is one block.
 const VALUES_BLOCK: usize = 256;
 
 /// [`values`]' loops (`inline(always)`: each level's copy is compiled with its features).
-#[allow(clippy::too_many_arguments, clippy::many_single_char_names, clippy::inline_always)]
+#[allow(clippy::many_single_char_names, clippy::inline_always)] // a, b: the affine map
 #[inline(always)]
-fn values_body<P: Pixels, O: Out>(
-    view: &View,
-    perm: &[usize],
-    chan: Option<usize>,
-    px: &P,
-    a: &[f32],
-    b: &[f32],
-    dst: &mut [u8],
-) {
+fn values_body<P: Pixels, O: Out>(pass: &ValuePass<'_, P>, dst: &mut [u8]) {
+    let ValuePass { view, perm, chan, px, a, b } = pass;
+    let chan = *chan;
     let mut buf = [0.0f32; VALUES_BLOCK];
     for l in view.line_iter(perm, chan) {
         let (d0, n, src, step) = l.data.unwrap_or((l.len, 0, 0, 0));

@@ -297,15 +297,18 @@ fn u8_outputs_round_half_to_even_and_saturate() {
     assert_eq!(out, [0, 2, 2, 254, 255, 0, 0, 3, 8, 255]);
 }
 
+/// `u8` pixels through the [`pixels::Pixels`] trait's defaults, element by element: what
+/// the fast paths must equal.
+struct Plain<'a>(&'a [u8]);
+
+impl pixels::Pixels for Plain<'_> {
+    fn sample(&self, i: isize) -> f32 {
+        f32::from(self.0[usize::try_from(i).unwrap()])
+    }
+}
+
 #[test]
 fn spread_gathers_match_the_element_by_element_definition() {
-    /// The trait's own default, element by element.
-    struct Plain<'a>(&'a [u8]);
-    impl pixels::Pixels for Plain<'_> {
-        fn sample(&self, i: isize) -> f32 {
-            f32::from(self.0[usize::try_from(i).unwrap()])
-        }
-    }
     let bytes: Vec<u8> = (0..50).collect();
     let u8s = pixels::U8s(&bytes);
     for (at, step, n) in
@@ -320,13 +323,6 @@ fn spread_gathers_match_the_element_by_element_definition() {
 
 #[test]
 fn row_gathers_match_the_element_by_element_definition() {
-    /// The trait's defaults, element by element.
-    struct Plain<'a>(&'a [u8]);
-    impl pixels::Pixels for Plain<'_> {
-        fn sample(&self, i: isize) -> f32 {
-            f32::from(self.0[usize::try_from(i).unwrap()])
-        }
-    }
     // A 12 × 9 × 3 image (HWC); lines read forward, flipped, as one channel of several, and
     // as fewer lines than a block holds.
     let bytes: Vec<u8> = (0..12 * 9 * 3).map(|i| (i * 31 % 256) as u8).collect();
