@@ -676,14 +676,18 @@ impl DiskCache {
         let hits: Vec<(u64, u64)>;
         {
             let mut jobs = Self::jobs(requests, None);
-            let names: Vec<String> = jobs.iter().map(|j| entry_name(j.key, j.block)).collect();
             // Every entry there before any is read: in a cold epoch most waves miss some
             // block, and their hits would be read twice.
-            if !jobs.iter().zip(&names).all(|(j, name)| matches!(self.entry(name, j.key, j.block), Ok(Some(_)))) {
-                return Ok(false);
+            let mut found = Vec::with_capacity(jobs.len());
+            for job in &jobs {
+                let name = entry_name(job.key, job.block);
+                match self.entry(&name, job.key, job.block) {
+                    Ok(Some(entry)) => found.push((name, entry)),
+                    Ok(None) | Err(()) => return Ok(false),
+                }
             }
-            for (job, name) in jobs.iter_mut().zip(&names) {
-                match self.read(name, job, false) {
+            for (job, (name, entry)) in jobs.iter_mut().zip(&found) {
+                match self.read_from(name, entry, job) {
                     Ok(Looked::Hit) => {}
                     Ok(Looked::Miss | Looked::Corrupt) | Err(Attempt::Transient(_)) => return Ok(false),
                     Err(Attempt::Fatal(e)) => return Err(e),
@@ -1009,18 +1013,22 @@ impl DiskCache {
         if fresh {
             self.forget(name);
         }
-        let entry = match self.entry(name, job.key, job.block) {
-            Ok(Some(entry)) => entry,
-            Ok(None) => return Ok(Looked::Miss),
-            Err(()) => return Ok(Looked::Corrupt),
-        };
+        match self.entry(name, job.key, job.block) {
+            Ok(Some(entry)) => self.read_from(name, &entry, job),
+            Ok(None) => Ok(Looked::Miss),
+            Err(()) => Ok(Looked::Corrupt),
+        }
+    }
+
+    /// Serves `job` from `entry`, the open entry `name`.
+    fn read_from(&self, name: &str, entry: &OpenEntry, job: &mut BlockJob<'_>) -> std::result::Result<Looked, Attempt> {
         if job.pieces.iter().any(|p| p.end() > entry.header.data_len) {
             // The entry holds the block up to the file's end (checked): wanted bytes past it
             // are past the end of the file.
             return Err(Attempt::Fatal(LoaderError::corrupt(job.key, "file is shorter than its footer says")));
         }
         // A checksum mismatch, or a read error (a file cut short since it was opened).
-        if !read_pieces(&entry, &mut job.pieces).unwrap_or(false) {
+        if !read_pieces(entry, &mut job.pieces).unwrap_or(false) {
             self.forget(name);
             return Ok(Looked::Corrupt);
         }
