@@ -44,22 +44,32 @@ pub(crate) trait Pixels {
         }
     }
 
-    /// Lines `r < rows` (line `r` at `at + r · sy`) as [`Pixels::gather_line`] lane `r`.
+    /// The lines of `b`, line `r` as [`Pixels::gather_line`] lane `r`.
     #[inline]
-    #[allow(clippy::too_many_arguments)]
-    fn gather_rows<const LANES: usize>(
-        &self,
-        at: isize,
-        sy: isize,
-        sx: isize,
-        sc: isize,
-        n: usize,
-        channels: usize,
-        rows: usize,
-        out: &mut [f32],
-    ) {
-        for r in 0..rows {
-            self.gather_line::<LANES>(at + r as isize * sy, sx, sc, n, channels, out, r);
+    fn gather_rows<const LANES: usize>(&self, b: RowBlock, out: &mut [f32]) {
+        b.line_by_line::<LANES, _>(self, out);
+    }
+}
+
+/// `rows` lines of `n` pixels of `channels` values each: line `r`, pixel `x`, channel `c` at
+/// `at + r · sy + x · sx + c · sc`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct RowBlock {
+    pub(crate) at: isize,
+    pub(crate) sy: isize,
+    pub(crate) sx: isize,
+    pub(crate) sc: isize,
+    pub(crate) n: usize,
+    pub(crate) channels: usize,
+    pub(crate) rows: usize,
+}
+
+impl RowBlock {
+    /// The element-by-element gather of every line ([`Pixels::gather_rows`]' definition).
+    #[inline]
+    fn line_by_line<const LANES: usize, P: Pixels + ?Sized>(self, px: &P, out: &mut [f32]) {
+        for r in 0..self.rows {
+            px.gather_line::<LANES>(self.at + r as isize * self.sy, self.sx, self.sc, self.n, self.channels, out, r);
         }
     }
 }
@@ -108,23 +118,12 @@ impl Pixels for U8s<'_> {
     /// line by line.
     #[allow(clippy::inline_always)] // compiled into each SIMD level's copy of the resampler
     #[inline(always)]
-    #[allow(clippy::cast_sign_loss, clippy::too_many_arguments)] // checked views never reach below 0
-    fn gather_rows<const LANES: usize>(
-        &self,
-        at: isize,
-        sy: isize,
-        sx: isize,
-        sc: isize,
-        n: usize,
-        channels: usize,
-        rows: usize,
-        out: &mut [f32],
-    ) {
+    #[allow(clippy::cast_sign_loss)] // checked views never reach below 0
+    fn gather_rows<const LANES: usize>(&self, b: RowBlock, out: &mut [f32]) {
+        let RowBlock { at, sy, sx, sc, n, channels, rows } = b;
         let values = n * channels;
         if rows != LANES || sc != 1 || sx.unsigned_abs() != channels || n == 0 {
-            for r in 0..rows {
-                self.gather_line::<LANES>(at + r as isize * sy, sx, sc, n, channels, out, r);
-            }
+            b.line_by_line::<LANES, _>(self, out);
             return;
         }
         let flipped = sx < 0;

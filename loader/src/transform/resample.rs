@@ -12,7 +12,7 @@
 
 use tessera::simd::Level;
 
-use super::pixels::Pixels;
+use super::pixels::{Pixels, RowBlock};
 
 /// The filter taps of every output position along one axis.
 #[derive(Debug, Default)]
@@ -193,7 +193,8 @@ impl Resampler {
         for y0 in (0..g.height).step_by(ROWS) {
             let rows = ROWS.min(g.height - y0);
             let at = g.base + y0 as isize * g.sy;
-            src.gather_rows::<ROWS>(at, g.sy, g.sx, g.sc, span, c, rows, &mut self.block);
+            let b = RowBlock { at, sy: g.sy, sx: g.sx, sc: g.sc, n: span, channels: c, rows };
+            src.gather_rows::<ROWS>(b, &mut self.block);
             // Each output column's sums land in `stage` as `[channel][x][row]` (whole vectors),
             // then move to their rows of `tmp`.
             match c {

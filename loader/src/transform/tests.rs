@@ -338,8 +338,9 @@ fn row_gathers_match_the_element_by_element_definition() {
     for (at, sy, sx, sc, n, channels, rows) in cases {
         let len = n * channels * 8;
         let (mut fast, mut slow) = (vec![-1.0f32; len], vec![-1.0f32; len]);
-        pixels::Pixels::gather_rows::<8>(&u8s, at, sy, sx, sc, n, channels, rows, &mut fast);
-        pixels::Pixels::gather_rows::<8>(&Plain(&bytes), at, sy, sx, sc, n, channels, rows, &mut slow);
+        let b = pixels::RowBlock { at, sy, sx, sc, n, channels, rows };
+        pixels::Pixels::gather_rows::<8>(&u8s, b, &mut fast);
+        pixels::Pixels::gather_rows::<8>(&Plain(&bytes), b, &mut slow);
         assert_eq!(fast, slow, "at {at} sy {sy} sx {sx} sc {sc} n {n} rows {rows}");
     }
 }
