@@ -6,7 +6,7 @@ use tch::{Device, Kind, Tensor};
 use tessera_loader::{Elem, HostBatch, HostColumn, Lease, SkippedSample};
 
 use crate::error::{LoaderError, Result, tensor_err};
-use crate::slots::HostBuffer;
+use crate::slots::TensorBuffer;
 
 /// The tensors of one column of a batch (`B` rows).
 ///
@@ -96,7 +96,7 @@ pub struct Batch {
     pub(crate) position: u64,
     pub(crate) skipped: Vec<SkippedSample>,
     /// Declared last: the tensors above drop before the buffers go back to the pool.
-    pub(crate) lease: Option<Arc<Lease>>,
+    pub(crate) lease: Option<Arc<Lease<TensorBuffer>>>,
 }
 
 /// The torch kind of a core element type: tch has no unsigned kinds wider than a byte, so
@@ -121,15 +121,10 @@ pub(crate) fn kind_of(elem: Elem) -> Result<Kind> {
 }
 
 /// The tensors of one filled column: a view of the pooled buffer and small side tensors.
-fn column_tensors(host: &HostBatch, c: usize, col: &HostColumn) -> Result<ColumnTensors> {
+fn column_tensors(host: &HostBatch<TensorBuffer>, c: usize, col: &HostColumn) -> Result<ColumnTensors> {
     let ctx = |e| tensor_err(format!("column {:?} side tensors", col.name), e);
     let values = host
-        .with_buffer(c, |b| {
-            b.as_any()
-                .downcast_ref::<HostBuffer>()
-                .ok_or_else(|| LoaderError::WorkerPanicked("a batch buffer not allocated by the tch adapter".into()))
-                .and_then(|b| b.view(col.byte_len, kind_of(col.elem)?, &col.shape))
-        })
+        .with_buffer(c, |b| b.view(col.byte_len, kind_of(col.elem)?, &col.shape))
         .ok_or_else(|| LoaderError::WorkerPanicked(format!("column {c} has no buffer")))??;
     let rows = host.rows.len() as i64;
     let ragged_dims = col.layout.ragged_dims();
@@ -155,7 +150,7 @@ fn column_tensors(host: &HostBatch, c: usize, col: &HostColumn) -> Result<Column
 impl Batch {
     /// Wraps a filled host batch as tensors: the values are views of its buffers (no copy),
     /// which stay leased until the batch and every tensor viewing them are gone.
-    pub(crate) fn from_host(host: HostBatch) -> Result<Self> {
+    pub(crate) fn from_host(host: HostBatch<TensorBuffer>) -> Result<Self> {
         let columns = host
             .columns
             .iter()
@@ -361,11 +356,7 @@ impl Batch {
             .collect::<Result<_>>()?;
         if let (Device::Cuda(index), Some(lease)) = (device, &self.lease) {
             for c in 0..self.columns.len() {
-                lease.with_buffer_mut(c, |b| {
-                    if let Some(b) = b.as_any_mut().downcast_mut::<HostBuffer>() {
-                        b.mark_cuda(index);
-                    }
-                });
+                lease.with_buffer_mut(c, |b| b.mark_cuda(index));
             }
         }
         out.lease.clone_from(&self.lease);

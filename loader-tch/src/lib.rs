@@ -84,6 +84,7 @@ pub mod transform;
 pub use batch::{Batch, ColumnTensors};
 pub use error::{LoaderError, Result};
 pub use loader::{EpochIter, Loader, TchOptions};
+pub use slots::TensorBuffer;
 pub use tessera_loader::{CacheStats, DiskCacheConfig, IoStats};
 /// Host-side augmentation by the loader's own threads (`LoaderConfig::with_transform`),
 /// before a batch becomes tensors; [`transform`] holds the tensor ops that run on the

@@ -13,7 +13,7 @@ use tessera_loader::{
 use crate::batch::Batch;
 use crate::error::{LoaderError, Result};
 use crate::sampler::{Xoshiro256StarStar, seed_for};
-use crate::slots::TchAllocator;
+use crate::slots::{TchAllocator, TensorBuffer};
 use crate::transform::BatchTransform;
 
 /// Random streams of transforms: `TRANSFORM_STREAM | position` (the sampler uses small ones).
@@ -56,7 +56,7 @@ impl TchOptions {
         self
     }
 
-    fn allocator(&self) -> Result<Arc<TchAllocator>> {
+    fn allocator(&self) -> Result<TchAllocator> {
         let pin = match self.device {
             tch::Device::Cpu => None,
             tch::Device::Cuda(_) if !tch::Cuda::is_available() => None,
@@ -64,14 +64,14 @@ impl TchOptions {
             other => return Err(LoaderError::config(format!("batches cannot be delivered to {other:?}"))),
         };
         let unsigned = if self.u64_as_i64_bits { Unsigned::WidenedBits } else { Unsigned::Widened };
-        Ok(Arc::new(TchAllocator { pin, unsigned }))
+        Ok(TchAllocator { pin, unsigned })
     }
 }
 
 /// An opened, pinned dataset version ready to produce epochs of tch batches.
 #[derive(Debug)]
 pub struct Loader {
-    core: tessera_loader::Loader,
+    core: tessera_loader::Loader<TensorBuffer>,
     options: TchOptions,
     transforms: Vec<Arc<dyn BatchTransform>>,
 }
@@ -131,7 +131,7 @@ impl Loader {
 
     /// The framework-free loader underneath.
     #[must_use]
-    pub fn core(&self) -> &tessera_loader::Loader {
+    pub fn core(&self) -> &tessera_loader::Loader<TensorBuffer> {
         &self.core
     }
 
@@ -169,7 +169,7 @@ impl Loader {
         Ok(self.wrap(self.core.resume(state)?))
     }
 
-    fn wrap(&self, inner: tessera_loader::EpochIter) -> EpochIter {
+    fn wrap(&self, inner: tessera_loader::EpochIter<TensorBuffer>) -> EpochIter {
         let config = self.core.config();
         EpochIter {
             inner,
@@ -246,7 +246,7 @@ impl Loader {
 /// Dropping it stops the workers (and waits for them). After an error the iterator ends.
 #[derive(Debug)]
 pub struct EpochIter {
-    inner: tessera_loader::EpochIter,
+    inner: tessera_loader::EpochIter<TensorBuffer>,
     device: tch::Device,
     transforms: Vec<Arc<dyn BatchTransform>>,
     dataset_id: u64,

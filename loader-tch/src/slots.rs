@@ -1,19 +1,17 @@
 //! Host buffers owned by libtorch that the loader writes into directly: the crate's only
 //! `unsafe` code.
 //!
-//! A [`HostBuffer`] is a contiguous 1-D `u8` CPU tensor (optionally in pinned memory). Workers
-//! read, decompress and copy sample bytes straight into [`HostBuffer::bytes_mut`], and the
-//! batch's tensors are zero-copy views of it ([`HostBuffer::view`]), so a batch tensor is
+//! A [`TensorBuffer`] is a contiguous 1-D `u8` CPU tensor (optionally in pinned memory). Workers
+//! read, decompress and copy sample bytes straight into [`TensorBuffer::bytes_mut`], and the
+//! batch's tensors are zero-copy views of it ([`TensorBuffer::view`]), so a batch tensor is
 //! allocated once and filled in place.
 //!
 //! Reuse cannot be observed: libtorch counts the tensors that share a storage, and
-//! [`HostBuffer::bytes_mut`] hands out the bytes only while the buffer's own handle is the
-//! storage's only user ([`HostBuffer::is_exclusive`]). A view, `shallow_clone` or CPU
+//! [`TensorBuffer::bytes_mut`] hands out the bytes only while the buffer's own handle is the
+//! storage's only user ([`TensorBuffer::is_exclusive`]). A view, `shallow_clone` or CPU
 //! `to_device` of a batch tensor that the training loop keeps after dropping the batch keeps
 //! the storage's count above one, so the pool lets that buffer go (it lives on with the
 //! user's tensor) and allocates a new one instead of writing over it.
-
-use std::any::Any;
 
 use tch::{Device, Kind, Tensor};
 use tessera_loader::{BufferAllocator, HostBuffer as CoreBuffer, LoaderError, Result, Unsigned};
@@ -36,9 +34,11 @@ pub(crate) fn storage_users(t: &Tensor) -> i64 {
     i64::from(users)
 }
 
-/// A libtorch-owned byte buffer the loader may write through a Rust slice.
+/// A libtorch-owned byte buffer the loader may write through a Rust slice: what the tch
+/// adapter's batches are filled into (the buffer type of its core
+/// [`tessera_loader::Loader`]).
 #[derive(Debug)]
-pub(crate) struct HostBuffer {
+pub struct TensorBuffer {
     storage: Tensor,
     capacity: usize,
     /// CUDA device whose stream may still read these bytes (a non-blocking copy was queued
@@ -46,10 +46,10 @@ pub(crate) struct HostBuffer {
     pending_cuda: Option<usize>,
 }
 
-impl HostBuffer {
+impl TensorBuffer {
     /// Allocates `capacity` zeroed bytes on the CPU, pinned for `pin` when given.
     ///
-    /// Zeroing matters for soundness: [`HostBuffer::bytes_mut`] hands out `&mut [u8]`, and a
+    /// Zeroing matters for soundness: [`TensorBuffer::bytes_mut`] hands out `&mut [u8]`, and a
     /// Rust slice must never cover uninitialised memory (`Tensor::empty` would give that).
     pub(crate) fn new(capacity: usize, pin: Option<Device>) -> Result<Self> {
         let len = i64::try_from(capacity).map_err(|_| LoaderError::config("buffer size overflows i64"))?;
@@ -79,7 +79,7 @@ impl HostBuffer {
     }
 
     /// The whole buffer as a mutable byte slice, or `None` while another tensor still
-    /// shares the storage ([`HostBuffer::is_exclusive`]).
+    /// shares the storage ([`TensorBuffer::is_exclusive`]).
     pub(crate) fn bytes_mut(&mut self) -> Option<&mut [u8]> {
         if !self.is_exclusive() {
             return None;
@@ -126,17 +126,17 @@ impl HostBuffer {
     }
 }
 
-impl CoreBuffer for HostBuffer {
+impl CoreBuffer for TensorBuffer {
     fn capacity(&self) -> usize {
         self.capacity
     }
 
     fn is_exclusive(&self) -> bool {
-        HostBuffer::is_exclusive(self)
+        TensorBuffer::is_exclusive(self)
     }
 
     fn bytes_mut(&mut self) -> Option<&mut [u8]> {
-        HostBuffer::bytes_mut(self)
+        TensorBuffer::bytes_mut(self)
     }
 
     fn before_reuse(&mut self) {
@@ -145,14 +145,6 @@ impl CoreBuffer for HostBuffer {
             // overwritten; tch exposes no events, so wait for the device.
             tch::Cuda::synchronize(index as i64);
         }
-    }
-
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-
-    fn as_any_mut(&mut self) -> &mut dyn Any {
-        self
     }
 }
 
@@ -165,8 +157,10 @@ pub(crate) struct TchAllocator {
 }
 
 impl BufferAllocator for TchAllocator {
-    fn allocate(&self, bytes: usize) -> Result<Box<dyn CoreBuffer>> {
-        Ok(Box::new(HostBuffer::new(bytes, self.pin)?))
+    type Buffer = TensorBuffer;
+
+    fn allocate(&self, bytes: usize) -> Result<TensorBuffer> {
+        TensorBuffer::new(bytes, self.pin)
     }
 
     fn unsigned(&self) -> Unsigned {
@@ -181,7 +175,7 @@ mod tests {
     #[test]
     #[allow(clippy::float_cmp)] // exact bit patterns are written and read back
     fn writes_through_the_slice_show_in_views() {
-        let mut b = HostBuffer::new(64, None).unwrap();
+        let mut b = TensorBuffer::new(64, None).unwrap();
         assert!(b.bytes_mut().unwrap().iter().all(|&x| x == 0));
         let vals = [1.5f32, -2.0, 3.25, 0.0];
         for (i, v) in vals.iter().enumerate() {
@@ -200,7 +194,7 @@ mod tests {
         b.bytes_mut().unwrap()[0..4].copy_from_slice(&7.0f32.to_le_bytes());
         assert!(b.view(20, Kind::Float, &[2, 2]).is_err());
         assert!(b.view(128, Kind::Uint8, &[128]).is_err());
-        let mut empty = HostBuffer::new(0, None).unwrap();
+        let mut empty = TensorBuffer::new(0, None).unwrap();
         assert!(empty.bytes_mut().unwrap().is_empty());
         assert_eq!(empty.view(0, Kind::Int64, &[0, 3]).unwrap().size(), vec![0, 3]);
     }
@@ -209,7 +203,7 @@ mod tests {
     /// CPU `to_device` (which returns the same storage), `view_dtype`, slicing.
     #[test]
     fn every_alias_counts_as_a_storage_user() {
-        let mut b = HostBuffer::new(64, None).unwrap();
+        let mut b = TensorBuffer::new(64, None).unwrap();
         let v = b.view(64, Kind::Float, &[4, 4]).unwrap();
         let aliases: Vec<Tensor> = vec![
             v.shallow_clone(),

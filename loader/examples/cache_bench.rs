@@ -94,7 +94,7 @@ fn main() -> Res<()> {
     let cached_cfg = cfg.clone().with_cache_dir(&cache, 64 << 30);
     if std::env::var_os("CACHE_BENCH_WARM_ONLY").is_some() {
         // For profiles: only a fresh loader over the cache the last run left in DIR.
-        let (rate, cpu) = run_epochs(&Loader::open_store(&store, cached_cfg, Arc::new(AlignedAllocator))?, 0..8)?;
+        let (rate, cpu) = run_epochs(&Loader::open_store(&store, cached_cfg, AlignedAllocator)?, 0..8)?;
         println!("cache warm (fresh loader), 8 epochs: {rate:.0} samples/s, {cpu:.0} CPU us/sample");
         return Ok(());
     }
@@ -107,20 +107,20 @@ fn main() -> Res<()> {
     let _ = std::fs::remove_dir_all(&cache);
     if std::env::var_os("CACHE_BENCH_COLD_ONLY").is_some() {
         // For profiles: only a cold epoch over an empty cache.
-        let (rate, cpu) = run_epochs(&Loader::open_store(&store, cached_cfg, Arc::new(AlignedAllocator))?, 0..1)?;
+        let (rate, cpu) = run_epochs(&Loader::open_store(&store, cached_cfg, AlignedAllocator)?, 0..1)?;
         println!("cache cold, epoch 0: {rate:.0} samples/s, {cpu:.0} CPU us/sample");
         return Ok(());
     }
 
     let local = Loader::open(cfg.clone())?;
     run(&local, 0)?; // the dataset into the page cache
-    let plain = Loader::open_store(&store, cfg, Arc::new(AlignedAllocator))?;
-    let cached = Loader::open_store(&store, cached_cfg.clone(), Arc::new(AlignedAllocator))?;
+    let plain = Loader::open_store(&store, cfg, AlignedAllocator)?;
+    let cached = Loader::open_store(&store, cached_cfg.clone(), AlignedAllocator)?;
     let (cold, cold_cpu) = run_epochs(&cached, 0..1)?;
     let cold_io = cached.io_stats();
     println!("cache cold, epoch 0: {cold:.0} samples/s, {cold_cpu:.0} CPU us/sample ({cold_io:?})");
     // A fresh loader over the warm cache: another rank of the node, or the next job.
-    let fresh = Loader::open_store(&store, cached_cfg, Arc::new(AlignedAllocator))?;
+    let fresh = Loader::open_store(&store, cached_cfg, AlignedAllocator)?;
     // Rounds of two epochs each, interleaved, so that a busy machine slows all alike.
     let names = ["local files", "object store, no cache", "cache warm (same loader)", "cache warm (fresh loader)"];
     let loaders = [&local, &plain, &cached, &fresh];

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use crate::assemble::Elem;
-use crate::buffer::HostBuffer;
+use crate::buffer::{AlignedBuffer, HostBuffer};
 use crate::pool::Lease;
 
 /// A sample the loader replaced because its stored bytes were corrupt
@@ -130,8 +130,11 @@ impl HostLayout {
 /// A filled batch: per column the layout of its values in a pooled [`HostBuffer`] and its
 /// side data. The buffers go back to the pool when the batch (and every clone of its
 /// lease) is dropped, and are refilled only once they are exclusive again.
+///
+/// `B` is the buffer type of the loader's allocator ([`crate::BufferAllocator::Buffer`]):
+/// an adapter reads the buffers its own allocator made.
 #[derive(Debug)]
-pub struct HostBatch {
+pub struct HostBatch<B: HostBuffer = AlignedBuffer> {
     /// The columns, in projection order.
     pub columns: Vec<HostColumn>,
     /// The global (live) row of each sample, in its source's version (a mixture's rows are
@@ -148,18 +151,18 @@ pub struct HostBatch {
     pub position: u64,
     /// Samples replaced in this batch.
     pub skipped: Vec<SkippedSample>,
-    pub(crate) lease: Option<Arc<Lease>>,
+    pub(crate) lease: Option<Arc<Lease<B>>>,
 }
 
-impl HostBatch {
+impl<B: HostBuffer> HostBatch<B> {
     /// The claim on the buffers: clone it into whatever keeps views of them alive.
     #[must_use]
-    pub fn lease(&self) -> Option<&Arc<Lease>> {
+    pub fn lease(&self) -> Option<&Arc<Lease<B>>> {
         self.lease.as_ref()
     }
 
     /// Runs `f` on column `c`'s buffer.
-    pub fn with_buffer<R>(&self, c: usize, f: impl FnOnce(&dyn HostBuffer) -> R) -> Option<R> {
+    pub fn with_buffer<R>(&self, c: usize, f: impl FnOnce(&B) -> R) -> Option<R> {
         self.lease.as_ref()?.with_buffer(c, f)
     }
 }

@@ -6,8 +6,12 @@
 //! [`BufferAllocator`] decides where the bytes live (a libtorch tensor's storage, pinned
 //! memory, a numpy array), and its buffers say when nobody but the loader uses them any more,
 //! so a buffer is refilled only when no tensor can see it change.
+//!
+//! The buffer type is the allocator's [`BufferAllocator::Buffer`], and it stays a type
+//! parameter of everything that holds one (`Loader<B>`, `HostBatch<B>`, `Lease<B>`): an
+//! adapter gets back the buffers its own allocator made, typed, never recovered by a
+//! runtime downcast.
 
-use std::any::Any;
 use std::fmt::Debug;
 
 use crate::assemble::Unsigned;
@@ -42,27 +46,37 @@ pub trait HostBuffer: Send + Debug + 'static {
     /// Called before a returned buffer is filled again (for example to wait for an
     /// asynchronous device copy that reads it).
     fn before_reuse(&mut self) {}
-
-    /// The concrete type, for the adapter that allocated it.
-    fn as_any(&self) -> &dyn Any;
-
-    /// The concrete type, mutably.
-    fn as_any_mut(&mut self) -> &mut dyn Any;
 }
 
 /// The hook a framework adapter supplies when it opens a loader: where batch bytes live
 /// (`allocate`) and which element types its framework takes (`unsigned`).
 pub trait BufferAllocator: Send + Sync + Debug + 'static {
+    /// The buffers it makes: what the loader's batches then hold.
+    type Buffer: HostBuffer;
+
     /// A zero-filled buffer of `bytes` bytes, aligned to at least [`BUFFER_ALIGN`].
     ///
     /// # Errors
     /// An allocation failure, as [`LoaderError::Framework`] or [`LoaderError::Budget`].
-    fn allocate(&self, bytes: usize) -> Result<Box<dyn HostBuffer>>;
+    fn allocate(&self, bytes: usize) -> Result<Self::Buffer>;
 
     /// How stored `u16`/`u32`/`u64` columns reach this adapter: as stored unless its
     /// framework lacks unsigned types.
     fn unsigned(&self) -> Unsigned {
         Unsigned::Stored
+    }
+}
+
+/// A shared allocator (an adapter that keeps a handle to it, say to count what it made).
+impl<A: BufferAllocator + ?Sized> BufferAllocator for std::sync::Arc<A> {
+    type Buffer = A::Buffer;
+
+    fn allocate(&self, bytes: usize) -> Result<A::Buffer> {
+        (**self).allocate(bytes)
+    }
+
+    fn unsigned(&self) -> Unsigned {
+        (**self).unsigned()
     }
 }
 
@@ -137,14 +151,6 @@ impl HostBuffer for AlignedBuffer {
         let len = self.len;
         Some(&mut bytemuck_blocks_mut(&mut self.blocks)[..len])
     }
-
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-
-    fn as_any_mut(&mut self) -> &mut dyn Any {
-        self
-    }
 }
 
 /// Allocates [`AlignedBuffer`]s.
@@ -152,8 +158,10 @@ impl HostBuffer for AlignedBuffer {
 pub struct AlignedAllocator;
 
 impl BufferAllocator for AlignedAllocator {
-    fn allocate(&self, bytes: usize) -> Result<Box<dyn HostBuffer>> {
-        Ok(Box::new(AlignedBuffer::new(bytes)?))
+    type Buffer = AlignedBuffer;
+
+    fn allocate(&self, bytes: usize) -> Result<AlignedBuffer> {
+        AlignedBuffer::new(bytes)
     }
 }
 
@@ -171,7 +179,6 @@ mod tests {
             b.bytes_mut().unwrap().fill(7);
             assert!(b.bytes().iter().all(|&x| x == 7));
         }
-        let boxed = AlignedAllocator.allocate(10).unwrap();
-        assert!(boxed.as_any().downcast_ref::<AlignedBuffer>().is_some());
+        assert_eq!(AlignedAllocator.allocate(10).unwrap().capacity(), 10);
     }
 }

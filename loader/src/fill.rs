@@ -31,12 +31,13 @@ use tessera::datafile::{self, Block, ChunkIndex};
 
 use crate::assemble::ColumnPlan;
 use crate::batch::{HostBatch as Batch, SkippedSample};
+use crate::buffer::HostBuffer;
 use crate::catalog::{FileEntry, FileMeta, FragmentEntry};
 use crate::error::{LoaderError, Result, from_format};
 use crate::memory::{Charge, MemoryUse};
 use crate::mixture::Fill;
 use crate::pipeline::Shared;
-use crate::pool::{BufferSet, Lease};
+use crate::pool::{BufferPool, BufferSet, FillTarget, Filling, Lease};
 use crate::source::Fetcher;
 use crate::transform;
 use crate::window::{Fault, FragmentData};
@@ -107,7 +108,7 @@ struct BatchFill<'a> {
     /// Layout of each column's rows in its buffer.
     plans: &'a [ColumnPlan],
     /// The buffers being filled, one per column.
-    set: &'a mut BufferSet,
+    set: &'a mut dyn FillTarget,
     /// Data errors so far, per slot (skip mode substitutes these slots and retries).
     fails: Vec<(usize, LoaderError)>,
 }
@@ -131,14 +132,9 @@ impl<'a> FileRef<'a> {
     }
 }
 
-/// The buffer column `c`'s stored rows are filled into ([`BufferSet::fill_slot`]).
-fn column_buf(set: &mut BufferSet, c: usize) -> Result<&mut [u8]> {
-    set.fill_slot(c)
-        .and_then(Option::as_mut)
-        .ok_or_else(|| LoaderError::WorkerPanicked(format!("column {c} has no buffer")))?
-        .0
-        .bytes_mut()
-        .ok_or_else(|| LoaderError::WorkerPanicked(format!("column {c}'s buffer is still shared with a tensor")))
+/// The bytes column `c`'s stored rows are filled into ([`BufferSet::fill_bytes`]).
+fn column_buf(set: &mut dyn FillTarget, c: usize) -> Result<&mut [u8]> {
+    set.fill_bytes(c).ok_or_else(|| LoaderError::WorkerPanicked(format!("column {c}'s buffer is missing or shared")))
 }
 
 /// Checks a block's stored bytes through the reference (length; CRC-32 when `verify`).
@@ -236,31 +232,32 @@ fn slots(sh: &Shared, index: usize, rows: &mut Vec<u64>) -> Result<Vec<SlotRow>>
 
 /// A batch: slots, substitution of bad samples, and the finished [`Batch`].
 impl Worker {
-    /// Assembles batch `index` into `set`, substituting bad samples in skip mode.
-    pub(crate) fn assemble(&mut self, index: usize, mut set: BufferSet) -> Result<Batch> {
-        let sh = self.sh.clone();
-        match self
-            .assemble_into(index, &mut set)
-            .and_then(|filled| self.transform(index, &filled, &mut set).map(|()| filled))
-        {
-            Ok(filled) => match self.finish(index, filled, &set) {
-                Ok(mut batch) => {
-                    batch.lease = Some(Lease::new(sh.set.buffers.clone(), set));
-                    Ok(batch)
-                }
-                Err(e) => {
-                    sh.set.buffers.give_back(set);
-                    Err(e)
-                }
-            },
+    /// Assembles batch `index` into `set` (a set of `pool`'s), substituting bad samples in
+    /// skip mode.
+    pub(crate) fn assemble<B: HostBuffer>(
+        &mut self,
+        index: usize,
+        mut set: BufferSet<B>,
+        pool: &Arc<BufferPool<B>>,
+    ) -> Result<Batch<B>> {
+        let mut target = Filling { pool, set: &mut set };
+        let described = self
+            .assemble_into(index, &mut target)
+            .and_then(|filled| self.transform(index, &filled, &mut target).map(|()| filled))
+            .and_then(|filled| self.finish(index, filled, &target));
+        match described {
+            Ok(mut batch) => {
+                batch.lease = Some(Lease::new(pool.clone(), set));
+                Ok(batch)
+            }
             Err(e) => {
-                sh.set.buffers.give_back(set);
+                pool.give_back(set);
                 Err(e)
             }
         }
     }
 
-    fn assemble_into(&mut self, index: usize, set: &mut BufferSet) -> Result<Assembled> {
+    fn assemble_into(&mut self, index: usize, set: &mut dyn FillTarget) -> Result<Assembled> {
         let sh = self.sh.clone();
         let mut rows = std::mem::take(&mut self.rows);
         let slots = slots(&sh, index, &mut rows);
@@ -335,21 +332,19 @@ impl Worker {
 
     /// Runs each transformed column's pipeline from its staged rows into its output buffer,
     /// row by row on this thread (a null row's slot is zeros).
-    fn transform(&mut self, index: usize, filled: &Assembled, set: &mut BufferSet) -> Result<()> {
+    fn transform(&mut self, index: usize, filled: &Assembled, set: &mut dyn FillTarget) -> Result<()> {
         let sh = self.sh.clone();
         let b = filled.slots.len();
         for (c, pipeline) in sh.set.transforms.iter().enumerate() {
             let Some(p) = pipeline else { continue };
             let bytes =
                 p.row_bytes.checked_mul(b).ok_or_else(|| LoaderError::config("transformed batch size overflows"))?;
-            sh.set.buffers.ensure_output(set, c, bytes, &sh.stopped, &|| sh.oldest() >= index)?;
+            set.ensure_output(c, bytes, &sh.stopped, &|| sh.oldest() >= index)?;
             let layout = &sh.catalog.columns[c];
             let (plan, valid) = (&filled.plans[c], filled.validity[c].as_deref());
             let missing =
                 || LoaderError::WorkerPanicked(format!("column {c}: a transform buffer is missing or shared"));
-            let (staged, out) = set.staged_and_output(c).ok_or_else(missing)?;
-            let src = staged.as_mut().and_then(|(buf, _)| buf.bytes_mut()).ok_or_else(missing)?;
-            let dst = out.as_mut().and_then(|(buf, _)| buf.bytes_mut()).ok_or_else(missing)?;
+            let (src, dst) = set.staged_and_output(c).ok_or_else(missing)?;
             let dst = dst.get_mut(..bytes).ok_or_else(missing)?;
             for ((j, slot), row_out) in filled.slots.iter().enumerate().zip(dst.chunks_exact_mut(p.row_bytes.max(1))) {
                 if valid.is_some_and(|v| !v.get(j).copied().unwrap_or(true)) {
@@ -367,7 +362,7 @@ impl Worker {
     }
 
     /// Describes the filled buffers as a [`Batch`].
-    fn finish(&self, index: usize, filled: Assembled, set: &BufferSet) -> Result<Batch> {
+    fn finish<B: HostBuffer>(&self, index: usize, filled: Assembled, set: &dyn FillTarget) -> Result<Batch<B>> {
         let sh = &self.sh;
         let Assembled { slots, plans, validity, skipped } = filled;
         let b = slots.len();
@@ -377,12 +372,8 @@ impl Worker {
             let transformed = sh.set.transforms.get(c).and_then(Option::as_ref);
             let byte_len = transformed.map_or_else(|| plan.buffer_bytes(b), |p| p.row_bytes * b);
             let capacity = set
-                .bufs
-                .get(c)
-                .and_then(Option::as_ref)
-                .ok_or_else(|| LoaderError::WorkerPanicked(format!("column {c} has no buffer")))?
-                .0
-                .capacity();
+                .output_capacity(c)
+                .ok_or_else(|| LoaderError::WorkerPanicked(format!("column {c} has no buffer")))?;
             if byte_len > capacity {
                 return Err(LoaderError::WorkerPanicked(format!(
                     "column {c}: {byte_len} bytes in a {capacity}-byte buffer"
@@ -422,7 +413,7 @@ impl Worker {
         index: usize,
         slots: &[SlotRow],
         held: &HashMap<usize, Arc<FragmentData>>,
-        set: &mut BufferSet,
+        set: &mut dyn FillTarget,
     ) -> FillResult<Filled> {
         let sh = self.sh.clone();
         let cat = &sh.catalog;
@@ -470,7 +461,7 @@ impl Worker {
         // Layout of every column, then buffers large enough.
         let (plans, validity) = Self::column_plans(cat, slots, &metas)?;
         for (c, plan) in plans.iter().enumerate() {
-            sh.set.buffers.ensure(set, c, plan.buffer_bytes(b), &sh.stopped, &|| sh.oldest() >= index)?;
+            set.ensure(c, plan.buffer_bytes(b), &sh.stopped, &|| sh.oldest() >= index)?;
         }
         let mut fill = BatchFill { slots, plans: &plans, set, fails: Vec::new() };
         if cat.mixture {

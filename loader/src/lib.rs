@@ -29,11 +29,10 @@
 //!     let batch = batch?;
 //!     let col = &batch.columns[0];
 //!     assert_eq!((col.elem, col.shape.as_slice()), (Elem::I64, &[5i64][..]));
-//!     let bytes = batch.with_buffer(0, |b| {
-//!         b.as_any().downcast_ref::<AlignedBuffer>().map(|a| a.bytes()[..col.byte_len].to_vec())
-//!     });
+//!     // The loader's own buffers (`Loader::open`): typed `AlignedBuffer`s.
+//!     let bytes = batch.with_buffer(0, |b: &AlignedBuffer| b.bytes()[..col.byte_len].to_vec());
 //!     let values: Vec<i64> =
-//!         bytes.flatten().unwrap().chunks_exact(8).map(|c| i64::from_le_bytes(c.try_into().unwrap())).collect();
+//!         bytes.unwrap().chunks_exact(8).map(|c| i64::from_le_bytes(c.try_into().unwrap())).collect();
 //!     assert_eq!(values, batch.rows.iter().map(|&r| r as i64).collect::<Vec<_>>());
 //!     seen.extend(values);
 //! }

@@ -33,6 +33,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 use tessera::At;
 
+use crate::buffer::HostBuffer;
 use crate::config::LoaderConfig;
 use crate::error::{LoaderError, Result};
 use crate::loader::Loader;
@@ -114,7 +115,7 @@ pub(crate) struct LineageWriter {
 impl LineageWriter {
     /// Opens (creating) the record at `path` for `loader`, appending a header unless the last
     /// header there is the same.
-    pub(crate) fn open(path: &Path, loader: &Loader) -> Result<Self> {
+    pub(crate) fn open<B: HostBuffer>(path: &Path, loader: &Loader<B>) -> Result<Self> {
         let header = header_of(loader);
         let last = if path.exists() { LineageRecord::read(path).ok().map(|r| r.header) } else { None };
         let mut file = OpenOptions::new().create(true).append(true).open(path).map_err(|e| io_err(path, e))?;
@@ -136,7 +137,7 @@ impl LineageWriter {
 }
 
 /// The header describing `loader`'s order.
-fn header_of(loader: &Loader) -> Header {
+fn header_of<B: HostBuffer>(loader: &Loader<B>) -> Header {
     let config = loader.config();
     let sources = loader
         .pinned_sources()
@@ -311,7 +312,7 @@ impl LineageRecord {
     }
 
     /// The epoch and batch of step `step` (epochs counted from 0 in order).
-    fn locate(loader: &Loader, mut step: u64) -> Result<(Plan, usize)> {
+    fn locate<B: HostBuffer>(loader: &Loader<B>, mut step: u64) -> Result<(Plan, usize)> {
         for epoch in 0.. {
             let plan = loader.plan(epoch)?;
             let n = plan.batches_per_rank() as u64;
@@ -331,7 +332,7 @@ impl LineageRecord {
     ///
     /// # Errors
     /// As [`Loader::plan`].
-    pub fn rows_at_step(loader: &Loader, step: u64) -> Result<Vec<(u32, u64)>> {
+    pub fn rows_at_step<B: HostBuffer>(loader: &Loader<B>, step: u64) -> Result<Vec<(u32, u64)>> {
         let (plan, i) = Self::locate(loader, step)?;
         let mut positions = Vec::new();
         plan.batch_into(i, &mut positions);
@@ -343,7 +344,7 @@ impl LineageRecord {
     ///
     /// # Errors
     /// As [`Loader::plan`].
-    pub fn steps_of_row(loader: &Loader, source: u32, row: u64, steps: u64) -> Result<Vec<u64>> {
+    pub fn steps_of_row<B: HostBuffer>(loader: &Loader<B>, source: u32, row: u64, steps: u64) -> Result<Vec<u64>> {
         if loader.mixture_order().is_none() && loader.view().is_none() {
             return Self::steps_of_row_inverted(loader, source, row, steps);
         }
@@ -351,7 +352,7 @@ impl LineageRecord {
     }
 
     /// [`LineageRecord::steps_of_row`] by walking every step's positions.
-    fn scan(loader: &Loader, source: u32, row: u64, steps: u64) -> Result<Vec<u64>> {
+    fn scan<B: HostBuffer>(loader: &Loader<B>, source: u32, row: u64, steps: u64) -> Result<Vec<u64>> {
         let mut out = Vec::new();
         let mut positions = Vec::new();
         let mut step = 0u64;
@@ -377,7 +378,7 @@ impl LineageRecord {
     /// [`LineageRecord::steps_of_row`] for one version in global or sequential order: per
     /// epoch, the order's inverse gives the row's positions, O(1) each (block shuffle falls
     /// back to the scan).
-    fn steps_of_row_inverted(loader: &Loader, source: u32, row: u64, steps: u64) -> Result<Vec<u64>> {
+    fn steps_of_row_inverted<B: HostBuffer>(loader: &Loader<B>, source: u32, row: u64, steps: u64) -> Result<Vec<u64>> {
         let mut out = Vec::new();
         let mut base = 0u64;
         for epoch in 0.. {
@@ -404,7 +405,7 @@ impl LineageRecord {
     ///
     /// # Errors
     /// As [`Loader::plan`].
-    pub fn steps_through_last_epoch(&self, loader: &Loader) -> Result<u64> {
+    pub fn steps_through_last_epoch<B: HostBuffer>(&self, loader: &Loader<B>) -> Result<u64> {
         let last = self.starts.iter().map(|s| s.epoch).max().unwrap_or(0);
         (0..=last).map(|e| loader.plan(e).map(|p| p.batches_per_rank() as u64)).sum()
     }
@@ -412,7 +413,7 @@ impl LineageRecord {
 
 /// The global step at the start of `plan`'s remaining batches: every earlier epoch's steps
 /// plus those consumed in this one.
-pub(crate) fn step_at(loader: &Loader, plan: &Plan) -> Result<u64> {
+pub(crate) fn step_at<B: HostBuffer>(loader: &Loader<B>, plan: &Plan) -> Result<u64> {
     let gb = plan.global_batch_size() as u64;
     let consumed = plan.checkpoint(0, 0).map_or(0, |s| s.samples_consumed_global);
     let mut step = consumed / gb.max(1);

@@ -9,7 +9,7 @@ use tessera::tree::FragmentTree;
 use tessera::{Dataset, Store, View};
 
 use crate::batch::{HostBatch as Batch, SkippedSample};
-use crate::buffer::{AlignedAllocator, BufferAllocator};
+use crate::buffer::{AlignedAllocator, AlignedBuffer, BufferAllocator, HostBuffer};
 use crate::catalog::Catalog;
 use crate::config::LoaderConfig;
 use crate::disk_cache::DiskCache;
@@ -27,8 +27,12 @@ use crate::transform::Pipeline;
 use crate::window::ExtentPool;
 
 /// An opened, pinned dataset version ready to produce epochs of batches.
+///
+/// `B` is the buffer type batches are filled into: the loader's own [`AlignedBuffer`]s
+/// ([`Loader::open`]), or an adapter's ([`Loader::open_with_allocator`]), which its batches
+/// then hold, typed.
 #[derive(Debug)]
-pub struct Loader {
+pub struct Loader<B: HostBuffer = AlignedBuffer> {
     config: LoaderConfig,
     catalog: Arc<Catalog>,
     fetcher: Arc<Fetcher>,
@@ -40,7 +44,7 @@ pub struct Loader {
     /// Decoded pages, kept from epoch to epoch (each epoch sets the cache's share).
     pages: Arc<PageCache>,
     /// Batch buffer sets, kept from epoch to epoch (each epoch sets their bound).
-    buffers: Arc<BufferPool>,
+    buffers: Arc<BufferPool<B>>,
     /// Object-store staging buffers, kept from epoch to epoch (each epoch sets their cap).
     staging: Arc<StagePool>,
     /// Per projected column, its checked augmentation pipeline.
@@ -64,15 +68,18 @@ impl Loader {
     /// [`LoaderError::Config`] for a bad configuration or unknown column;
     /// [`LoaderError::Dataset`] when the version cannot be opened or fails validation.
     pub fn open(config: LoaderConfig) -> Result<Self> {
-        Self::open_with_allocator(config, Arc::new(AlignedAllocator))
+        Self::open_with_allocator(config, AlignedAllocator)
     }
+}
 
+impl<B: HostBuffer> Loader<B> {
     /// As [`Loader::open`], filling buffers from `alloc` (a framework adapter's hook: tensor
     /// storage, pinned memory, arrays a Python caller keeps).
     ///
     /// # Errors
     /// As [`Loader::open`].
-    pub fn open_with_allocator(config: LoaderConfig, alloc: Arc<dyn BufferAllocator>) -> Result<Self> {
+    pub fn open_with_allocator(config: LoaderConfig, alloc: impl BufferAllocator<Buffer = B>) -> Result<Self> {
+        let alloc: Arc<dyn BufferAllocator<Buffer = B>> = Arc::new(alloc);
         config.validate()?;
         if config.mixture.is_some() {
             return Self::open_mixture(config, alloc);
@@ -88,13 +95,19 @@ impl Loader {
     ///
     /// # Errors
     /// As [`Loader::open`].
-    pub fn open_store(store: &Store, config: LoaderConfig, alloc: Arc<dyn BufferAllocator>) -> Result<Self> {
+    pub fn open_store(store: &Store, config: LoaderConfig, alloc: impl BufferAllocator<Buffer = B>) -> Result<Self> {
         config.validate()?;
+        let alloc: Arc<dyn BufferAllocator<Buffer = B>> = Arc::new(alloc);
         let source = Source::Object(store.clone());
         Self::open_with(store, source, config, alloc)
     }
 
-    fn open_with(store: &Store, source: Source, config: LoaderConfig, alloc: Arc<dyn BufferAllocator>) -> Result<Self> {
+    fn open_with(
+        store: &Store,
+        source: Source,
+        config: LoaderConfig,
+        alloc: Arc<dyn BufferAllocator<Buffer = B>>,
+    ) -> Result<Self> {
         let spec =
             MixSource { at: config.at.clone(), view: config.view.clone(), ..MixSource::new(config.location.clone()) };
         let fetcher = Self::fetcher(source, &config, &spec.location)?;
@@ -110,7 +123,7 @@ impl Loader {
 
     /// Opens every source of `config.mixture`, each on its own store, into one catalog, and
     /// resolves the mixture's order over them.
-    fn open_mixture(config: LoaderConfig, alloc: Arc<dyn BufferAllocator>) -> Result<Self> {
+    fn open_mixture(config: LoaderConfig, alloc: Arc<dyn BufferAllocator<Buffer = B>>) -> Result<Self> {
         let mix = config.mixture.clone().ok_or_else(|| LoaderError::config("no mixture"))?;
         let acct = Accountant::new(config.memory_budget);
         let mut catalog: Option<Catalog> = None;
@@ -186,7 +199,7 @@ impl Loader {
         fetcher: Arc<Fetcher>,
         acct: Arc<Accountant>,
         config: LoaderConfig,
-        alloc: Arc<dyn BufferAllocator>,
+        alloc: Arc<dyn BufferAllocator<Buffer = B>>,
     ) -> Result<Self> {
         crate::assemble::apply_ragged(&mut catalog.columns, &config.ragged)?;
         let transforms = crate::transform::plan_columns(&mut catalog.columns, &config.transforms)?;
@@ -265,7 +278,7 @@ impl Loader {
     /// # Errors
     /// [`LoaderError::Config`] when another epoch of this loader is still alive;
     /// [`LoaderError::Budget`] when the memory budget cannot hold the pipeline.
-    pub fn epoch(&self, epoch: u64) -> Result<EpochIter> {
+    pub fn epoch(&self, epoch: u64) -> Result<EpochIter<B>> {
         self.start(self.plan(epoch)?)
     }
 
@@ -276,7 +289,7 @@ impl Loader {
     /// # Errors
     /// [`LoaderError::Resume`] when the state belongs to another dataset version, seed or
     /// order settings, or its position is impossible; as [`Loader::epoch`] otherwise.
-    pub fn resume(&self, state: &LoaderState) -> Result<EpochIter> {
+    pub fn resume(&self, state: &LoaderState) -> Result<EpochIter<B>> {
         let planned = if let Some((order, starts)) = &self.mixture {
             Plan::resume_mixture(self.plan_config(), order.clone(), starts.clone(), state)
         } else {
@@ -320,7 +333,7 @@ impl Loader {
         }
     }
 
-    fn start(&self, plan: Plan) -> Result<EpochIter> {
+    fn start(&self, plan: Plan) -> Result<EpochIter<B>> {
         if self.active.swap(true, Ordering::AcqRel) {
             return Err(LoaderError::config("another epoch of this loader is still running; drop it first"));
         }
@@ -340,7 +353,6 @@ impl Loader {
             max_requests: self.config.max_requests_in_flight,
             coalesce_gap: self.config.coalesce_gap_bytes,
             block: matches!(self.config.shuffle, ShuffleMode::Block { .. }),
-            buffers: self.buffers.clone(),
             staging: self.staging.clone(),
             window_pool: self.window_pool.clone(),
             pages: self.pages.clone(),
@@ -353,6 +365,7 @@ impl Loader {
             self.acct.clone(),
             plan.clone(),
             settings,
+            self.buffers.clone(),
             self.skipped.clone(),
         )?;
         Ok(EpochIter {
@@ -505,8 +518,8 @@ impl Drop for ActiveGuard {
 ///
 /// Dropping it stops the workers (and waits for them). After an error the iterator ends.
 #[derive(Debug)]
-pub struct EpochIter {
-    pipeline: EpochPipeline,
+pub struct EpochIter<B: HostBuffer = AlignedBuffer> {
+    pipeline: EpochPipeline<B>,
     plan: Arc<Plan>,
     consumed: usize,
     dataset_id: u64,
@@ -518,7 +531,7 @@ pub struct EpochIter {
     _active: ActiveGuard,
 }
 
-impl EpochIter {
+impl<B: HostBuffer> EpochIter<B> {
     /// The epoch.
     #[must_use]
     pub fn epoch(&self) -> u64 {
@@ -572,8 +585,8 @@ impl EpochIter {
     }
 }
 
-impl Iterator for EpochIter {
-    type Item = Result<Batch>;
+impl<B: HostBuffer> Iterator for EpochIter<B> {
+    type Item = Result<Batch<B>>;
 
     fn next(&mut self) -> Option<Self::Item> {
         if self.failed {

@@ -22,6 +22,7 @@ use std::sync::Arc;
 
 use crate::assemble::Elem;
 use crate::batch::{HostBatch, HostLayout};
+use crate::buffer::{AlignedBuffer, HostBuffer};
 use crate::error::{LoaderError, Result};
 use crate::loader::{EpochIter, Loader};
 use crate::sampler::LoaderState;
@@ -100,11 +101,11 @@ pub struct PackState {
 }
 
 /// The documents of one loader batch being consumed.
-#[derive(Debug, Default)]
-struct Docs {
+#[derive(Debug)]
+struct Docs<B: HostBuffer> {
     /// The batch, whose packed buffer holds the documents' tokens back to back (copied from
     /// there straight into the windows).
-    batch: Option<HostBatch>,
+    batch: Option<HostBatch<B>>,
     /// Token offset where each document starts in that buffer, and the end.
     starts: Vec<usize>,
     rows: Vec<u64>,
@@ -116,7 +117,13 @@ struct Docs {
     taken: u64,
 }
 
-impl Docs {
+impl<B: HostBuffer> Default for Docs<B> {
+    fn default() -> Self {
+        Self { batch: None, starts: Vec::new(), rows: Vec::new(), sources: Vec::new(), doc: 0, within: 0, taken: 0 }
+    }
+}
+
+impl<B: HostBuffer> Docs<B> {
     fn remaining(&self) -> usize {
         self.starts[self.doc + 1] - self.starts[self.doc] - self.within
     }
@@ -147,29 +154,29 @@ impl Docs {
 
 /// Packs one epoch of a loader's documents into [`PackedBatch`]es (an `Iterator`).
 #[derive(Debug)]
-pub struct Packer {
+pub struct Packer<B: HostBuffer = AlignedBuffer> {
     /// The epoch being read (`None` only while a stream moves to its next epoch).
-    iter: Option<EpochIter>,
+    iter: Option<EpochIter<B>>,
     /// A stream's loader: at an epoch's end the next epoch starts and packing goes on.
-    stream: Option<Arc<Loader>>,
+    stream: Option<Arc<Loader<B>>>,
     config: PackConfig,
     column: usize,
     elem: Elem,
     /// Rows of the epoch's order: later positions are the loader's padding.
     rows_n: u64,
-    docs: Docs,
+    docs: Docs<B>,
     /// The loader's state before `docs`' batch.
     docs_state: LoaderState,
     done: bool,
 }
 
-impl Packer {
+impl<B: HostBuffer> Packer<B> {
     /// Packs `epoch` of `loader` from its beginning.
     ///
     /// # Errors
     /// [`LoaderError::Config`] for a bad configuration or a column that is not one ragged
     /// dim read packed; as [`Loader::epoch`].
-    pub fn epoch(loader: &Loader, config: PackConfig, epoch: u64) -> Result<Self> {
+    pub fn epoch(loader: &Loader<B>, config: PackConfig, epoch: u64) -> Result<Self> {
         let column = Self::check(loader, &config)?;
         Ok(Self::start(loader.epoch(epoch)?, config, column))
     }
@@ -180,7 +187,7 @@ impl Packer {
     /// # Errors
     /// As [`Packer::epoch`] and [`Loader::resume`]; [`LoaderError::Resume`] when the state's
     /// token count exceeds its batch.
-    pub fn resume(loader: &Loader, config: PackConfig, state: &PackState) -> Result<Self> {
+    pub fn resume(loader: &Loader<B>, config: PackConfig, state: &PackState) -> Result<Self> {
         let column = Self::check(loader, &config)?;
         let mut packer = Self::start(loader.resume(&state.loader)?, config, column);
         packer.skip_emitted(state.tokens)?;
@@ -194,7 +201,7 @@ impl Packer {
     ///
     /// # Errors
     /// As [`Packer::epoch`].
-    pub fn stream(loader: Arc<Loader>, config: PackConfig, epoch: u64) -> Result<Self> {
+    pub fn stream(loader: Arc<Loader<B>>, config: PackConfig, epoch: u64) -> Result<Self> {
         let mut packer = Self::epoch(&loader, config, epoch)?;
         packer.stream = Some(loader);
         Ok(packer)
@@ -204,7 +211,7 @@ impl Packer {
     ///
     /// # Errors
     /// As [`Packer::resume`].
-    pub fn resume_stream(loader: Arc<Loader>, config: PackConfig, state: &PackState) -> Result<Self> {
+    pub fn resume_stream(loader: Arc<Loader<B>>, config: PackConfig, state: &PackState) -> Result<Self> {
         let column = Self::check(&loader, &config)?;
         let mut packer = Self::start(loader.resume(&state.loader)?, config, column);
         packer.stream = Some(loader);
@@ -229,7 +236,7 @@ impl Packer {
     }
 
     /// The token column's position in the projection, after checking `config`.
-    fn check(loader: &Loader, config: &PackConfig) -> Result<usize> {
+    fn check(loader: &Loader<B>, config: &PackConfig) -> Result<usize> {
         if config.context == 0 || config.windows == 0 {
             return Err(LoaderError::config("packing needs a context and windows per batch of at least 1"));
         }
@@ -240,7 +247,7 @@ impl Packer {
             .ok_or_else(|| LoaderError::config(format!("packing: column {:?} is not projected", config.column)))
     }
 
-    fn start(iter: EpochIter, config: PackConfig, column: usize) -> Self {
+    fn start(iter: EpochIter<B>, config: PackConfig, column: usize) -> Self {
         let rows_n = iter.plan().rows();
         let docs_state = iter.state();
         // The element type is the column's, read from each batch before any token is packed.
@@ -305,7 +312,7 @@ impl Packer {
 
     /// Takes the real (not padding) documents of `batch` as `docs` (their tokens stay in the
     /// batch's buffer).
-    fn load(&mut self, batch: HostBatch) -> Result<()> {
+    fn load(&mut self, batch: HostBatch<B>) -> Result<()> {
         let col = &batch.columns[self.column];
         let bad = |m: &str| LoaderError::config(format!("packing column {:?}: {m}", col.name));
         let offsets = match &col.layout {
@@ -412,7 +419,7 @@ impl Packer {
     }
 }
 
-impl Iterator for Packer {
+impl<B: HostBuffer> Iterator for Packer<B> {
     type Item = Result<PackedBatch>;
 
     fn next(&mut self) -> Option<Self::Item> {

@@ -28,6 +28,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::batch::{HostBatch as Batch, SkippedSample};
+use crate::buffer::HostBuffer;
 use crate::catalog::Catalog;
 use crate::depth::thread_cpu_time;
 use crate::error::{LoaderError, Result};
@@ -73,8 +74,6 @@ pub(crate) struct PipelineSettings {
     /// Coalescing gap of object-store range GETs (`None`: measured).
     pub(crate) coalesce_gap: Option<u64>,
     pub(crate) block: bool,
-    /// Batch buffers (the loader's, kept from epoch to epoch).
-    pub(crate) buffers: Arc<BufferPool>,
     /// Object-store staging buffers (the loader's, kept from epoch to epoch).
     pub(crate) staging: Arc<StagePool>,
     /// Block shuffle: the window's extents (the loader's, kept from epoch to epoch).
@@ -241,7 +240,6 @@ impl Shared {
     fn stop(&self) {
         self.stopped.store(true, Ordering::Release);
         self.turn.notify_all();
-        self.set.buffers.notify();
         self.acct.notify();
         if let Some(w) = &self.window {
             w.notify();
@@ -253,12 +251,17 @@ impl Shared {
 
 /// A worker thread: wait for the depth gate, take a buffer set, claim the next batch, fill
 /// it, send it; until every batch is claimed, the pipeline stops or the consumer is gone.
-fn work(sh: &Shared, mut worker: Worker, tx: &SyncSender<(usize, Result<Batch>)>) {
+fn work<B: HostBuffer>(
+    sh: &Shared,
+    pool: &Arc<BufferPool<B>>,
+    mut worker: Worker,
+    tx: &SyncSender<(usize, Result<Batch<B>>)>,
+) {
     loop {
         if !sh.admit() {
             return;
         }
-        let Ok(set) = sh.set.buffers.take(&sh.stopped) else {
+        let Ok(set) = pool.take(&sh.stopped) else {
             sh.claims().admitted -= 1;
             return;
         };
@@ -267,7 +270,7 @@ fn work(sh: &Shared, mut worker: Worker, tx: &SyncSender<(usize, Result<Batch>)>
             c.admitted -= 1;
             if c.next >= sh.total {
                 drop(c);
-                sh.set.buffers.give_back(set);
+                pool.give_back(set);
                 return;
             }
             let i = c.next;
@@ -280,7 +283,7 @@ fn work(sh: &Shared, mut worker: Worker, tx: &SyncSender<(usize, Result<Batch>)>
         take_waited();
         // Every cache this thread reads through sees it (a mixture's sources have their own).
         let first = (index == 0).then(crate::disk_cache::FirstBatch::enter);
-        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| worker.assemble(index, set)))
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| worker.assemble(index, set, pool)))
             .unwrap_or_else(|p| {
                 let msg = p
                     .downcast_ref::<&str>()
@@ -442,23 +445,27 @@ fn block_schedule(
 
 /// One epoch's running pipeline, owned by the consumer.
 #[derive(Debug)]
-pub(crate) struct EpochPipeline {
+pub(crate) struct EpochPipeline<B: HostBuffer> {
     shared: Arc<Shared>,
-    rx: Option<Receiver<(usize, Result<Batch>)>>,
+    /// Batch buffers (the loader's, kept from epoch to epoch).
+    buffers: Arc<BufferPool<B>>,
+    rx: Option<Receiver<(usize, Result<Batch<B>>)>>,
     handles: Vec<JoinHandle<()>>,
-    pending: BTreeMap<usize, Result<Batch>>,
+    pending: BTreeMap<usize, Result<Batch<B>>>,
     next: usize,
     _plan_charge: Charge,
 }
 
-impl EpochPipeline {
+impl<B: HostBuffer> EpochPipeline<B> {
     /// Sizes the memory shares, builds the block schedule, and starts the workers.
+    #[allow(clippy::too_many_arguments)] // the loader's parts an epoch runs on, each distinct
     pub(crate) fn start(
         catalog: Arc<Catalog>,
         fetcher: Arc<Fetcher>,
         acct: Arc<Accountant>,
         plan: Arc<Plan>,
         set: PipelineSettings,
+        buffers: Arc<BufferPool<B>>,
         skipped: Arc<Mutex<Vec<SkippedSample>>>,
     ) -> Result<Self> {
         let pc = plan.config();
@@ -491,7 +498,7 @@ impl EpochPipeline {
         // rather than failing where the first ran). Fixed shapes are estimated exactly.
         let estimated: u64 =
             (0..catalog.columns.len()).map(|c| catalog.estimated_slot_bytes(c) * batch_size as u64).sum::<u64>().max(1);
-        let seen = set.buffers.largest_set_bytes();
+        let seen = buffers.largest_set_bytes();
         let batch_bytes = match (seen > estimated).then(|| seen.saturating_add(seen / 8)) {
             Some(learned) if Shares::size(budget, plan_bytes, peak, learned, &set, tuned).is_ok() => learned,
             _ => estimated,
@@ -515,7 +522,7 @@ impl EpochPipeline {
         // Extents kept from the last epoch: those of this epoch's size, within its share.
         set.window_pool.trim(shuffle_share, window.as_ref().map_or(0, WindowCache::extent));
         let plan_charge = acct.charge(MemoryUse::Metadata, plan_bytes);
-        set.buffers.start_epoch(sets);
+        buffers.start_epoch(sets);
         set.pages.set_cap(shares.pages);
         set.staging.set_cap(shares.staging);
         let shared = Arc::new(Shared {
@@ -548,18 +555,28 @@ impl EpochPipeline {
         let mut handles = Vec::with_capacity(threads);
         for w in 0..threads {
             let worker = Worker::new(shared.clone());
-            let (sh, tx) = (shared.clone(), tx.clone());
-            let spawned =
-                std::thread::Builder::new().name(format!("tessera-loader-{w}")).spawn(move || work(&sh, worker, &tx));
+            let (sh, pool, tx) = (shared.clone(), buffers.clone(), tx.clone());
+            let spawned = std::thread::Builder::new()
+                .name(format!("tessera-loader-{w}"))
+                .spawn(move || work(&sh, &pool, worker, &tx));
             match spawned {
                 Ok(h) => handles.push(h),
                 Err(e) => {
                     shared.stop();
+                    buffers.notify();
                     return Err(LoaderError::config(format!("cannot start a worker thread: {e}")));
                 }
             }
         }
-        Ok(Self { shared, rx: Some(rx), handles, pending: BTreeMap::new(), next: 0, _plan_charge: plan_charge })
+        Ok(Self {
+            shared,
+            buffers,
+            rx: Some(rx),
+            handles,
+            pending: BTreeMap::new(),
+            next: 0,
+            _plan_charge: plan_charge,
+        })
     }
 
     /// Batches this pipeline yields in total.
@@ -568,7 +585,7 @@ impl EpochPipeline {
     }
 
     /// The next batch in order; `None` after the last.
-    pub(crate) fn next_batch(&mut self) -> Option<Result<Batch>> {
+    pub(crate) fn next_batch(&mut self) -> Option<Result<Batch<B>>> {
         if self.next >= self.shared.total {
             self.shutdown();
             return None;
@@ -598,6 +615,7 @@ impl EpochPipeline {
     /// Stops the workers and waits for them.
     pub(crate) fn shutdown(&mut self) {
         self.shared.stop();
+        self.buffers.notify();
         self.rx = None;
         self.pending.clear();
         for h in self.handles.drain(..) {
@@ -608,7 +626,7 @@ impl EpochPipeline {
     }
 }
 
-impl Drop for EpochPipeline {
+impl<B: HostBuffer> Drop for EpochPipeline<B> {
     fn drop(&mut self) {
         self.shutdown();
     }

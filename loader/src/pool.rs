@@ -28,71 +28,179 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
-use crate::buffer::{BufferAllocator, HostBuffer};
+use crate::buffer::{AlignedAllocator, AlignedBuffer, BufferAllocator, HostBuffer};
 use crate::error::{LoaderError, Result};
 use crate::memory::{Accountant, Charge, MemoryUse};
 
 /// A buffer and its charge against the `Ready` share.
-pub(crate) type Slot = Option<(Box<dyn HostBuffer>, Charge)>;
+pub(crate) type Slot<B> = Option<(B, Charge)>;
 
 /// One buffer per projected column, each counted against the `Ready` share; a transformed
 /// column also has a staging buffer its stored rows land in (the loader's own memory, never
 /// handed out), and its output buffer is the one an adapter sees.
 #[derive(Debug)]
-pub(crate) struct BufferSet {
-    pub(crate) bufs: Vec<Slot>,
-    /// Stored rows of transformed columns (`None` elsewhere).
-    pub(crate) staged: Vec<Slot>,
+pub(crate) struct BufferSet<B> {
+    pub(crate) bufs: Vec<Slot<B>>,
+    /// Stored rows of transformed columns (`None` elsewhere): the loader's own memory.
+    pub(crate) staged: Vec<Slot<AlignedBuffer>>,
     /// Which columns are transformed.
     transformed: Arc<[bool]>,
 }
 
-impl BufferSet {
+impl<B: HostBuffer> BufferSet<B> {
     /// The bytes its buffers are charged for.
     fn bytes(&self) -> u64 {
-        self.bufs.iter().chain(&self.staged).flatten().map(|(_, charge)| charge.bytes()).sum()
+        let staged = self.staged.iter().flatten().map(|(_, charge)| charge.bytes());
+        self.bufs.iter().flatten().map(|(_, charge)| charge.bytes()).chain(staged).sum()
     }
 
-    /// The buffer column `c`'s stored rows are filled into: its staging buffer when the
-    /// column is transformed, else its output buffer.
-    pub(crate) fn fill_slot(&mut self, c: usize) -> Option<&mut Slot> {
-        if self.transformed.get(c).copied().unwrap_or(false) { self.staged.get_mut(c) } else { self.bufs.get_mut(c) }
+    /// The bytes column `c`'s stored rows are filled into: its staging buffer when the
+    /// column is transformed, else its output buffer. `None` when the buffer is missing or
+    /// still shared with a tensor.
+    pub(crate) fn fill_bytes(&mut self, c: usize) -> Option<&mut [u8]> {
+        if self.transformed.get(c).copied().unwrap_or(false) {
+            self.staged.get_mut(c)?.as_mut()?.0.bytes_mut()
+        } else {
+            self.bufs.get_mut(c)?.as_mut()?.0.bytes_mut()
+        }
     }
 
-    /// Every column's [`BufferSet::fill_slot`], in column order.
-    pub(crate) fn fill_slots(&mut self) -> impl Iterator<Item = &mut Slot> {
+    /// Every column's [`BufferSet::fill_bytes`], in column order; `Err(c)` for a column
+    /// whose buffer is missing or shared (only columns `wanted` are looked at; the others
+    /// give an empty slice).
+    pub(crate) fn all_fill_bytes(&mut self, wanted: &dyn Fn(usize) -> bool) -> Result<Vec<&mut [u8]>, usize> {
         let transformed = self.transformed.clone();
         self.bufs
             .iter_mut()
             .zip(self.staged.iter_mut())
             .enumerate()
-            .map(move |(c, (out, staged))| if transformed.get(c).copied().unwrap_or(false) { staged } else { out })
+            .map(|(c, (out, staged))| {
+                if !wanted(c) {
+                    return Ok(&mut [][..]);
+                }
+                let bytes = if transformed.get(c).copied().unwrap_or(false) {
+                    staged.as_mut().and_then(|(b, _)| b.bytes_mut())
+                } else {
+                    out.as_mut().and_then(|(b, _)| b.bytes_mut())
+                };
+                bytes.ok_or(c)
+            })
+            .collect()
     }
 
-    /// Column `c`'s staging buffer and output buffer, both (transformed columns).
-    pub(crate) fn staged_and_output(&mut self, c: usize) -> Option<(&mut Slot, &mut Slot)> {
-        Some((self.staged.get_mut(c)?, self.bufs.get_mut(c)?))
+    /// Column `c`'s staged rows and its output buffer, both (transformed columns); `None`
+    /// when either is missing or shared.
+    pub(crate) fn staged_and_output(&mut self, c: usize) -> Option<(&mut [u8], &mut [u8])> {
+        let staged = self.staged.get_mut(c)?.as_mut()?.0.bytes_mut()?;
+        let out = self.bufs.get_mut(c)?.as_mut()?.0.bytes_mut()?;
+        Some((staged, out))
     }
 }
 
-#[derive(Debug, Default)]
-struct PoolState {
-    idle: Vec<BufferSet>,
+/// What filling a batch needs of its buffer set, whatever the adapter's buffer type: the
+/// fill code works through this object-safe view and is not generic over the buffers.
+pub(crate) trait FillTarget {
+    /// Makes the buffer column `col`'s stored rows land in hold at least `bytes`
+    /// ([`BufferPool::ensure`]).
+    fn ensure(
+        &mut self,
+        col: usize,
+        bytes: usize,
+        stopped: &AtomicBool,
+        may_overcommit: &dyn Fn() -> bool,
+    ) -> Result<()>;
+
+    /// Makes transformed column `col`'s output buffer hold at least `bytes`
+    /// ([`BufferPool::ensure_output`]).
+    fn ensure_output(
+        &mut self,
+        col: usize,
+        bytes: usize,
+        stopped: &AtomicBool,
+        may_overcommit: &dyn Fn() -> bool,
+    ) -> Result<()>;
+
+    /// [`BufferSet::fill_bytes`].
+    fn fill_bytes(&mut self, c: usize) -> Option<&mut [u8]>;
+
+    /// [`BufferSet::all_fill_bytes`].
+    fn all_fill_bytes(&mut self, wanted: &dyn Fn(usize) -> bool) -> Result<Vec<&mut [u8]>, usize>;
+
+    /// [`BufferSet::staged_and_output`].
+    fn staged_and_output(&mut self, c: usize) -> Option<(&mut [u8], &mut [u8])>;
+
+    /// Bytes column `c`'s output buffer holds (`None`: it has none).
+    fn output_capacity(&self, c: usize) -> Option<usize>;
+}
+
+/// A set being filled, with the pool its buffers grow from.
+pub(crate) struct Filling<'a, B> {
+    pub(crate) pool: &'a BufferPool<B>,
+    pub(crate) set: &'a mut BufferSet<B>,
+}
+
+impl<B: HostBuffer> FillTarget for Filling<'_, B> {
+    fn ensure(
+        &mut self,
+        col: usize,
+        bytes: usize,
+        stopped: &AtomicBool,
+        may_overcommit: &dyn Fn() -> bool,
+    ) -> Result<()> {
+        self.pool.ensure(self.set, col, bytes, stopped, may_overcommit)
+    }
+
+    fn ensure_output(
+        &mut self,
+        col: usize,
+        bytes: usize,
+        stopped: &AtomicBool,
+        may_overcommit: &dyn Fn() -> bool,
+    ) -> Result<()> {
+        self.pool.ensure_output(self.set, col, bytes, stopped, may_overcommit)
+    }
+
+    fn fill_bytes(&mut self, c: usize) -> Option<&mut [u8]> {
+        self.set.fill_bytes(c)
+    }
+
+    fn all_fill_bytes(&mut self, wanted: &dyn Fn(usize) -> bool) -> Result<Vec<&mut [u8]>, usize> {
+        self.set.all_fill_bytes(wanted)
+    }
+
+    fn staged_and_output(&mut self, c: usize) -> Option<(&mut [u8], &mut [u8])> {
+        self.set.staged_and_output(c)
+    }
+
+    fn output_capacity(&self, c: usize) -> Option<usize> {
+        Some(self.set.bufs.get(c)?.as_ref()?.0.capacity())
+    }
+}
+
+#[derive(Debug)]
+struct PoolState<B> {
+    idle: Vec<BufferSet<B>>,
     outstanding: usize,
     /// Outstanding sets whose batch the consumer has received ([`Lease::deliver`]).
     delivered: usize,
 }
 
+impl<B> Default for PoolState<B> {
+    fn default() -> Self {
+        Self { idle: Vec::new(), outstanding: 0, delivered: 0 }
+    }
+}
+
 /// The loader's pool of buffer sets, bounded per epoch.
 #[derive(Debug)]
-pub(crate) struct BufferPool {
-    state: Mutex<PoolState>,
+pub(crate) struct BufferPool<B> {
+    state: Mutex<PoolState<B>>,
     returned: Condvar,
     acct: Arc<Accountant>,
     columns: usize,
     /// The running epoch's bound on sets out at once.
     max_sets: AtomicUsize,
-    alloc: Arc<dyn BufferAllocator>,
+    alloc: Arc<dyn BufferAllocator<Buffer = B>>,
     reuse: bool,
     /// Columns whose stored rows are staged for a transform.
     transformed: Arc<[bool]>,
@@ -103,12 +211,12 @@ pub(crate) struct BufferPool {
     largest: Box<[AtomicU64]>,
 }
 
-impl BufferPool {
+impl<B: HostBuffer> BufferPool<B> {
     pub(crate) fn new(
         acct: Arc<Accountant>,
         columns: usize,
         max_sets: usize,
-        alloc: Arc<dyn BufferAllocator>,
+        alloc: Arc<dyn BufferAllocator<Buffer = B>>,
         reuse: bool,
         transformed: Vec<bool>,
     ) -> Arc<Self> {
@@ -126,7 +234,7 @@ impl BufferPool {
         })
     }
 
-    fn lock(&self) -> MutexGuard<'_, PoolState> {
+    fn lock(&self) -> MutexGuard<'_, PoolState<B>> {
         self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
@@ -155,7 +263,7 @@ impl BufferPool {
         let freed = {
             let mut s = self.lock();
             let keep = max_sets.saturating_sub(s.outstanding);
-            let mut freed: Vec<BufferSet> =
+            let mut freed: Vec<BufferSet<B>> =
                 if s.idle.len() > keep { s.idle.drain(keep..).collect() } else { Vec::new() };
             s.idle.sort_by_key(BufferSet::bytes);
             let mut kept = self.acct.stats().by_use[0].current.saturating_sub(freed.iter().map(BufferSet::bytes).sum());
@@ -174,7 +282,7 @@ impl BufferPool {
     ///
     /// # Errors
     /// [`LoaderError::Stopped`] when `stopped` becomes true while waiting.
-    pub(crate) fn take(&self, stopped: &AtomicBool) -> Result<BufferSet> {
+    pub(crate) fn take(&self, stopped: &AtomicBool) -> Result<BufferSet<B>> {
         let mut s = self.lock();
         loop {
             if stopped.load(Ordering::Acquire) {
@@ -199,7 +307,7 @@ impl BufferPool {
         }
     }
 
-    fn synced(mut set: BufferSet) -> BufferSet {
+    fn synced(mut set: BufferSet<B>) -> BufferSet<B> {
         // For example, a device copy queued from these bytes must finish before they are
         // overwritten: the adapter's buffers know.
         for (b, _) in set.bufs.iter_mut().flatten() {
@@ -216,7 +324,7 @@ impl BufferPool {
     /// failure.
     pub(crate) fn ensure(
         &self,
-        set: &mut BufferSet,
+        set: &mut BufferSet<B>,
         col: usize,
         bytes: usize,
         stopped: &AtomicBool,
@@ -224,10 +332,15 @@ impl BufferPool {
     ) -> Result<()> {
         let staged = self.transformed.get(col).copied().unwrap_or(false);
         self.record(if staged { self.columns + col } else { col }, bytes);
-        let slot = set.fill_slot(col).ok_or_else(|| LoaderError::WorkerPanicked(format!("no column {col}")))?;
-        // Staging buffers are the loader's own memory: the framework-free allocator.
-        let alloc: &dyn BufferAllocator = if staged { &crate::buffer::AlignedAllocator } else { self.alloc.as_ref() };
-        self.ensure_slot(slot, alloc, bytes, stopped, may_overcommit)
+        let missing = || LoaderError::WorkerPanicked(format!("no column {col}"));
+        if staged {
+            // Staging buffers are the loader's own memory: the framework-free allocator.
+            let slot = set.staged.get_mut(col).ok_or_else(missing)?;
+            self.ensure_slot(slot, &AlignedAllocator, bytes, stopped, may_overcommit)
+        } else {
+            let slot = set.bufs.get_mut(col).ok_or_else(missing)?;
+            self.ensure_slot(slot, self.alloc.as_ref(), bytes, stopped, may_overcommit)
+        }
     }
 
     /// Makes transformed column `col`'s output buffer (the adapter's) hold at least `bytes`.
@@ -236,7 +349,7 @@ impl BufferPool {
     /// As [`BufferPool::ensure`].
     pub(crate) fn ensure_output(
         &self,
-        set: &mut BufferSet,
+        set: &mut BufferSet<B>,
         col: usize,
         bytes: usize,
         stopped: &AtomicBool,
@@ -254,10 +367,10 @@ impl BufferPool {
         }
     }
 
-    fn ensure_slot(
+    fn ensure_slot<T: HostBuffer>(
         &self,
-        slot: &mut Slot,
-        alloc: &dyn BufferAllocator,
+        slot: &mut Slot<T>,
+        alloc: &dyn BufferAllocator<Buffer = T>,
         bytes: usize,
         stopped: &AtomicBool,
         may_overcommit: &dyn Fn() -> bool,
@@ -289,11 +402,11 @@ impl BufferPool {
     }
 
     /// Returns a set (from a dropped lease).
-    pub(crate) fn give_back(&self, set: BufferSet) {
+    pub(crate) fn give_back(&self, set: BufferSet<B>) {
         self.give_back_from(set, false);
     }
 
-    fn give_back_from(&self, mut set: BufferSet, delivered: bool) {
+    fn give_back_from(&self, mut set: BufferSet<B>, delivered: bool) {
         let keep = self.reuse && self.starved.load(Ordering::Acquire) == 0;
         // A buffer whose storage a tensor of the user still shares (a view or shallow clone
         // kept past the batch) is let go, never refilled: the user's tensor keeps the memory
@@ -330,14 +443,14 @@ impl BufferPool {
 /// A batch's claim on its buffer set; returns the set to the pool when the last holder
 /// (the batch and its splits) drops it.
 #[derive(Debug)]
-pub struct Lease {
-    pool: Arc<BufferPool>,
-    set: Mutex<Option<BufferSet>>,
+pub struct Lease<B: HostBuffer = AlignedBuffer> {
+    pool: Arc<BufferPool<B>>,
+    set: Mutex<Option<BufferSet<B>>>,
     delivered: AtomicBool,
 }
 
-impl Lease {
-    pub(crate) fn new(pool: Arc<BufferPool>, set: BufferSet) -> Arc<Self> {
+impl<B: HostBuffer> Lease<B> {
+    pub(crate) fn new(pool: Arc<BufferPool<B>>, set: BufferSet<B>) -> Arc<Self> {
         Arc::new(Self { pool, set: Mutex::new(Some(set)), delivered: AtomicBool::new(false) })
     }
 
@@ -350,7 +463,7 @@ impl Lease {
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, Option<BufferSet>> {
+    fn lock(&self) -> MutexGuard<'_, Option<BufferSet<B>>> {
         self.set.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
@@ -365,22 +478,22 @@ impl Lease {
     }
 
     /// Runs `f` on column `col`'s buffer (for an adapter wrapping it as a tensor).
-    pub fn with_buffer<R>(&self, col: usize, f: impl FnOnce(&dyn HostBuffer) -> R) -> Option<R> {
+    pub fn with_buffer<R>(&self, col: usize, f: impl FnOnce(&B) -> R) -> Option<R> {
         let set = self.lock();
         let (b, _) = set.as_ref()?.bufs.get(col)?.as_ref()?;
-        Some(f(b.as_ref()))
+        Some(f(b))
     }
 
     /// Runs `f` on column `col`'s buffer mutably (for an adapter recording, say, that a
     /// device copy reads it).
-    pub fn with_buffer_mut<R>(&self, col: usize, f: impl FnOnce(&mut dyn HostBuffer) -> R) -> Option<R> {
+    pub fn with_buffer_mut<R>(&self, col: usize, f: impl FnOnce(&mut B) -> R) -> Option<R> {
         let mut set = self.lock();
         let (b, _) = set.as_mut()?.bufs.get_mut(col)?.as_mut()?;
-        Some(f(b.as_mut()))
+        Some(f(b))
     }
 }
 
-impl Drop for Lease {
+impl<B: HostBuffer> Drop for Lease<B> {
     fn drop(&mut self) {
         let delivered = self.delivered.load(Ordering::Acquire);
         if let Some(set) = self.lock().take() {
@@ -408,7 +521,7 @@ mod tests {
     #[test]
     fn sets_are_recycled_and_bounded() {
         let acct = ready_only(1 << 20);
-        let pool = BufferPool::new(acct.clone(), 2, 2, Arc::new(crate::buffer::AlignedAllocator), true, vec![false; 2]);
+        let pool = BufferPool::new(acct.clone(), 2, 2, Arc::new(AlignedAllocator), true, vec![false; 2]);
         let stop = AtomicBool::new(false);
         let mut a = pool.take(&stop).unwrap();
         pool.ensure(&mut a, 0, 100, &stop, &|| false).unwrap();
@@ -444,10 +557,11 @@ mod tests {
     #[test]
     fn delivered_sets_do_not_block_the_pipeline() {
         let acct = ready_only(1 << 20);
-        let pool = BufferPool::new(acct, 1, 2, Arc::new(crate::buffer::AlignedAllocator), true, vec![false; 1]);
+        let pool = BufferPool::new(acct, 1, 2, Arc::new(AlignedAllocator), true, vec![false; 1]);
         let stop = AtomicBool::new(false);
         // The consumer keeps both sets' batches: the pipeline may still make a third.
-        let kept: Vec<Arc<Lease>> = (0..2).map(|_| Lease::new(pool.clone(), pool.take(&stop).unwrap())).collect();
+        let kept: Vec<Arc<Lease<AlignedBuffer>>> =
+            (0..2).map(|_| Lease::new(pool.clone(), pool.take(&stop).unwrap())).collect();
         for l in &kept {
             l.deliver();
         }
@@ -470,11 +584,12 @@ mod tests {
     #[test]
     fn idle_sets_outlive_the_epoch_within_its_bounds() {
         let acct = ready_only(1 << 20);
-        let pool = BufferPool::new(acct.clone(), 1, 0, Arc::new(crate::buffer::AlignedAllocator), true, vec![false; 1]);
+        let pool = BufferPool::new(acct.clone(), 1, 0, Arc::new(AlignedAllocator), true, vec![false; 1]);
         let stop = AtomicBool::new(false);
-        let ptr_of = |set: &mut BufferSet| set.bufs[0].as_mut().unwrap().0.bytes_mut().unwrap().as_ptr() as usize;
+        let ptr_of =
+            |set: &mut BufferSet<AlignedBuffer>| set.bufs[0].as_mut().unwrap().0.bytes_mut().unwrap().as_ptr() as usize;
         pool.start_epoch(3);
-        let mut sets: Vec<BufferSet> = (0..3).map(|_| pool.take(&stop).unwrap()).collect();
+        let mut sets: Vec<BufferSet<AlignedBuffer>> = (0..3).map(|_| pool.take(&stop).unwrap()).collect();
         for (set, bytes) in sets.iter_mut().zip([1000, 3000, 2000]) {
             pool.ensure(set, 0, bytes, &stop, &|| false).unwrap();
         }
@@ -485,7 +600,7 @@ mod tests {
         assert_eq!(acct.stats().current, 6000);
         // The next epoch takes the same buffers: nothing is allocated.
         pool.start_epoch(3);
-        let mut again: Vec<BufferSet> = (0..3).map(|_| pool.take(&stop).unwrap()).collect();
+        let mut again: Vec<BufferSet<AlignedBuffer>> = (0..3).map(|_| pool.take(&stop).unwrap()).collect();
         let mut reused: Vec<usize> = again.iter_mut().map(ptr_of).collect();
         reused.sort_unstable();
         let mut want = ptrs.clone();

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use tessera::{Batch, ColumnData, DType, Dataset, Dim, Schema, Store, WriteOptions};
-use tessera_loader::{AlignedAllocator, BufferAllocator, HostBuffer, Loader, LoaderConfig};
+use tessera_loader::{AlignedAllocator, AlignedBuffer, BufferAllocator, Loader, LoaderConfig};
 
 const ROWS: usize = 600;
 const SIDE: usize = 16;
@@ -19,7 +19,9 @@ const SIDE: usize = 16;
 struct Counting(AtomicUsize);
 
 impl BufferAllocator for Counting {
-    fn allocate(&self, bytes: usize) -> tessera_loader::Result<Box<dyn HostBuffer>> {
+    type Buffer = AlignedBuffer;
+
+    fn allocate(&self, bytes: usize) -> tessera_loader::Result<AlignedBuffer> {
         self.0.fetch_add(1, Ordering::Relaxed);
         AlignedAllocator.allocate(bytes)
     }
@@ -62,7 +64,7 @@ fn later_epochs_reuse_the_pools_buffers() {
     for (label, object) in [("local files", false), ("object store", true)] {
         let cfg = LoaderConfig::new(root).with_batch_size(32).with_seed(5).with_workers(2);
         let counting = Arc::new(Counting::default());
-        let open = |alloc: Arc<dyn BufferAllocator>| {
+        let open = |alloc: Arc<dyn BufferAllocator<Buffer = AlignedBuffer>>| {
             if object {
                 Loader::open_store(&store, cfg.clone(), alloc).unwrap()
             } else {

@@ -87,7 +87,7 @@ fn fs_store(dir: &Path) -> Arc<dyn ObjectStore> {
 }
 
 fn open(store: Arc<dyn ObjectStore>, cfg: LoaderConfig) -> Loader {
-    Loader::open_store(&Store::from_object_store(store, "", true), cfg, Arc::new(AlignedAllocator)).unwrap()
+    Loader::open_store(&Store::from_object_store(store, "", true), cfg, AlignedAllocator).unwrap()
 }
 
 /// GETs of whole cache blocks of data files (what the cache fetches): (key, block).
@@ -324,13 +324,10 @@ fn local_directories_do_not_use_the_cache_and_a_bad_cache_dir_fails_at_open() {
     std::fs::write(&not_a_dir, b"x").unwrap();
     let store = Store::from_object_store(fs_store(&data), "", true);
     let cfg = config(&data).with_cache_dir(not_a_dir.join("cache"), 64 << 20);
-    let e = Loader::open_store(&store, cfg, Arc::new(AlignedAllocator)).unwrap_err();
+    let e = Loader::open_store(&store, cfg, AlignedAllocator).unwrap_err();
     assert!(matches!(e, tessera_loader::LoaderError::Config(_)), "{e}");
     let small = config(&data).with_cache_dir(&cache, 1 << 20);
-    assert!(matches!(
-        Loader::open_store(&store, small, Arc::new(AlignedAllocator)),
-        Err(tessera_loader::LoaderError::Config(_))
-    ));
+    assert!(matches!(Loader::open_store(&store, small, AlignedAllocator), Err(tessera_loader::LoaderError::Config(_))));
 }
 
 // ---- two processes -------------------------------------------------------------------------

@@ -3,11 +3,9 @@
 
 mod common;
 
-use std::sync::Arc;
-
 use tessera::{Batch, Column, ColumnData, DType, Dataset, Schema, WriteOptions};
 use tessera_loader::{
-    AlignedAllocator, BufferAllocator, Elem, HostBuffer, Loader, LoaderConfig, LoaderError, ShuffleMode, Unsigned,
+    AlignedAllocator, AlignedBuffer, BufferAllocator, Elem, Loader, LoaderConfig, LoaderError, ShuffleMode, Unsigned,
 };
 
 /// The default buffers, for an adapter that takes unsigned types `as`.
@@ -15,7 +13,9 @@ use tessera_loader::{
 struct Widening(Unsigned);
 
 impl BufferAllocator for Widening {
-    fn allocate(&self, bytes: usize) -> tessera_loader::Result<Box<dyn HostBuffer>> {
+    type Buffer = AlignedBuffer;
+
+    fn allocate(&self, bytes: usize) -> tessera_loader::Result<AlignedBuffer> {
         AlignedAllocator.allocate(bytes)
     }
 
@@ -51,7 +51,7 @@ fn config(root: &str) -> LoaderConfig {
 
 /// The one batch's (element type, bytes) per column.
 fn read(root: &str, unsigned: Unsigned) -> tessera_loader::Result<Vec<(Elem, Vec<u8>)>> {
-    let loader = Loader::open_with_allocator(config(root), Arc::new(Widening(unsigned)))?;
+    let loader = Loader::open_with_allocator(config(root), Widening(unsigned))?;
     let batch = loader.epoch(0)?.next().unwrap()?;
     Ok((0..3).map(|c| (batch.columns[c].elem, common::bytes(&batch, c))).collect())
 }

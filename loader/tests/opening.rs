@@ -48,7 +48,7 @@ fn store() -> (Store, Arc<FaultyStore>) {
 fn a_batch_opens_its_files_together_without_a_thread_per_file() {
     let (store, faulty) = store();
     let cfg = LoaderConfig::new("unused").with_batch_size(48).with_shuffle(ShuffleMode::Global).with_seed(9);
-    let loader = Loader::open_store(&store, cfg, Arc::new(AlignedAllocator)).unwrap();
+    let loader = Loader::open_store(&store, cfg, AlignedAllocator).unwrap();
     // Sample the loader's threads while the epoch runs.
     let seen = Arc::new(Mutex::new(BTreeSet::new()));
     let stop = Arc::new(AtomicBool::new(false));
@@ -65,12 +65,7 @@ fn a_batch_opens_its_files_together_without_a_thread_per_file() {
     for batch in loader.epoch(0).unwrap() {
         let batch = batch.unwrap();
         let len = batch.columns[0].byte_len;
-        let bytes = batch
-            .with_buffer(0, |b| {
-                b.as_any().downcast_ref::<tessera_loader::AlignedBuffer>().map(|a| a.bytes()[..len].to_vec())
-            })
-            .flatten()
-            .unwrap();
+        let bytes = batch.with_buffer(0, |b| b.bytes()[..len].to_vec()).unwrap();
         ids.extend(bytes.chunks_exact(8).map(|c| i64::from_le_bytes(c.try_into().unwrap())));
     }
     stop.store(true, Ordering::Relaxed);

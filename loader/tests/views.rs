@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 
 use tessera::{At, Batch, Column, ColumnData, DType, Dataset, Schema, WriteOptions};
-use tessera_loader::{AlignedBuffer, Loader, LoaderConfig, LoaderError, ShuffleMode};
+use tessera_loader::{Loader, LoaderConfig, LoaderError, ShuffleMode};
 
 /// 5 fragments of 12 rows each; row `r` holds `id = 10 r`.
 fn dataset(root: &str) -> Dataset {
@@ -43,10 +43,7 @@ fn epoch(loader: &Loader, e: u64) -> Vec<(Vec<i64>, Vec<u64>)> {
 
 fn collect(batch: &tessera_loader::HostBatch) -> (Vec<i64>, Vec<u64>) {
     let col = &batch.columns[0];
-    let bytes = batch
-        .with_buffer(0, |b| b.as_any().downcast_ref::<AlignedBuffer>().map(|a| a.bytes()[..col.byte_len].to_vec()))
-        .flatten()
-        .unwrap();
+    let bytes = batch.with_buffer(0, |b| b.bytes()[..col.byte_len].to_vec()).unwrap();
     let ids = bytes.chunks_exact(8).map(|c| i64::from_le_bytes(c.try_into().unwrap())).collect();
     (ids, batch.rows.clone())
 }

@@ -13,7 +13,6 @@
 //! new one (`tessera_loader::HostBuffer::is_exclusive`).
 
 use std::alloc::Layout;
-use std::any::Any;
 use std::ptr::NonNull;
 use std::sync::Arc;
 
@@ -137,14 +136,6 @@ impl HostBuffer for PyHostBuffer {
     fn bytes_mut(&mut self) -> Option<&mut [u8]> {
         Arc::get_mut(&mut self.memory).map(Memory::as_mut_slice)
     }
-
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-
-    fn as_any_mut(&mut self) -> &mut dyn Any {
-        self
-    }
 }
 
 /// Allocates [`PyHostBuffer`]s (on the loader's worker threads; needs no GIL), for an
@@ -156,8 +147,10 @@ pub(crate) struct PyAllocator {
 }
 
 impl BufferAllocator for PyAllocator {
-    fn allocate(&self, bytes: usize) -> Result<Box<dyn HostBuffer>> {
-        Ok(Box::new(PyHostBuffer { memory: Arc::new(Memory::new(bytes)?) }))
+    type Buffer = PyHostBuffer;
+
+    fn allocate(&self, bytes: usize) -> Result<PyHostBuffer> {
+        Ok(PyHostBuffer { memory: Arc::new(Memory::new(bytes)?) })
     }
 
     fn unsigned(&self) -> Unsigned {

@@ -113,7 +113,7 @@ fn mixture_of(sources: Vec<MixSourceArgs>, steps: Vec<MixStepArgs>) -> PyResult<
 #[pyclass(module = "tessera._native", name = "Loader", frozen)]
 #[derive(Debug)]
 pub(crate) struct PyLoader {
-    inner: Arc<Loader>,
+    inner: Arc<Loader<PyHostBuffer>>,
     /// Per projected column: `Some(true)` for `utf8`, `Some(false)` for `bytes`, `None` for
     /// tensors.
     text: Vec<Option<bool>>,
@@ -211,7 +211,7 @@ impl PyLoader {
             (true, false) => Unsigned::Widened,
             (true, true) => Unsigned::WidenedBits,
         };
-        let loader = py.detach(|| Loader::open_with_allocator(cfg, Arc::new(PyAllocator { unsigned }))).py_err()?;
+        let loader = py.detach(|| Loader::open_with_allocator(cfg, PyAllocator { unsigned })).py_err()?;
         let schema = loader.dataset().schema();
         let text = loader
             .column_names()
@@ -362,7 +362,7 @@ impl PyLoader {
 }
 
 impl PyLoader {
-    fn wrap(&self, it: EpochIter) -> PyEpoch {
+    fn wrap(&self, it: EpochIter<PyHostBuffer>) -> PyEpoch {
         PyEpoch { iter: Mutex::new(Some(it)), held: Mutex::new(VecDeque::new()), text: self.text.clone() }
     }
 }
@@ -372,8 +372,8 @@ impl PyLoader {
 #[pyclass(module = "tessera._native", name = "Epoch", frozen)]
 #[derive(Debug)]
 pub(crate) struct PyEpoch {
-    iter: Mutex<Option<EpochIter>>,
-    held: Mutex<VecDeque<Arc<Lease>>>,
+    iter: Mutex<Option<EpochIter<PyHostBuffer>>>,
+    held: Mutex<VecDeque<Arc<Lease<PyHostBuffer>>>>,
     text: Vec<Option<bool>>,
 }
 
@@ -386,7 +386,7 @@ impl PyEpoch {
     /// `values` is a numpy array over the batch buffer (no copy) for tensors, or a list of
     /// `str`/`bytes` for text columns (`elem` is then `"utf8"`/`"bytes"`); `shapes` (`[B,
     /// ndim]`) marks a packed ragged column.
-    fn column<'py>(&self, py: Python<'py>, batch: &HostBatch, c: usize) -> PyResult<Bound<'py, PyTuple>> {
+    fn column<'py>(&self, py: Python<'py>, batch: &HostBatch<PyHostBuffer>, c: usize) -> PyResult<Bound<'py, PyTuple>> {
         let col = &batch.columns[c];
         let ragged_dims = col.layout.ragged_dims();
         let lengths = col.layout.lengths().map(|l| {
@@ -425,8 +425,7 @@ impl PyEpoch {
                 }
             };
             let items = batch
-                .with_buffer(c, |b| -> PyResult<Vec<Bound<'py, PyAny>>> {
-                    let buf = b.as_any().downcast_ref::<PyHostBuffer>().ok_or_else(|| bug("a foreign buffer"))?;
+                .with_buffer(c, |buf| -> PyResult<Vec<Bound<'py, PyAny>>> {
                     let bytes = buf.bytes().ok_or_else(|| bug("the buffer is shared"))?;
                     (0..rows)
                         .map(|i| {
@@ -449,12 +448,7 @@ impl PyEpoch {
             let elem = if utf8 { "utf8" } else { "bytes" };
             return (col.name.as_str(), list, lengths, offsets, shapes, valid, elem).into_pyobject(py);
         }
-        let array = batch
-            .with_buffer(c, |b| {
-                let buf = b.as_any().downcast_ref::<PyHostBuffer>().ok_or_else(|| bug("a foreign buffer"))?;
-                buf.view(py, col.byte_len)
-            })
-            .ok_or_else(|| bug("no buffer"))??;
+        let array = batch.with_buffer(c, |buf| buf.view(py, col.byte_len)).ok_or_else(|| bug("no buffer"))??;
         let shape: Vec<usize> = col.shape.iter().map(|&d| d.max(0) as usize).collect();
         let values = array.call_method1("view", (elem_dtype(col.elem),))?.call_method1("reshape", (shape,))?;
         let elem = if col.elem == Elem::Bf16 { "bf16" } else { elem_dtype(col.elem) };
@@ -500,19 +494,19 @@ impl PyEpoch {
     /// Batches yielded so far.
     #[getter]
     fn consumed(&self) -> usize {
-        lock(&self.iter).as_ref().map_or(0, EpochIter::consumed)
+        lock(&self.iter).as_ref().map_or(0, EpochIter::<PyHostBuffer>::consumed)
     }
 
     /// Batches left.
     #[getter]
     fn remaining(&self) -> usize {
-        lock(&self.iter).as_ref().map_or(0, EpochIter::remaining)
+        lock(&self.iter).as_ref().map_or(0, EpochIter::<PyHostBuffer>::remaining)
     }
 
     /// The epoch number.
     #[getter]
     fn epoch(&self) -> Option<u64> {
-        lock(&self.iter).as_ref().map(EpochIter::epoch)
+        lock(&self.iter).as_ref().map(EpochIter::<PyHostBuffer>::epoch)
     }
 
     /// Seconds the consumer spent waiting for batches.

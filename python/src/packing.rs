@@ -8,6 +8,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 use tessera_loader::{Elem, Loader, LoaderState, PackConfig, PackState, Packer};
 
+use crate::buffer::PyHostBuffer;
 use crate::errors::{IntoPy, from_loader, usage};
 use crate::loader::elem_dtype;
 
@@ -15,14 +16,14 @@ use crate::loader::elem_dtype;
 #[pyclass(module = "tessera._native", name = "Packer", frozen)]
 #[derive(Debug)]
 pub(crate) struct PyPacker {
-    inner: Mutex<Option<Packer>>,
+    inner: Mutex<Option<Packer<PyHostBuffer>>>,
 }
 
 /// Packs `epoch` of `loader` (or continues from `state`, what `Packer.state()` gave); a
 /// `stream` runs on into the next epochs.
 pub(crate) fn pack(
     py: Python<'_>,
-    loader: &Arc<Loader>,
+    loader: &Arc<Loader<PyHostBuffer>>,
     config: PackConfig,
     epoch: u64,
     state: Option<(String, u64)>,

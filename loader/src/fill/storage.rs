@@ -320,7 +320,7 @@ impl Worker {
         let sh = self.sh.clone();
         let r = (|| -> Result<Vec<bool>> {
             let mut dests: Vec<Option<&mut [u8]>> = (0..wave.len()).map(|_| None).collect();
-            let mut by_col: Vec<Vec<(usize, Range<usize>)>> = vec![Vec::new(); fill.set.bufs.len()];
+            let mut by_col: Vec<Vec<(usize, Range<usize>)>> = vec![Vec::new(); fill.plans.len()];
             let mut in_arena = Vec::new();
             for (i, p) in wave.iter().enumerate() {
                 match &p.land {
@@ -328,15 +328,14 @@ impl Worker {
                     Land::Arena(r) => in_arena.push((i, r.clone())),
                 }
             }
-            for (c, (slot, wants)) in fill.set.fill_slots().zip(by_col).enumerate() {
-                if wants.is_empty() {
-                    continue;
+            let bufs = fill
+                .set
+                .all_fill_bytes(&|c| by_col.get(c).is_some_and(|w| !w.is_empty()))
+                .map_err(|c| LoaderError::WorkerPanicked(format!("column {c}'s buffer is missing or shared")))?;
+            for (buf, wants) in bufs.into_iter().zip(by_col) {
+                if !wants.is_empty() {
+                    carve(buf, wants, &mut dests)?;
                 }
-                let buf = slot
-                    .as_mut()
-                    .and_then(|(b, _)| b.bytes_mut())
-                    .ok_or_else(|| LoaderError::WorkerPanicked(format!("column {c}'s buffer is missing or shared")))?;
-                carve(buf, wants, &mut dests)?;
             }
             carve(arena, in_arena, &mut dests)?;
             let mut requests: Vec<RangeRequest<'_>> = Vec::new();

@@ -10,10 +10,7 @@ pub use datasets::*;
 /// Column `c`'s bytes in a batch filled into the default (aligned heap) buffers.
 pub fn bytes(batch: &HostBatch, c: usize) -> Vec<u8> {
     let len = batch.columns[c].byte_len;
-    batch
-        .with_buffer(c, |b| b.as_any().downcast_ref::<AlignedBuffer>().map(|a| a.bytes()[..len].to_vec()))
-        .flatten()
-        .unwrap()
+    batch.with_buffer(c, |b| b.bytes()[..len].to_vec()).unwrap()
 }
 
 /// Column `name`'s bytes.
