@@ -1,41 +1,17 @@
-//! The loader as a conforming reader: every read case of `fixtures/` opened through the
-//! loader. Valid cases yield exactly the values of their expected dump (converted back from
-//! the batch tensors and dumped by the reference's `dump_column`); must-reject and
-//! unsupported cases yield an error of a declared class, from `Loader::open` or from the
-//! epoch; nothing panics or hangs.
+//! The tch adapter as a conforming reader's tensor mapping: every valid read case of
+//! `fixtures/` read through the adapter yields exactly the values of its expected dump,
+//! converted back from the batch tensors (each stored dtype's tensor kind, `u16`/`u32`/`u64`
+//! widened with `u64` bits kept, padded values cut to the rows' lengths, validity) and dumped
+//! by the reference's `dump_column`. (Rejections, hangs and the host batches themselves are
+//! tested in the core's `loader/tests/conformance.rs`, which shares the case handling.)
 
-use std::path::Path;
-use std::sync::mpsc;
-use std::time::Duration;
+#[path = "../../loader/tests/common/fixtures.rs"]
+mod fixtures;
 
 use tch::{Device, Kind, Tensor};
-use tessera::{At, ColumnData, DType, Dataset, Dim, Limits, Store};
-use tessera_conformance::case::{Case, CaseClass, load_cases};
-use tessera_loader_tch::{Batch, ColumnTensors, Loader, LoaderConfig, LoaderError, ShuffleMode, TchOptions};
-
-/// Must-reject cases whose only fault lies in deleted rows. SPEC VAL-16 makes *reading a
-/// version* (the canonical dump) check every page and physical row of a read chunk, deleted
-/// rows included, but the loader *reads some rows* (VAL-19): it checks only the pages holding
-/// the live rows it returns, so VAL-19 has it accept these. This check still tolerates a
-/// rejection with the declared class.
-const DELETED_ROWS_ONLY: [&str; 2] =
-    ["n-datafile-0040-bool-2-in-deleted-row", "n-datafile-0041-crc-of-page-of-deleted-rows"];
-
-/// A case that takes longer than this through the loader counts as a hang.
-const CASE_TIMEOUT: Duration = Duration::from_secs(60);
-
-fn at_of(case: &Case) -> At {
-    match &case.meta.args {
-        None => At::Latest,
-        Some(a) => match (&a.tag, &a.branch, a.version) {
-            (Some(t), _, _) => At::Tag(t.clone()),
-            (None, Some(b), Some(v)) => At::BranchVersion(b.clone(), v),
-            (None, Some(b), None) => At::Branch(b.clone()),
-            (None, None, Some(v)) => At::Version(v),
-            (None, None, None) => At::Latest,
-        },
-    }
-}
+use tessera::{ColumnData, DType, Dim};
+use tessera_conformance::case::{Case, CaseClass};
+use tessera_loader_tch::{Batch, ColumnTensors, Loader, LoaderError, TchOptions};
 
 /// One row's bytes in the stored dtype, from the row's (unpadded) tensor.
 fn stored_bytes(dtype: DType, row: &Tensor) -> Vec<u8> {
@@ -92,24 +68,11 @@ fn append_rows(col: &tessera::Column, t: &ColumnTensors, out: &mut ColumnData) {
     }
 }
 
-/// The view a case reads (`args = { view = … }`), instead of a version.
-fn view_of(case: &Case) -> Option<&str> {
-    case.meta.args.as_ref().and_then(|a| a.view.as_deref())
-}
-
-/// Reads the whole version (or the view) through the loader, in order, and dumps each column.
-fn read_through_loader(input: &Path, at: &At, view: Option<&str>, rows: u64) -> Result<serde_json::Value, LoaderError> {
-    let mut cfg = LoaderConfig {
-        at: at.clone(),
-        ..LoaderConfig::new(input.to_str().expect("UTF-8 path"))
-            .with_batch_size(rows.clamp(1, 1 << 16) as usize)
-            .with_shuffle(ShuffleMode::None)
-            .with_workers(2)
-            .with_memory_budget(512 << 20)
-    };
-    cfg.view = view.map(str::to_owned);
+/// Reads the whole version (or the view) through the adapter, in order, and dumps each column.
+fn read_through_loader(case: &Case, rows: u64) -> Result<serde_json::Value, LoaderError> {
     // Every stored u64 must come back exactly (tch has no u64 kind; see the option).
-    let loader = Loader::open_with(cfg, TchOptions { u64_as_i64_bits: true, ..TchOptions::default() })?;
+    let options = TchOptions { u64_as_i64_bits: true, ..TchOptions::default() };
+    let loader = Loader::open_with(fixtures::case_config(case, rows), options)?;
     let schema = loader.dataset().schema().clone();
     let mut data: Vec<ColumnData> = schema.columns.iter().map(ColumnData::for_column).collect();
     let mut delivered = 0u64;
@@ -128,73 +91,13 @@ fn read_through_loader(input: &Path, at: &At, view: Option<&str>, rows: u64) -> 
     Ok(serde_json::Value::Object(columns))
 }
 
-/// Runs one case; `Err` describes a failure.
-fn run_case(case: &Case) -> Result<(), String> {
-    let input = case.input();
-    let at = at_of(case);
-    let view = view_of(case);
-    match case.class {
-        CaseClass::Valid => {
-            let expected = case.expected()?;
-            let rows = expected["row_count"].as_u64().ok_or("expected dump without row_count")?;
-            let got = read_through_loader(&input, &at, view, rows).map_err(|e| format!("loader refused it: {e}"))?;
-            for (name, want) in expected["columns"].as_object().ok_or("expected dump without columns")? {
-                if got.get(name) != Some(want) {
-                    return Err(format!("column {name:?} differs from the expected dump"));
-                }
-            }
-            Ok(())
-        }
-        CaseClass::Reject | CaseClass::Unsupported => {
-            let rows = Store::open(input.to_str().unwrap_or_default())
-                .and_then(|s| Dataset::open_at(&s, &at, Limits::default()))
-                .map_or(4, |d| d.row_count());
-            match read_through_loader(&input, &at, view, rows) {
-                Ok(_) if DELETED_ROWS_ONLY.contains(&case.meta.id.as_str()) => Ok(()),
-                Ok(_) => Err(format!("accepted; should fail with {:?}", case.meta.error)),
-                Err(e) => {
-                    let class = e.class().map(tessera::ErrorClass::as_str);
-                    let allowed = if case.class == CaseClass::Unsupported {
-                        vec!["unsupported".to_string()]
-                    } else {
-                        case.meta.error.clone()
-                    };
-                    if class.is_some_and(|c| allowed.iter().any(|a| a == c)) {
-                        Ok(())
-                    } else {
-                        Err(format!("failed with class {class:?}, expected one of {allowed:?}: {e}"))
-                    }
-                }
-            }
-        }
-        CaseClass::Writer => Ok(()),
-    }
-}
-
 #[test]
-fn every_read_fixture_through_the_loader() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/cases");
-    let cases = load_cases(&root).unwrap_or_else(|e| panic!("loading fixtures: {:?}", e.problems));
-    let mut failures = Vec::new();
-    let mut passed = 0;
-    for id in DELETED_ROWS_ONLY {
-        assert!(cases.iter().any(|c| c.meta.id == id), "{id} is not a fixture any more: update DELETED_ROWS_ONLY");
-    }
-    for case in cases.into_iter().filter(Case::is_read) {
-        let id = case.meta.id.clone();
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            let r = std::panic::catch_unwind(|| run_case(&case))
-                .unwrap_or_else(|p| Err(format!("panicked: {:?}", p.downcast_ref::<String>())));
-            let _ = tx.send(r);
-        });
-        match rx.recv_timeout(CASE_TIMEOUT) {
-            Ok(Ok(())) => passed += 1,
-            Ok(Err(e)) => failures.push(format!("{id}: {e}")),
-            Err(_) => failures.push(format!("{id}: no answer within {CASE_TIMEOUT:?} (hang)")),
-        }
-    }
-    println!("loader conformance: {passed} passed, {} failed", failures.len());
-    assert!(passed > 200, "only {passed} cases ran");
+fn every_valid_read_fixture_through_the_adapter() {
+    let cases: Vec<Case> = fixtures::read_cases().into_iter().filter(|c| c.class == CaseClass::Valid).collect();
+    let (passed, failures) = fixtures::run_cases(cases, |case| {
+        fixtures::expect_dump(case, |rows| read_through_loader(case, rows).map_err(|e| e.to_string()))
+    });
+    println!("adapter conformance: {passed} passed, {} failed", failures.len());
+    assert!(passed > 100, "only {passed} cases ran");
     assert!(failures.is_empty(), "{} cases failed:\n{}", failures.len(), failures.join("\n"));
 }

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use object_store::{GetRange, ObjectStore};
 use tessera::{Batch as Rows, Column, ColumnData, DType, Dataset, Dim, Store, WriteOptions};
-use tessera_loader::{AlignedAllocator, Loader, LoaderConfig, RetryPolicy, ShuffleMode};
+use tessera_loader::{AlignedAllocator, Loader, LoaderConfig, ShuffleMode};
 use tessera_testkit::{CountingStore, FaultConfig, FaultyStore};
 
 /// Bytes of a file per cache entry (the loader's `disk_cache::BLOCK_BYTES`).
@@ -51,17 +51,8 @@ fn dataset(root: &Path, rows: usize, row_bytes: usize, file_bytes: u64) -> BTree
     ds.fragments().iter().flat_map(|f| f.fragment.files.iter().map(|x| (x.path.clone(), x.size))).collect()
 }
 
-fn fast_retries() -> RetryPolicy {
-    RetryPolicy {
-        max_retries: 12,
-        initial_backoff: Duration::from_millis(1),
-        max_backoff: Duration::from_millis(4),
-        ..RetryPolicy::default()
-    }
-}
-
 fn config(root: &Path) -> LoaderConfig {
-    LoaderConfig { retry: fast_retries(), ..LoaderConfig::new(root.to_str().unwrap()) }
+    LoaderConfig { retry: common::fast_retries(), ..LoaderConfig::new(root.to_str().unwrap()) }
         .with_batch_size(32)
         .with_seed(11)
         .with_workers(2)

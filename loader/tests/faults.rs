@@ -26,15 +26,6 @@ fn flaky(root: &std::path::Path, rate: f64) -> (Arc<FaultyStore>, tessera::Store
     (faulty, store)
 }
 
-fn fast_retries() -> RetryPolicy {
-    RetryPolicy {
-        max_retries: 12,
-        initial_backoff: Duration::from_millis(1),
-        max_backoff: Duration::from_millis(8),
-        ..RetryPolicy::default()
-    }
-}
-
 /// A batch's ids, image bytes and (padded) token bytes.
 fn signature(b: &HostBatch) -> (Vec<i64>, Vec<u8>, Vec<u8>) {
     (common::ids(b), common::named(b, "img"), common::named(b, "tok"))
@@ -46,7 +37,7 @@ fn flaky_storage_yields_the_identical_epoch() {
     let root = dir.path().to_str().unwrap();
     common::dataset(root, 120, true, &common::small_files());
     for shuffle in [ShuffleMode::Global, ShuffleMode::Block { window_fragments: 2 }] {
-        let cfg = LoaderConfig { retry: fast_retries(), ..common::config(root) }
+        let cfg = LoaderConfig { retry: common::fast_retries(), ..common::config(root) }
             .with_batch_size(8)
             .with_shuffle(shuffle)
             .with_columns(&["id", "img", "tok"])

@@ -11,31 +11,24 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tessera::WriteOptions;
-use tessera_loader_tch::{Batch, Loader, LoaderConfig, RetryPolicy, ShuffleMode};
+use tessera_loader::{HostBatch, HostLayout, Loader, LoaderConfig, ShuffleMode};
 use tessera_testkit::{CountingStore, FaultConfig, FaultyStore, Latency};
 
-/// Every tensor of a batch (values, lengths, offsets, validity) as raw bytes, by column.
-fn raw(b: &Batch) -> Vec<(String, Vec<Vec<u8>>)> {
-    let bytes = |t: &tch::Tensor| {
-        let t = t.contiguous();
-        let n = t.numel();
-        let mut out = vec![0u8; n * t.kind().elt_size_in_bytes()];
-        t.copy_data_u8(&mut out, n);
-        out
-    };
-    b.names()
-        .map(|name| {
-            let c = b.column(name).unwrap();
-            let mut parts = vec![bytes(&c.values)];
-            for t in [&c.lengths, &c.offsets, &c.valid].into_iter().flatten() {
-                parts.push(bytes(t));
-            }
-            (name.to_string(), parts)
+/// Everything a batch holds, by column: values bytes, shape, layout (lengths, offsets,
+/// shapes) and validity.
+type Column = (String, Vec<u8>, Vec<i64>, HostLayout, Option<Vec<bool>>);
+
+fn raw(b: &HostBatch) -> Vec<Column> {
+    b.columns
+        .iter()
+        .enumerate()
+        .map(|(c, col)| {
+            (col.name.clone(), common::bytes(b, c), col.shape.clone(), col.layout.clone(), col.valid.clone())
         })
         .collect()
 }
 
-type Epoch = Vec<(Vec<u64>, Vec<(String, Vec<Vec<u8>>)>)>;
+type Epoch = Vec<(Vec<u64>, Vec<Column>)>;
 
 fn epoch(loader: &Loader) -> Epoch {
     loader
@@ -43,18 +36,9 @@ fn epoch(loader: &Loader) -> Epoch {
         .unwrap()
         .map(|b| {
             let b = b.unwrap();
-            (b.rows().to_vec(), raw(&b))
+            (b.rows.clone(), raw(&b))
         })
         .collect()
-}
-
-fn fast_retries() -> RetryPolicy {
-    RetryPolicy {
-        max_retries: 12,
-        initial_backoff: Duration::from_millis(1),
-        max_backoff: Duration::from_millis(4),
-        ..RetryPolicy::default()
-    }
 }
 
 /// Copies every file under `dir` into `store` under the same keys.
@@ -70,6 +54,11 @@ fn upload(dir: &std::path::Path, base: &std::path::Path, store: &tessera::Store)
     }
 }
 
+/// Rows of an epoch (the last batch padded).
+fn epoch_rows(loader: &Loader, e: u64) -> usize {
+    loader.epoch(e).unwrap().map(|b| b.unwrap().rows.len()).sum()
+}
+
 #[test]
 fn object_stores_give_the_local_epoch_byte_for_byte_with_coalescing() {
     let dir = tempfile::tempdir().unwrap();
@@ -83,10 +72,11 @@ fn object_stores_give_the_local_epoch_byte_for_byte_with_coalescing() {
         let prefix = if compressed { "z" } else { "raw" };
         upload(&sub, &sub, &tessera::Store::from_object_store(memory.object_store().clone(), prefix, true));
         for verify in [true, false] {
-            let cfg = LoaderConfig { verify_checksums: verify, retry: fast_retries(), ..common::config(sub_root) }
-                .with_batch_size(16)
-                .with_seed(5)
-                .with_workers(2);
+            let cfg =
+                LoaderConfig { verify_checksums: verify, retry: common::fast_retries(), ..common::config(sub_root) }
+                    .with_batch_size(16)
+                    .with_seed(5)
+                    .with_workers(2);
             let local = epoch(&Loader::open(cfg.clone()).unwrap());
             assert_eq!(local.iter().map(|b| b.0.len()).sum::<usize>(), 304);
             let block_cfg = cfg.clone().with_shuffle(ShuffleMode::Block { window_fragments: 2 });
@@ -110,11 +100,11 @@ fn object_stores_give_the_local_epoch_byte_for_byte_with_coalescing() {
             for (name, store) in &stores {
                 // Block shuffle reads through its window on a store (whole runs, or each page
                 // verified as it lands): the same batches as from local files.
-                let got = epoch(&Loader::open_store(store, block_cfg.clone()).unwrap());
+                let got = epoch(&common::open_store(store, block_cfg.clone()).unwrap());
                 assert!(got == local_block, "{name}, block, compressed {compressed}, verify {verify}: batches differ");
                 for gap in [None, Some(0), Some(1 << 20), Some(u64::MAX)] {
                     let cfg = LoaderConfig { coalesce_gap_bytes: gap, ..cfg.clone() };
-                    let loader = Loader::open_store(store, cfg).unwrap();
+                    let loader = common::open_store(store, cfg).unwrap();
                     let got = epoch(&loader);
                     assert!(
                         got == local,
@@ -153,10 +143,9 @@ fn coalescing_keeps_the_accounted_high_water_within_the_budget() {
             .with_memory_budget(budget)
             .with_shuffle(shuffle)
             .with_workers(workers);
-        let loader = Loader::open_store(&store, cfg).unwrap();
+        let loader = common::open_store(&store, cfg).unwrap();
         for e in 0..2 {
-            let n: usize = loader.epoch(e).unwrap().map(|b| b.unwrap().len()).sum();
-            assert_eq!(n, rows.div_ceil(16) * 16, "every row, the last batch padded");
+            assert_eq!(epoch_rows(&loader, e), rows.div_ceil(16) * 16, "every row, the last batch padded");
         }
         let m = loader.memory_stats();
         println!("{shuffle:?} verify={verify} workers={workers} gap={gap:?}: {m:?}");
@@ -184,9 +173,8 @@ fn a_cold_epoch_opens_each_data_file_once() {
         let counting = Arc::new(CountingStore::logging(Arc::new(FaultyStore::new(fs.clone(), slow.clone()))));
         let store = tessera::Store::from_object_store(counting.clone(), "", true);
         let cfg = common::config(root).with_batch_size(16).with_workers(4).with_shuffle(shuffle);
-        let loader = Loader::open_store(&store, cfg).unwrap();
-        let n: usize = loader.epoch(0).unwrap().map(|b| b.unwrap().len()).sum();
-        assert_eq!(n, 2000);
+        let loader = common::open_store(&store, cfg).unwrap();
+        assert_eq!(epoch_rows(&loader, 0), 2000);
         let header = Some(object_store::GetRange::Bounded(0..tessera::datafile::HEADER_LEN));
         let mut opened: std::collections::BTreeMap<String, usize> = std::collections::BTreeMap::new();
         for (path, range) in counting.gets() {
@@ -215,9 +203,8 @@ fn block_shuffle_opens_the_next_fragments_files_ahead() {
     let store = tessera::Store::from_object_store(counting.clone(), "", true);
     let shuffle = ShuffleMode::Block { window_fragments: 2 };
     let cfg = common::config(root).with_batch_size(16).with_workers(2).with_shuffle(shuffle);
-    let loader = Loader::open_store(&store, cfg).unwrap();
-    let n: usize = loader.epoch(0).unwrap().map(|b| b.unwrap().len()).sum();
-    assert_eq!(n, 2000);
+    let loader = common::open_store(&store, cfg).unwrap();
+    assert_eq!(epoch_rows(&loader, 0), 2000);
     let ds = tessera::Dataset::open_at(&store, &tessera::At::Latest, tessera::Limits::default()).unwrap();
     let file_of: std::collections::HashMap<String, (usize, u64)> = ds
         .fragments()

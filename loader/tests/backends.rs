@@ -6,7 +6,7 @@ mod common;
 
 use std::collections::BTreeMap;
 
-use tessera_loader_tch::{Loader, ShuffleMode};
+use tessera_loader::{Loader, ShuffleMode};
 use tessera_testkit::{Backend, TestRoot};
 
 const ROWS: usize = 90;
@@ -35,9 +35,9 @@ fn epoch_on(backend: Backend) {
             for batch in loader.epoch(1).unwrap() {
                 let batch = batch.unwrap_or_else(|e| panic!("{backend:?} {shuffle:?}: {e}"));
                 let ids = common::ids(&batch);
-                let img = batch.tensor("img").unwrap();
-                for (j, &id) in ids.iter().enumerate() {
-                    let got: Vec<u8> = Vec::try_from(img.get(j as i64).flatten(0, -1)).unwrap();
+                let img = common::named(&batch, "img");
+                assert_eq!(img.len(), ids.len() * 48, "{backend:?} {shuffle:?}: image bytes");
+                for (&id, got) in ids.iter().zip(img.chunks_exact(48)) {
                     assert_eq!(got, img_of(id), "{backend:?} {shuffle:?}: image of row {id}");
                     *seen.entry(id).or_default() += 1;
                 }
