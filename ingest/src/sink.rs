@@ -311,7 +311,11 @@ impl<'a> Sink<'a> {
 
     /// Removes what a failed ingest made (the dataset it created, the folder it made) and
     /// adds what is left behind to its error.
-    pub(crate) fn abort_notes(&self, e: IngestError) -> IngestError {
+    pub(crate) fn abort_notes(&mut self, e: IngestError) -> IngestError {
+        // The writer waits for its uploads as it is dropped: nothing lands after the clean-up.
+        if let Some(t) = self.target.as_mut() {
+            t.writer = None;
+        }
         let mut e = e.note("no version was committed");
         if self.target.as_ref().is_some_and(|t| t.created) {
             match self.discard_created() {

@@ -2,6 +2,7 @@
 //! content-addressed data files before the commit (SPEC.md §"Commit protocol", VER-12 and
 //! VER-05 step 2; the files themselves are §"Data file").
 
+use std::collections::VecDeque;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
@@ -17,7 +18,7 @@ use crate::manifest::{ColumnStats, DataFileRef, Manifest};
 use crate::paths::{self, MAIN};
 use crate::schema::{Column, Schema};
 use crate::stats;
-use crate::store::Store;
+use crate::store::{Created, Store, block_on, runtime};
 
 /// Default target size of one data file: 64 MiB. Large enough that a sequential GET from
 /// object storage runs at bandwidth rather than latency (tens of ms to first byte, then
@@ -185,7 +186,14 @@ impl Dataset {
     /// Starts a writer that appends to this version's branch.
     #[must_use]
     pub fn writer(&self, options: WriteOptions) -> DatasetWriter {
-        DatasetWriter { base: self.clone(), options, pending: Vec::new(), buffer: None, buffered_bytes: 0 }
+        DatasetWriter {
+            base: self.clone(),
+            options,
+            pending: Vec::new(),
+            buffer: None,
+            buffered_bytes: 0,
+            uploads: VecDeque::new(),
+        }
     }
 
     /// Appends one batch and commits it: a shorthand for [`Dataset::writer`], `append`, `commit`.
@@ -200,6 +208,14 @@ impl Dataset {
 }
 
 /// Buffers rows, writes data files as they fill, and commits them as one new version.
+///
+/// A filled data file uploads on the I/O runtime while the writer buffers and encodes the
+/// next one, so encoding and uploading overlap. At most one target file's bytes
+/// (`target_file_bytes`, or one larger file) upload at once: the writer waits for the oldest
+/// upload before it starts one that would pass that. An upload's failure is returned by the
+/// next flush or by the commit, which waits for every upload first; a writer dropped
+/// uncommitted waits for its uploads too (their files are unreferenced, as after any
+/// uncommitted append), so nothing is written once it is gone.
 #[derive(Debug)]
 pub struct DatasetWriter {
     base: Dataset,
@@ -207,6 +223,16 @@ pub struct DatasetWriter {
     pending: Vec<PendingFragment>,
     buffer: Option<Vec<ColumnData>>,
     buffered_bytes: u64,
+    /// Data files uploading, oldest first.
+    uploads: VecDeque<Upload>,
+}
+
+/// One data file's upload running on the I/O runtime.
+#[derive(Debug)]
+struct Upload {
+    key: String,
+    bytes: u64,
+    task: tokio::task::JoinHandle<Result<Created>>,
 }
 
 #[derive(Debug)]
@@ -280,20 +306,70 @@ impl DatasetWriter {
         let schema = self.base.schema();
         let writer = DataFileWriter::with_page_bytes(self.options.page_bytes);
         let mut files = Vec::new();
+        let mut encoded = Vec::new();
         for group in column_groups(schema, &self.options.column_groups)? {
             let cols: Vec<&Column> = group.iter().map(|&i| &schema.columns[i]).collect();
             let data: Vec<&ColumnData> = group.iter().map(|&i| &buf[i]).collect();
-            files.push(write_data_file(self.base.store(), &writer, &cols, &data)?);
+            encoded.push(encode_data_file(&writer, &cols, &data)?);
         }
         let stats = schema.columns.iter().zip(&buf).map(|(c, d)| stats::compute(c, d)).collect();
+        drop(buf);
+        for (file, bytes) in encoded {
+            self.upload(file.path.clone(), bytes)?;
+            files.push(file);
+        }
         self.pending.push(PendingFragment { row_count: rows as u64, files, stats });
         Ok(())
+    }
+
+    /// Starts uploading one encoded data file, after waiting for older uploads while the
+    /// bytes in flight would pass one target file's.
+    fn upload(&mut self, key: String, bytes: Bytes) -> Result<()> {
+        let n = bytes.len() as u64;
+        while !self.uploads.is_empty()
+            && self.uploads.iter().map(|u| u.bytes).sum::<u64>() + n > self.options.target_file_bytes
+        {
+            self.wait_oldest()?;
+        }
+        let store = self.base.store().clone();
+        let task = {
+            let key = key.clone();
+            runtime().spawn(async move { store.put_if_absent_async(&key, bytes).await })
+        };
+        self.uploads.push_back(Upload { key, bytes: n, task });
+        Ok(())
+    }
+
+    /// Waits for the oldest upload and returns its failure.
+    fn wait_oldest(&mut self) -> Result<()> {
+        let Some(u) = self.uploads.pop_front() else { return Ok(()) };
+        let url = self.base.store().url().to_string();
+        block_on(async move {
+            u.task.await.map_err(|e| Error::Io {
+                path: format!("{url}/{}", u.key),
+                source: object_store::Error::Generic { store: "tessera", source: Box::new(e) },
+            })?
+        })
+        .map(drop)
+    }
+
+    /// Waits for every upload; the first failure is returned (the others still finish).
+    fn wait_uploads(&mut self) -> Result<()> {
+        let mut first = Ok(());
+        while !self.uploads.is_empty() {
+            let r = self.wait_oldest();
+            if first.is_ok() {
+                first = r;
+            }
+        }
+        first
     }
 
     /// Writes the buffered rows and returns every fragment written, uncommitted: the parallel
     /// writers' path (`fragments.rs`).
     pub(crate) fn finish(mut self) -> Result<Vec<PendingFragment>> {
         self.flush()?;
+        self.wait_uploads()?;
         Ok(std::mem::take(&mut self.pending))
     }
 
@@ -304,9 +380,30 @@ impl DatasetWriter {
     /// changed, unknown writer flags) or after too many retries; storage errors.
     pub fn commit(mut self, message: &str) -> Result<Dataset> {
         self.flush()?;
+        self.wait_uploads()?;
         let pending = std::mem::take(&mut self.pending);
         commit_change(&self.base, &Change::Append(pending), message, &self.options)
     }
+}
+
+impl Drop for DatasetWriter {
+    fn drop(&mut self) {
+        // Nothing is written once the writer is gone (see the type's docs). Inside an async
+        // runtime blocking is refused: the uploads then finish on their own.
+        if tokio::runtime::Handle::try_current().is_err() {
+            let _ = self.wait_uploads();
+        }
+    }
+}
+
+/// Encodes one data file and returns its (content-addressed) reference and bytes.
+fn encode_data_file(writer: &DataFileWriter, cols: &[&Column], data: &[&ColumnData]) -> Result<(DataFileRef, Bytes)> {
+    let enc = writer.encode(cols, data)?;
+    let key = paths::content_key(paths::DATA_DIR, "tsd", &enc.bytes);
+    let size = enc.bytes.len() as u64;
+    let mut column_ids: Vec<u32> = cols.iter().map(|c| c.id).collect();
+    column_ids.sort_unstable();
+    Ok((DataFileRef { path: key, size, footer_crc32: enc.footer_crc32, column_ids }, Bytes::from(enc.bytes)))
 }
 
 /// Encodes and uploads one data file (content-addressed) and returns its reference.
@@ -316,13 +413,9 @@ pub(crate) fn write_data_file(
     cols: &[&Column],
     data: &[&ColumnData],
 ) -> Result<DataFileRef> {
-    let enc = writer.encode(cols, data)?;
-    let key = paths::content_key(paths::DATA_DIR, "tsd", &enc.bytes);
-    let size = enc.bytes.len() as u64;
-    store.put_if_absent(&key, Bytes::from(enc.bytes))?;
-    let mut column_ids: Vec<u32> = cols.iter().map(|c| c.id).collect();
-    column_ids.sort_unstable();
-    Ok(DataFileRef { path: key, size, footer_crc32: enc.footer_crc32, column_ids })
+    let (file, bytes) = encode_data_file(writer, cols, data)?;
+    store.put_if_absent(&file.path, bytes)?;
+    Ok(file)
 }
 
 /// Indices of schema columns per data file group.

@@ -290,3 +290,39 @@ fn a_tree_commit_stores_its_nodes_in_one_round_trip() {
     assert_eq!(ids(&reopened), (0..401).collect::<Vec<i64>>());
     assert_eq!(check_rows(&reopened.read_rows(0..401, None).unwrap()), Ok(401));
 }
+
+/// A filled data file uploads while the writer goes on to the next rows: an append returns
+/// with its last file not stored yet (each PUT takes a second here), one small file uploads
+/// at a time (the bound is one target file's bytes), the commit waits for every upload and
+/// lands every row, and a writer dropped uncommitted waits for its uploads, so nothing is
+/// written after it is gone.
+#[test]
+fn data_files_upload_while_the_writer_goes_on() {
+    let Some((root, clean)) = seeded(Backend::Memory, "uploads") else { return };
+    let config =
+        FaultConfig { put_latency: Latency::new(Duration::from_secs(1), Duration::ZERO), ..FaultConfig::seeded(6) };
+    let (f, store) = faulty(&root, config);
+    let data_files = || clean.list_recursive("data").unwrap().len();
+    let seeded_files = data_files();
+    let base = Dataset::open_at(&store, &At::Latest, Limits::default()).unwrap();
+    let mut w = base.writer(small());
+    w.append(&batch(1000, 30)).unwrap();
+    let stored_at_return = data_files();
+    let v = w.commit("uploaded while appending").unwrap();
+    let committed = data_files();
+    assert!(committed > seeded_files + 1, "the append wrote several files ({seeded_files} -> {committed})");
+    assert!(stored_at_return < committed, "the last file was still uploading when append returned");
+    assert_eq!(f.counts.most_puts_in_flight.load(Ordering::Relaxed), 1, "one small file uploads at a time");
+    let reopened = Dataset::open_at(&clean, &At::Latest, Limits::default()).unwrap();
+    assert_eq!(reopened.version(), v.version());
+    assert_eq!(ids(&reopened), (0..120).chain(1000..1030).collect::<Vec<_>>());
+    assert_eq!(check_rows(&reopened.read_rows(0..150, None).unwrap()), Ok(150));
+    let mut w = v.writer(small());
+    w.append(&batch(2000, 30)).unwrap();
+    drop(w);
+    let after_drop = data_files();
+    assert!(after_drop > committed, "the dropped writer's flushed files were stored before it was gone");
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(data_files(), after_drop, "nothing was stored after the writer was dropped");
+    assert_eq!(Dataset::open_at(&clean, &At::Latest, Limits::default()).unwrap().version(), v.version());
+}
