@@ -18,7 +18,11 @@
 //! threads as the budget holds batch buffers (at most [`MAX_DEPTH`]) and lets a batch be
 //! claimed only while fewer than the self-tuned depth (`crate::depth`: from each fill's CPU
 //! time and storage waiting) are claimed and not yet delivered; the others wait their turn. The CPU work
-//! is the same; only the waiting overlaps.
+//! is the same; only the waiting overlaps. An object store read through a disk cache that
+//! served the loader's last finished epoch alone (no store request, no miss) runs the next
+//! epoch as local files do: the cache's files are local reads with nothing to wait for, so
+//! `workers` threads and `prefetch_batches` batches, not up to [`MAX_DEPTH`] of each; a miss
+//! in such an epoch makes the next one self-tuned again.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -38,7 +42,7 @@ use crate::fill::staging::StagePool;
 use crate::memory::{Accountant, Charge, MemoryUse};
 use crate::pool::BufferPool;
 use crate::sampler::Plan;
-use crate::source::{Fetcher, take_waited};
+use crate::source::{Fetcher, Warmth, take_waited};
 use crate::transform::Pipeline;
 use crate::window::{ExtentPool, WindowCache, extent_size, sweep_peak};
 
@@ -336,15 +340,16 @@ impl Shares {
     /// is left, and as many batch buffers (and filling threads) as the rest holds, up to
     /// [`MAX_DEPTH`]: the ceiling of the self-tuned depth. Local files: half the fetch share
     /// is the page cache (less where the workers' minimal allowances need it), the rest is
-    /// split between the workers. Object stores: a quarter each for the page cache and the
-    /// staging pool the threads' waves share, half split between the threads.
+    /// split between the workers. Object stores (`remote`, tuned or read from a warm disk
+    /// cache): a quarter each for the page cache and the staging pool the threads' waves
+    /// share, half split between the threads.
     fn size(
         budget: u64,
         plan_bytes: u64,
         shuffle: u64,
         batch_bytes: u64,
         set: &PipelineSettings,
-        tuned: bool,
+        (tuned, remote): (bool, bool),
     ) -> Result<Self> {
         let meta_cap = (budget / 16).max(64 << 10);
         let meta = plan_bytes + meta_cap;
@@ -377,7 +382,7 @@ impl Shares {
         };
         let ready = sets as u64 * batch_bytes;
         let fetch = budget - meta - shuffle - ready;
-        let (pages, staging) = if tuned {
+        let (pages, staging) = if remote {
             (fetch / 4, fetch / 4)
         } else {
             // Half for the page cache, as long as every worker keeps its minimal allowance (a
@@ -453,6 +458,10 @@ pub(crate) struct EpochPipeline<B: HostBuffer> {
     handles: Vec<JoinHandle<()>>,
     pending: BTreeMap<usize, Result<Batch<B>>>,
     next: usize,
+    /// The disk cache's counters when the epoch started (see [`Fetcher::note_epoch`]).
+    warmth: Option<Warmth>,
+    /// Every batch was delivered.
+    completed: bool,
     _plan_charge: Charge,
 }
 
@@ -489,7 +498,14 @@ impl<B: HostBuffer> EpochPipeline<B> {
         // The plan's own tables are O(fragments); `needed` is O(rows / world) (block mode on
         // object stores only).
         let plan_bytes = plan.heap_bytes() + 8 * needed.iter().map(|n| n.len() as u64).sum::<u64>();
-        let tuned = !fetcher.is_local();
+        // An object store whose disk cache served the last finished epoch alone runs like
+        // local files (see the module docs); a mixture's other sources have their own caches,
+        // so a mixture stays self-tuned.
+        let remote = !fetcher.is_local();
+        let warm = fetcher.cache_warm() && !catalog.mixture;
+        let tuned = remote && !warm;
+        let mode = (tuned, remote);
+        let warmth = fetcher.warmth();
         let budget = acct.budget();
         // Estimated from the files before the first batch; when sets have needed more since
         // (padded ragged batches pay each ragged dim's batch maximum, often twice the
@@ -500,14 +516,14 @@ impl<B: HostBuffer> EpochPipeline<B> {
             (0..catalog.columns.len()).map(|c| catalog.estimated_slot_bytes(c) * batch_size as u64).sum::<u64>().max(1);
         let seen = buffers.largest_set_bytes();
         let batch_bytes = match (seen > estimated).then(|| seen.saturating_add(seen / 8)) {
-            Some(learned) if Shares::size(budget, plan_bytes, peak, learned, &set, tuned).is_ok() => learned,
+            Some(learned) if Shares::size(budget, plan_bytes, peak, learned, &set, mode).is_ok() => learned,
             _ => estimated,
         };
         // The window's share holds one fragment more than its sweep peak where the budget
         // allows (loading ahead, see `Worker::load_ahead`), else the peak.
-        let (shuffle_share, shares) = match Shares::size(budget, plan_bytes, peak + ahead, batch_bytes, &set, tuned) {
+        let (shuffle_share, shares) = match Shares::size(budget, plan_bytes, peak + ahead, batch_bytes, &set, mode) {
             Ok(shares) if ahead > 0 => (peak + ahead, shares),
-            _ => (peak, Shares::size(budget, plan_bytes, peak, batch_bytes, &set, tuned)?),
+            _ => (peak, Shares::size(budget, plan_bytes, peak, batch_bytes, &set, mode)?),
         };
         let (sets, meta_cap, allowance) = (shares.sets, shares.meta_cap, shares.allowance);
         // No more filling threads than the epoch has batches (a short epoch on an object
@@ -575,6 +591,8 @@ impl<B: HostBuffer> EpochPipeline<B> {
             handles,
             pending: BTreeMap::new(),
             next: 0,
+            warmth,
+            completed: false,
             _plan_charge: plan_charge,
         })
     }
@@ -587,6 +605,7 @@ impl<B: HostBuffer> EpochPipeline<B> {
     /// The next batch in order; `None` after the last.
     pub(crate) fn next_batch(&mut self) -> Option<Result<Batch<B>>> {
         if self.next >= self.shared.total {
+            self.completed = true;
             self.shutdown();
             return None;
         }
@@ -620,6 +639,9 @@ impl<B: HostBuffer> EpochPipeline<B> {
         self.pending.clear();
         for h in self.handles.drain(..) {
             let _ = h.join();
+        }
+        if let Some(from) = self.warmth.take() {
+            self.shared.fetcher.note_epoch(from, self.completed);
         }
         // The catalog keeps the file indexes (within its cap of the `Metadata` share): the
         // next epoch opens no file again.

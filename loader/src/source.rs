@@ -538,6 +538,18 @@ pub(crate) struct Fetcher {
     pub(crate) cache: Option<DiskCache>,
     /// Filling threads the last epoch started ([`IoStats::threads`]).
     pub(crate) threads: AtomicU64,
+    /// Whether the last epoch this loader finished read every byte from the disk cache
+    /// (no store request, no miss): the next epoch then runs as on local files.
+    cache_warm: AtomicBool,
+}
+
+/// Where an epoch started, for [`Fetcher::note_epoch`]: store requests, cache misses of any
+/// kind (misses, direct reads, corrupt entries, cache failures) and cache hits so far.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Warmth {
+    requests: u64,
+    misses: u64,
+    hits: u64,
 }
 
 impl Fetcher {
@@ -551,6 +563,35 @@ impl Fetcher {
             flight: FlightLimit::default(),
             cache: None,
             threads: AtomicU64::new(0),
+            cache_warm: AtomicBool::new(false),
+        }
+    }
+
+    /// True when the last epoch this loader finished was served by the disk cache alone
+    /// ([`Fetcher::note_epoch`]).
+    pub(crate) fn cache_warm(&self) -> bool {
+        self.cache_warm.load(Ordering::Acquire)
+    }
+
+    /// The counters an epoch starts at (`None` without a disk cache).
+    pub(crate) fn warmth(&self) -> Option<Warmth> {
+        let c = self.cache.as_ref()?.stats();
+        Some(Warmth {
+            requests: self.counters.requests.load(Ordering::Relaxed),
+            misses: c.misses + c.direct + c.corrupt + c.errors,
+            hits: c.hits,
+        })
+    }
+
+    /// Records how an epoch that started at `from` went: any store request or cache miss
+    /// since makes the cache cold for the next epoch; an epoch `finished` on cache hits alone
+    /// makes it warm.
+    pub(crate) fn note_epoch(&self, from: Warmth, finished: bool) {
+        let Some(now) = self.warmth() else { return };
+        if now.requests > from.requests || now.misses > from.misses {
+            self.cache_warm.store(false, Ordering::Release);
+        } else if finished && now.hits > from.hits {
+            self.cache_warm.store(true, Ordering::Release);
         }
     }
 

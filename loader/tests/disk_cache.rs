@@ -124,7 +124,7 @@ fn files(cache: &Path, suffix: &str) -> Vec<(PathBuf, u64)> {
 fn cached_epochs_equal_uncached_ones_and_the_second_reads_no_data_from_the_store() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("ds");
-    dataset(&data, 1500, 3000, 1536 << 10);
+    let sizes = dataset(&data, 1500, 3000, 1536 << 10);
     let memory: Arc<dyn ObjectStore> = Arc::new(object_store::memory::InMemory::new());
     let mem_store = Store::from_object_store(memory.clone(), "", true);
     for e in walk(&data) {
@@ -150,7 +150,7 @@ fn cached_epochs_equal_uncached_ones_and_the_second_reads_no_data_from_the_store
         let want = [epoch(&plain, 0), epoch(&plain, 1)];
         let cache = dir.path().join(format!("cache{i}"));
         let counting = Arc::new(CountingStore::logging(store));
-        let loader = open(counting.clone(), cfg.with_cache_dir(&cache, 256 << 20));
+        let loader = open(counting.clone(), cfg.clone().with_cache_dir(&cache, 256 << 20));
         assert!(epoch(&loader, 0) == want[0], "{name}: epoch 0 differs from the uncached run");
         let first = loader.io_stats();
         let gets = block_gets(&counting);
@@ -176,6 +176,28 @@ fn cached_epochs_equal_uncached_ones_and_the_second_reads_no_data_from_the_store
         assert_eq!(second.cache.misses, first.cache.misses, "{name}");
         assert!(second.cache.hits > first.cache.hits && second.cache.read_bytes > first.cache.read_bytes, "{name}");
         assert_eq!((second.cache.corrupt, second.cache.errors, second.cache.evictions), (0, 0, 0), "{name}");
+        // Epochs 0 and 1 ran self-tuned (epoch 0 missed). Epoch 1 was served by the cache
+        // alone, so epoch 2 runs as on local files: the configured two workers.
+        assert!(second.threads > 2, "{name}: {second:?}");
+        assert!(epoch(&loader, 2) == epoch(&plain, 2), "{name}: epoch 2 (warm) differs from the uncached run");
+        assert_eq!(loader.io_stats().threads, 2, "{name}: a warm cache runs the configured workers");
+        if i == 0 {
+            // Another loader over the full cache, with a budget whose page cache holds a
+            // fraction of the pages (so every epoch reads the disk cache): its first epoch is
+            // self-tuned and hits only, so its second runs as on local files. Corrupt entries
+            // are misses: that epoch still yields the right rows, and the next is self-tuned.
+            let small = LoaderConfig { memory_budget: 8 << 20, ..cfg.clone() }.with_cache_dir(&cache, 256 << 20);
+            let again = open(counting.clone(), small);
+            assert!(epoch(&again, 0) == want[0] && again.io_stats().threads > 2, "{:?}", again.io_stats());
+            assert!(epoch(&again, 1) == want[1] && again.io_stats().threads == 2, "{:?}", again.io_stats());
+            for (e, len) in entries(&cache) {
+                flip(&e, len - data_len(&e, &sizes) / 2);
+            }
+            assert!(epoch(&again, 2) == epoch(&plain, 2), "epoch 2 (corrupt entries) differs");
+            assert!(again.io_stats().cache.corrupt > 0, "{:?}", again.io_stats());
+            assert!(epoch(&again, 3) == epoch(&plain, 3), "epoch 3 differs");
+            assert!(again.io_stats().threads > 2, "after misses the cache runs self-tuned again");
+        }
     }
 }
 
