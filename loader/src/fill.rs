@@ -37,7 +37,7 @@ use crate::error::{LoaderError, Result, from_format};
 use crate::memory::{Charge, MemoryUse};
 use crate::mixture::Fill;
 use crate::pipeline::Shared;
-use crate::pool::{BufferPool, BufferSet, FillTarget, Filling, Lease};
+use crate::pool::{BufferPool, BufferSet, FillTarget, Filling, Grown, Lease};
 use crate::source::Fetcher;
 use crate::transform;
 use crate::window::{Fault, FragmentData};
@@ -339,7 +339,7 @@ impl Worker {
             let Some(p) = pipeline else { continue };
             let bytes =
                 p.row_bytes.checked_mul(b).ok_or_else(|| LoaderError::config("transformed batch size overflows"))?;
-            set.ensure_output(c, bytes, &sh.stopped, &|| sh.oldest() >= index)?;
+            set.ensure(Grown::Output, c, bytes, &sh.stopped, &|| sh.oldest() >= index)?;
             let layout = &sh.catalog.columns[c];
             let (plan, valid) = (&filled.plans[c], filled.validity[c].as_deref());
             let missing =
@@ -461,7 +461,7 @@ impl Worker {
         // Layout of every column, then buffers large enough.
         let (plans, validity) = Self::column_plans(cat, slots, &metas)?;
         for (c, plan) in plans.iter().enumerate() {
-            set.ensure(c, plan.buffer_bytes(b), &sh.stopped, &|| sh.oldest() >= index)?;
+            set.ensure(Grown::Fill, c, plan.buffer_bytes(b), &sh.stopped, &|| sh.oldest() >= index)?;
         }
         let mut fill = BatchFill { slots, plans: &plans, set, fails: Vec::new() };
         if cat.mixture {

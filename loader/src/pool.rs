@@ -97,23 +97,22 @@ impl<B: HostBuffer> BufferSet<B> {
     }
 }
 
+/// Which of a column's buffers a fill grows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Grown {
+    /// The buffer its stored rows land in ([`BufferPool::ensure`]).
+    Fill,
+    /// A transformed column's output buffer, the adapter's ([`BufferPool::ensure_output`]).
+    Output,
+}
+
 /// What filling a batch needs of its buffer set, whatever the adapter's buffer type: the
 /// fill code works through this object-safe view and is not generic over the buffers.
 pub(crate) trait FillTarget {
-    /// Makes the buffer column `col`'s stored rows land in hold at least `bytes`
-    /// ([`BufferPool::ensure`]).
+    /// Makes column `col`'s `which` buffer hold at least `bytes`.
     fn ensure(
         &mut self,
-        col: usize,
-        bytes: usize,
-        stopped: &AtomicBool,
-        may_overcommit: &dyn Fn() -> bool,
-    ) -> Result<()>;
-
-    /// Makes transformed column `col`'s output buffer hold at least `bytes`
-    /// ([`BufferPool::ensure_output`]).
-    fn ensure_output(
-        &mut self,
+        which: Grown,
         col: usize,
         bytes: usize,
         stopped: &AtomicBool,
@@ -142,22 +141,16 @@ pub(crate) struct Filling<'a, B> {
 impl<B: HostBuffer> FillTarget for Filling<'_, B> {
     fn ensure(
         &mut self,
+        which: Grown,
         col: usize,
         bytes: usize,
         stopped: &AtomicBool,
         may_overcommit: &dyn Fn() -> bool,
     ) -> Result<()> {
-        self.pool.ensure(self.set, col, bytes, stopped, may_overcommit)
-    }
-
-    fn ensure_output(
-        &mut self,
-        col: usize,
-        bytes: usize,
-        stopped: &AtomicBool,
-        may_overcommit: &dyn Fn() -> bool,
-    ) -> Result<()> {
-        self.pool.ensure_output(self.set, col, bytes, stopped, may_overcommit)
+        match which {
+            Grown::Fill => self.pool.ensure(self.set, col, bytes, stopped, may_overcommit),
+            Grown::Output => self.pool.ensure_output(self.set, col, bytes, stopped, may_overcommit),
+        }
     }
 
     fn fill_bytes(&mut self, c: usize) -> Option<&mut [u8]> {
