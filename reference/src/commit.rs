@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use crate::dataset::{At, Dataset, FragmentInfo, latest_version, load_manifest};
+use crate::dataset::{At, Dataset, FragmentInfo, latest_version_async, load_manifest};
 use crate::envelope::{self, ObjectKind};
 use crate::error::{Error, Result};
 use crate::limits::Limits;
@@ -28,7 +28,7 @@ use crate::paths;
 use crate::schema::Schema;
 use crate::segment_log::{merge_tiers, write_segments};
 use crate::stats;
-use crate::store::{Created, Store};
+use crate::store::{Created, Store, block_on};
 use crate::tree::{self, FragmentTree};
 use crate::writer::PendingFragment;
 
@@ -72,7 +72,12 @@ pub(crate) struct Rewrite {
 /// Runs the optimistic commit loop `[VER-05]`: build the next manifest on `base`, try to create
 /// it, and on losing the race rebase onto the newer version when the change commutes with what
 /// landed (appends always; deletes when the fragments they touch are unchanged).
-pub(crate) fn commit_change(base: &Dataset, change: &Change, message: &str, options: &WriteOptions) -> Result<Dataset> {
+pub(crate) async fn commit_change(
+    base: &Dataset,
+    change: &Change,
+    message: &str,
+    options: &WriteOptions,
+) -> Result<Dataset> {
     let store = base.store().clone();
     if !matches!(change, Change::Append(_)) {
         // Deletes and rewrites look up and re-aggregate fragments a partial handle lacks.
@@ -87,8 +92,8 @@ pub(crate) fn commit_change(base: &Dataset, change: &Change, message: &str, opti
                 format!("unknown writer-required flags {unknown:#x} [FLG-04]"),
             ));
         }
-        let (manifest, delta) = build(&store, &base, change, message, options)?;
-        match publish(&store, &manifest, &base.limits().tightest(&options.limits))? {
+        let (manifest, delta) = build(&store, &base, change, message, options).await?;
+        match publish(&store, &manifest, &base.limits().tightest(&options.limits)).await? {
             // The new version is the base plus the delta: no segment is read back, so a commit
             // costs O(change) requests whatever the size of the dataset [SEG-08].
             Published::Ours(crc) if base.is_partial() => {
@@ -110,12 +115,12 @@ pub(crate) fn commit_change(base: &Dataset, change: &Change, message: &str, opti
                 return Dataset::from_log_marked(store, manifest, crc, log, options.limits.clone());
             }
             Published::Theirs => {
-                let latest = latest_version(&store, base.branch())?;
+                let latest = latest_version_async(&store, base.branch()).await?;
                 let at = At::BranchVersion(base.branch().to_string(), latest);
                 let newer = if base.is_partial() {
-                    Dataset::open_lazy(&store, &at, base.limits().clone())?.0
+                    Dataset::open_lazy_async(&store, &at, base.limits().clone()).await?.0
                 } else {
-                    base.checkout(&at)?
+                    base.checkout_async(&at).await?
                 };
                 check_rebase(&base, &newer, change)?;
                 base = newer;
@@ -182,7 +187,7 @@ fn apply_delta(base: &Dataset, delta: Option<Segment>) -> Vec<(Arc<Fragment>, bo
 /// segment (and deletion vectors) and merging segments in geometric tiers. Returns the manifest
 /// and the segment of this change (before tier merging), to apply to `base` in memory.
 #[allow(clippy::too_many_lines)] // one pass over the change kinds; each arm is short
-fn build(
+async fn build(
     store: &Store,
     base: &Dataset,
     change: &Change,
@@ -231,7 +236,7 @@ fn build(
             for f in &r.add {
                 row_count += f.live_rows();
                 let deletion = match &f.deletion {
-                    Some(d) => Some(renumber_deletion(store, d, f, next_fragment_id, &limits)?),
+                    Some(d) => Some(renumber_deletion(store, d, f, next_fragment_id, &limits).await?),
                     None => None,
                 };
                 fragments.push(Fragment { id: next_fragment_id, deletion, ..f.clone() });
@@ -256,7 +261,7 @@ fn build(
                     .iter()
                     .find(|f| f.fragment.id == *id)
                     .ok_or_else(|| Error::usage(format!("fragment {id} is not in the base version")))?;
-                let mut all: Vec<u64> = base.deleted_rows(info)?.to_vec();
+                let mut all: Vec<u64> = base.deleted_rows_async(info).await?.to_vec();
                 all.extend_from_slice(rows);
                 all.sort_unstable();
                 all.dedup();
@@ -266,7 +271,8 @@ fn build(
                     removed.push(*id);
                     continue;
                 }
-                let dref = write_deletion_vector(store, &DeletionVector { fragment_id: *id, rows: all }, &limits)?;
+                let dv = DeletionVector { fragment_id: *id, rows: all };
+                let dref = write_deletion_vector(store, &dv, &limits).await?;
                 fragments.push(Fragment { deletion: Some(dref), ..(*info.fragment).clone() });
             }
         }
@@ -298,20 +304,21 @@ fn build(
                 IndexLayout::Log => tree::DEFAULT_NODE_BYTES,
             };
             let written = if bm.reader_flags & READER_FLAG_FRAGMENT_TREE != 0 {
-                let base_tree = FragmentTree::open(store, bm, limits.clone())?;
-                tree::apply(store, Some(&base_tree), &seg.removed, &seg.fragments, &final_schema, node_bytes, &limits)?
+                let base_tree = FragmentTree::open_async(store, bm, limits.clone()).await?;
+                let (removed, upserts) = (&seg.removed, &seg.fragments);
+                tree::apply_async(store, Some(&base_tree), removed, upserts, &final_schema, node_bytes, &limits).await?
             } else {
                 let all: Vec<Fragment> =
                     apply_delta(base, Some(seg.clone())).iter().map(|(f, _)| (**f).clone()).collect();
-                tree::apply(store, None, &[], &all, &final_schema, node_bytes, &limits)?
+                tree::apply_async(store, None, &[], &all, &final_schema, node_bytes, &limits).await?
             };
             segments = written.root.into_iter().collect();
             Some(seg)
         } else {
             let seg = Segment { fragments, removed };
-            let (written, last) = write_segments(store, &seg, limits.max_segment_body())?;
+            let (written, last) = write_segments(store, &seg, limits.max_segment_body()).await?;
             segments.extend(written);
-            merge_tiers(store, &mut segments, Some(last), &limits)?;
+            merge_tiers(store, &mut segments, Some(last), &limits).await?;
             Some(seg)
         };
     let tree_flag = if tree { READER_FLAG_FRAGMENT_TREE } else { 0 };
@@ -348,21 +355,21 @@ fn build(
 
 /// Copies a fragment's deletion vector under a new fragment id (a deletion vector names its
 /// fragment `[DEL-04]`), for fragments that a merge brings over with a new id.
-fn renumber_deletion(
+async fn renumber_deletion(
     store: &Store,
     d: &DeletionRef,
     f: &Fragment,
     new_id: u64,
     limits: &Limits,
 ) -> Result<DeletionRef> {
-    let mut dv = crate::dataset::read_deletion_vector(store, d, f, limits)?;
+    let mut dv = crate::dataset::read_deletion_vector_async(store, d, f, limits).await?;
     dv.fragment_id = new_id;
-    write_deletion_vector(store, &dv, limits)
+    write_deletion_vector(store, &dv, limits).await
 }
 
 /// Writes a deletion vector (content-addressed, so a re-upload is harmless) and returns its
 /// reference `[DEL-03]`. Its body limit is the segment body limit `[DEL-01]`.
-fn write_deletion_vector(store: &Store, dv: &DeletionVector, limits: &Limits) -> Result<DeletionRef> {
+async fn write_deletion_vector(store: &Store, dv: &DeletionVector, limits: &Limits) -> Result<DeletionRef> {
     let what = format!("deletion vector of fragment {}", dv.fragment_id);
     let bytes = envelope::seal_within(ObjectKind::Deletion, dv, limits.max_segment_body(), &what)?;
     let key = paths::content_key(paths::DELETIONS_DIR, "tsx", &bytes);
@@ -372,7 +379,7 @@ fn write_deletion_vector(store: &Store, dv: &DeletionVector, limits: &Limits) ->
         crc32: envelope::stored_crc(&bytes),
         deleted_count: dv.rows.len() as u64,
     };
-    store.put_if_absent(&key, Bytes::from(bytes))?;
+    store.put_if_absent_async(&key, Bytes::from(bytes)).await?;
     Ok(out)
 }
 
@@ -394,6 +401,14 @@ impl Dataset {
     /// `usage` for an index out of range; `conflict` if a concurrent commit changed the same
     /// fragments; storage errors.
     pub fn delete_rows(&self, rows: &[u64], message: &str, options: &WriteOptions) -> Result<Dataset> {
+        block_on(self.delete_rows_async(rows, message, options))
+    }
+
+    /// As [`Dataset::delete_rows`] (async).
+    ///
+    /// # Errors
+    /// As [`Dataset::delete_rows`].
+    pub async fn delete_rows_async(&self, rows: &[u64], message: &str, options: &WriteOptions) -> Result<Dataset> {
         self.require_whole("deleting rows")?;
         let mut per: BTreeMap<u64, Vec<u64>> = BTreeMap::new();
         let mut sorted = rows.to_vec();
@@ -405,10 +420,10 @@ impl Dataset {
             }
             let i = self.fragments().partition_point(|f| f.rows().end <= r);
             let info = &self.fragments()[i];
-            let p = self.physical_rows(info, r - info.first_row..r - info.first_row + 1)?;
+            let p = self.physical_rows_async(info, r - info.first_row..r - info.first_row + 1).await?;
             per.entry(info.fragment.id).or_default().extend(p);
         }
-        commit_change(self, &Change::Delete(per), message, options)
+        commit_change(self, &Change::Delete(per), message, options).await
     }
 
     /// Commits, on top of the latest version of this version's branch, a version equal to this
@@ -417,9 +432,17 @@ impl Dataset {
     /// # Errors
     /// `conflict` if another commit takes the version first; storage errors.
     pub fn restore(&self, message: &str, options: &WriteOptions) -> Result<Dataset> {
+        block_on(self.restore_async(message, options))
+    }
+
+    /// As [`Dataset::restore`] (async).
+    ///
+    /// # Errors
+    /// As [`Dataset::restore`].
+    pub async fn restore_async(&self, message: &str, options: &WriteOptions) -> Result<Dataset> {
         let store = self.store().clone();
-        let latest = latest_version(&store, self.branch())?;
-        let (head, _) = load_manifest(&store, self.branch(), latest, self.limits())?;
+        let latest = latest_version_async(&store, self.branch()).await?;
+        let (head, _) = load_manifest(&store, self.branch(), latest, self.limits()).await?;
         check_writer_flags(&head)?;
         check_writer_flags(self.manifest())?;
         let m = Manifest {
@@ -434,8 +457,8 @@ impl Dataset {
             next_fragment_id: head.next_fragment_id.max(self.manifest().next_fragment_id),
             ..self.manifest().clone()
         };
-        match publish(&store, &m, &self.limits().tightest(&options.limits))? {
-            Published::Ours(crc) => Dataset::from_manifest(store, m, crc, options.limits.clone()),
+        match publish(&store, &m, &self.limits().tightest(&options.limits)).await? {
+            Published::Ours(crc) => Dataset::from_manifest(store, m, crc, options.limits.clone()).await,
             Published::Theirs => Err(Error::Conflict { what: format!("{}@{} was taken", m.branch, m.version) }),
         }
     }
@@ -467,16 +490,16 @@ pub(crate) enum Published {
 /// object back and compares writer ids, so a retried request that had landed counts as ours
 /// `[VER-07]`. A manifest whose body is over `limits`' manifest body limit (a `segments` list
 /// too long, say) is refused before anything is written `[LIM-15]`.
-pub(crate) fn publish(store: &Store, manifest: &Manifest, limits: &Limits) -> Result<Published> {
+pub(crate) async fn publish(store: &Store, manifest: &Manifest, limits: &Limits) -> Result<Published> {
     let key = paths::manifest_key(&manifest.branch, manifest.version);
     let bytes = envelope::seal_within(ObjectKind::Manifest, manifest, limits.max_manifest_body(), &key)?;
     let crc = envelope::stored_crc(&bytes);
     let max_manifest = envelope::max_object_len(crate::limits::hard::MAX_MANIFEST_BODY);
-    let created = match store.put_if_absent(&key, Bytes::from(bytes)) {
+    let created = match store.put_if_absent_async(&key, Bytes::from(bytes)).await {
         Ok(c) => c,
         // The request may have landed even though its response was lost: look before failing,
         // so a caller never sees an error for a commit that happened [VER-07].
-        Err(e @ Error::Io { .. }) => match store.get_bounded(&key, max_manifest) {
+        Err(e @ Error::Io { .. }) => match store.get_bounded_async(&key, max_manifest).await {
             Ok(_) => Created::Existed,
             Err(_) => return Err(e),
         },
@@ -485,7 +508,7 @@ pub(crate) fn publish(store: &Store, manifest: &Manifest, limits: &Limits) -> Re
     match created {
         Created::New => Ok(Published::Ours(crc)),
         Created::Existed => {
-            let other = store.get_bounded(&key, max_manifest)?;
+            let other = store.get_bounded_async(&key, max_manifest).await?;
             let theirs: Manifest =
                 envelope::open(ObjectKind::Manifest, &other, crate::limits::hard::MAX_MANIFEST_BODY, &key)?;
             if theirs.writer_id == manifest.writer_id && envelope::stored_crc(&other) == crc {

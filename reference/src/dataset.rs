@@ -115,12 +115,17 @@ impl Dataset {
     /// # Errors
     /// As [`Dataset::open`]; `not_found` if the version, branch or tag does not exist.
     pub fn open_at(store: &Store, at: &At, limits: Limits) -> Result<Self> {
-        if let At::Tag(name) = at {
-            return Self::open_tag(store, name, limits);
-        }
-        let (branch, version) = resolve(store, at, &limits)?;
-        let (manifest, crc) = load_manifest(store, &branch, version, &limits)?;
-        Self::from_manifest(store.clone(), manifest, crc, limits)
+        block_on(Self::open_at_async(store, at, limits))
+    }
+
+    /// Opens a chosen version (async): every read of [`Dataset::open_at`] is awaited, so the
+    /// future runs as a task on the caller's runtime.
+    ///
+    /// # Errors
+    /// As [`Dataset::open_at`].
+    pub async fn open_at_async(store: &Store, at: &At, limits: Limits) -> Result<Self> {
+        let (manifest, crc) = load_manifest_at(store, at, &limits).await?;
+        Self::from_manifest(store.clone(), manifest, crc, limits).await
     }
 
     /// Opens a version for a reader that finds its rows' fragments itself, so that what it
@@ -133,11 +138,19 @@ impl Dataset {
     /// # Errors
     /// As [`Dataset::open_at`], less the checks of the nodes a tree's reader never reads.
     pub fn open_lazy(store: &Store, at: &At, limits: Limits) -> Result<(Self, Option<FragmentTree>)> {
-        let (manifest, crc) = load_manifest_at(store, at, &limits)?;
+        block_on(Self::open_lazy_async(store, at, limits))
+    }
+
+    /// As [`Dataset::open_lazy`] (async).
+    ///
+    /// # Errors
+    /// As [`Dataset::open_lazy`].
+    pub async fn open_lazy_async(store: &Store, at: &At, limits: Limits) -> Result<(Self, Option<FragmentTree>)> {
+        let (manifest, crc) = load_manifest_at(store, at, &limits).await?;
         if manifest.reader_flags & READER_FLAG_FRAGMENT_TREE == 0 {
-            return Ok((Self::from_manifest(store.clone(), manifest, crc, limits)?, None));
+            return Ok((Self::from_manifest(store.clone(), manifest, crc, limits).await?, None));
         }
-        let tree = FragmentTree::open(store, &manifest, limits.clone())?;
+        let tree = FragmentTree::open_async(store, &manifest, limits.clone()).await?;
         let ds = Self::from_located(store.clone(), manifest, crc, Vec::new(), limits)?;
         Ok((ds, Some(tree)))
     }
@@ -160,21 +173,37 @@ impl Dataset {
         Self::open_at(&self.store, at, self.limits.clone())
     }
 
-    pub(crate) fn from_manifest(store: Store, manifest: Manifest, manifest_crc32: u32, limits: Limits) -> Result<Self> {
+    /// Opens another version of the same dataset (async).
+    ///
+    /// # Errors
+    /// As [`Dataset::open_at`].
+    pub async fn checkout_async(&self, at: &At) -> Result<Self> {
+        Self::open_at_async(&self.store, at, self.limits.clone()).await
+    }
+
+    /// A whole version from its manifest: every segment, or every node of its tree, read and
+    /// checked.
+    pub(crate) async fn from_manifest(
+        store: Store,
+        manifest: Manifest,
+        manifest_crc32: u32,
+        limits: Limits,
+    ) -> Result<Self> {
         if manifest.reader_flags & READER_FLAG_FRAGMENT_TREE != 0 {
             // Every node is read and checked; each fragment's columns once it is placed [VAL-07].
-            let tree = FragmentTree::open(&store, &manifest, limits.clone())?;
+            let tree = FragmentTree::open_async(&store, &manifest, limits.clone()).await?;
             let mut fragments = Vec::with_capacity(usize::try_from(tree.fragment_count()).unwrap_or(0).min(1 << 20));
-            tree.for_each(|info| {
+            tree.for_each_async(|info| {
                 fragments.push(info.fragment);
                 Ok(())
-            })?;
+            })
+            .await?;
             return Self::from_log(store, manifest, manifest_crc32, fragments, limits);
         }
         let mut log: BTreeMap<u64, Arc<Fragment>> = BTreeMap::new();
         for sref in &manifest.segments {
             let max = envelope::max_object_len(limits.max_segment_body());
-            let bytes = store.get_bounded(&sref.path, max).map_err(|e| referenced(e, &sref.path))?;
+            let bytes = store.get_bounded_async(&sref.path, max).await.map_err(|e| referenced(e, &sref.path))?;
             if bytes.len() as u64 != sref.size || envelope::stored_crc(&bytes) != sref.crc32 {
                 return Err(Error::invalid(
                     &sref.path,
@@ -628,19 +657,9 @@ fn physical_of(info: &FragmentInfo, deleted: &[u64], live: Range<u64>) -> Vec<u6
     out
 }
 
-/// Reads a fragment's deletion vector and checks it ([`read_deletion_vector_async`]).
-pub(crate) fn read_deletion_vector(
-    store: &Store,
-    dref: &DeletionRef,
-    fragment: &Fragment,
-    limits: &Limits,
-) -> Result<DeletionVector> {
-    block_on(read_deletion_vector_async(store, dref, fragment, limits))
-}
-
 /// Reads a fragment's deletion vector and checks it against its reference and the fragment
 /// `[DEL-03]` `[DEL-04]`: the one implementation every path that reads one calls.
-async fn read_deletion_vector_async(
+pub(crate) async fn read_deletion_vector_async(
     store: &Store,
     dref: &DeletionRef,
     fragment: &Fragment,
@@ -784,43 +803,43 @@ pub(crate) fn open_file(
 /// The manifest of version `at` (a tag's exactly, checked against the tag record) and its CRC,
 /// with every check of VAL-05 and VAL-06 (what [`Dataset::open_lazy`] and
 /// [`FragmentTree::open_at`] start from).
-pub(crate) fn load_manifest_at(store: &Store, at: &At, limits: &Limits) -> Result<(Manifest, u32)> {
+pub(crate) async fn load_manifest_at(store: &Store, at: &At, limits: &Limits) -> Result<(Manifest, u32)> {
     if let At::Tag(name) = at {
-        return crate::refs::load_tagged_manifest(store, name, limits);
+        return crate::refs::load_tagged_manifest(store, name, limits).await;
     }
-    let (branch, version) = resolve(store, at, limits)?;
-    load_manifest(store, &branch, version, limits)
+    let (branch, version) = resolve(store, at, limits).await?;
+    load_manifest(store, &branch, version, limits).await
 }
 
 /// Finds (branch, version) for a request: one LIST for "latest" `[VER-02]`; a tag is read and
 /// checked `[REF-02]`.
-pub(crate) fn resolve(store: &Store, at: &At, limits: &Limits) -> Result<(String, u64)> {
+pub(crate) async fn resolve(store: &Store, at: &At, limits: &Limits) -> Result<(String, u64)> {
     if let At::Version(0) | At::BranchVersion(_, 0) = at {
         return Err(Error::usage("version 0 does not exist: versions start at 1 [VER-03] [LAY-08]"));
     }
     match at {
-        At::Latest => Ok((MAIN.to_string(), latest_version(store, MAIN)?)),
+        At::Latest => Ok((MAIN.to_string(), latest_version_async(store, MAIN).await?)),
         At::Version(v) => Ok((MAIN.to_string(), *v)),
         At::Branch(b) => {
             paths::validate_ref_name(b)?;
-            Ok((b.clone(), latest_version(store, b)?))
+            Ok((b.clone(), latest_version_async(store, b).await?))
         }
         At::BranchVersion(b, v) => {
             paths::validate_ref_name(b)?;
             Ok((b.clone(), *v))
         }
         At::Tag(t) => {
-            let tag = read_tag(store, t, limits)?;
+            let tag = read_tag(store, t, limits).await?;
             Ok((tag.target.branch, tag.target.version))
         }
     }
 }
 
 /// Reads and validates a tag record.
-pub(crate) fn read_tag(store: &Store, name: &str, limits: &Limits) -> Result<Tag> {
+pub(crate) async fn read_tag(store: &Store, name: &str, limits: &Limits) -> Result<Tag> {
     paths::validate_ref_name(name)?;
     let key = paths::tag_key(name);
-    let bytes = store.get_bounded(&key, envelope::max_object_len(limits.max_tag_body()))?;
+    let bytes = store.get_bounded_async(&key, envelope::max_object_len(limits.max_tag_body())).await?;
     let tag: Tag = envelope::open(ObjectKind::Tag, &bytes, limits.max_tag_body(), &key)?;
     if tag.name != name {
         return Err(Error::invalid(&key, format!("tag record names {:?} [REF-01]", tag.name)));
@@ -834,9 +853,18 @@ pub(crate) fn read_tag(store: &Store, name: &str, limits: &Limits) -> Result<Tag
 /// # Errors
 /// `not_found` if the branch has no manifests.
 pub fn latest_version(store: &Store, branch: &str) -> Result<u64> {
+    block_on(latest_version_async(store, branch))
+}
+
+/// The newest version of a branch by one LIST (async).
+///
+/// # Errors
+/// As [`latest_version`].
+pub async fn latest_version_async(store: &Store, branch: &str) -> Result<u64> {
     let dir = format!("{}/{branch}", paths::BRANCHES_DIR);
     store
-        .list(&dir)?
+        .list_async(&dir)
+        .await?
         .iter()
         .filter_map(|(n, _)| paths::parse_manifest_name(n))
         .max()
@@ -845,14 +873,19 @@ pub fn latest_version(store: &Store, branch: &str) -> Result<u64> {
 
 /// Reads, checks and decodes a manifest, following a branch's base for versions from before
 /// the branch existed `[VER-03]`. Returns the manifest and the CRC of its object.
-pub(crate) fn load_manifest(store: &Store, branch: &str, version: u64, limits: &Limits) -> Result<(Manifest, u32)> {
+pub(crate) async fn load_manifest(
+    store: &Store,
+    branch: &str,
+    version: u64,
+    limits: &Limits,
+) -> Result<(Manifest, u32)> {
     let mut branch = branch.to_string();
     let mut visited: Vec<String> = Vec::new();
     loop {
-        match load_manifest_exact(store, &branch, version, limits) {
+        match load_manifest_exact(store, &branch, version, limits).await {
             Err(Error::NotFound { .. }) => {
                 visited.push(branch.clone());
-                match branch_base(store, &branch, limits)? {
+                match branch_base(store, &branch, limits).await? {
                     Some(base) if visited.contains(&base.branch) => {
                         return Err(Error::invalid(&base.branch, "branch bases form a cycle [VER-03]"));
                     }
@@ -870,14 +903,14 @@ pub(crate) fn load_manifest(store: &Store, branch: &str, version: u64, limits: &
 }
 
 /// Reads, checks and decodes the manifest stored under exactly `branch`/`version`.
-pub(crate) fn load_manifest_exact(
+pub(crate) async fn load_manifest_exact(
     store: &Store,
     branch: &str,
     version: u64,
     limits: &Limits,
 ) -> Result<(Manifest, u32)> {
     let key = paths::manifest_key(branch, version);
-    let bytes = store.get_bounded(&key, envelope::max_object_len(limits.max_manifest_body()))?;
+    let bytes = store.get_bounded_async(&key, envelope::max_object_len(limits.max_manifest_body())).await?;
     let m = decode_manifest(&bytes, branch, version, limits)?;
     Ok((m, envelope::stored_crc(&bytes)))
 }
@@ -905,14 +938,15 @@ fn check_reader_flags(body: &[u8], what: &str) -> Result<()> {
 }
 
 /// The base of a branch: the `base` of its earliest manifest.
-fn branch_base(store: &Store, branch: &str, limits: &Limits) -> Result<Option<VersionRef>> {
+async fn branch_base(store: &Store, branch: &str, limits: &Limits) -> Result<Option<VersionRef>> {
     let dir = format!("{}/{branch}", paths::BRANCHES_DIR);
-    let Some(first) = store.list(&dir)?.iter().filter_map(|(n, _)| paths::parse_manifest_name(n)).min() else {
+    let Some(first) = store.list_async(&dir).await?.iter().filter_map(|(n, _)| paths::parse_manifest_name(n)).min()
+    else {
         return Ok(None);
     };
     // The LIST returned this key, so an absent object means the store changed under the reader
     // (manifests are never deleted): `io`, not `not_found` `[VER-03]`.
-    let (m, _) = load_manifest_exact(store, branch, first, limits).map_err(|e| match e {
+    let (m, _) = load_manifest_exact(store, branch, first, limits).await.map_err(|e| match e {
         Error::NotFound { what } => Error::Io {
             path: paths::manifest_key(branch, first),
             source: object_store::Error::NotFound { path: what, source: "listed, then absent".into() },

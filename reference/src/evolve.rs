@@ -19,6 +19,7 @@ use crate::error::{Error, Result};
 use crate::manifest::{ColumnStats, Fragment};
 use crate::schema::{Column, Dim, Schema, validate_name};
 use crate::stats;
+use crate::store::block_on;
 
 impl Dataset {
     /// Reads every physical row (deleted ones included) of a fragment for `cols`.
@@ -104,7 +105,7 @@ impl Dataset {
             exclusive: true,
             ..Rewrite::default()
         };
-        commit_change(self, &Change::Rewrite(rewrite), message, options)
+        block_on(commit_change(self, &Change::Rewrite(rewrite), message, options))
     }
 
     /// Drops a column from the schema `[EVO-02]`. No data is rewritten; the column's bytes stay
@@ -120,7 +121,7 @@ impl Dataset {
             return Err(Error::usage(format!("no column named {name:?}")));
         }
         let rewrite = Rewrite { schema: Some(schema), ..Rewrite::default() };
-        commit_change(self, &Change::Rewrite(rewrite), message, options)
+        block_on(commit_change(self, &Change::Rewrite(rewrite), message, options))
     }
 
     /// Renames a column `[EVO-03]`; its id, and so its data, stay.
@@ -140,7 +141,7 @@ impl Dataset {
             .ok_or_else(|| Error::usage(format!("no column named {from:?}")))?;
         c.name = to.to_string();
         let rewrite = Rewrite { schema: Some(schema), ..Rewrite::default() };
-        commit_change(self, &Change::Rewrite(rewrite), message, options)
+        block_on(commit_change(self, &Change::Rewrite(rewrite), message, options))
     }
 
     /// Sets the values of some columns for some rows `[EVO-04]`. `rows` are global row indices of
@@ -213,7 +214,7 @@ impl Dataset {
             replace.push(f);
         }
         let rewrite = Rewrite { replace, ..Rewrite::default() };
-        commit_change(self, &Change::Rewrite(rewrite), message, options)
+        block_on(commit_change(self, &Change::Rewrite(rewrite), message, options))
     }
 
     /// Compacts small fragments and fragments with deletions into fragments of up to
@@ -272,7 +273,7 @@ impl Dataset {
             remove.extend(g[1..].iter().map(|f| f.fragment.id));
         }
         let rewrite = Rewrite { replace, remove, ..Rewrite::default() };
-        commit_change(self, &Change::Rewrite(rewrite), message, options)
+        block_on(commit_change(self, &Change::Rewrite(rewrite), message, options))
     }
 }
 

@@ -20,6 +20,7 @@ use crate::error::{Error, Result};
 use crate::manifest::{ColumnStats, DataFileRef, Fragment, Scalar};
 use crate::paths;
 use crate::schema::Schema;
+use crate::store::block_on;
 use crate::writer::PendingFragment;
 
 /// The `format` value of a record's JSON form `[FRG-01]`.
@@ -138,7 +139,7 @@ impl Dataset {
                 ..Rewrite::default()
             }),
         };
-        commit_change(self, &change, message, options)
+        block_on(commit_change(self, &change, message, options))
     }
 
     /// Validates one record against this version `[FRG-03]`, in the order the spec lists.

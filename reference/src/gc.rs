@@ -14,7 +14,7 @@ use crate::error::Result;
 use crate::limits::Limits;
 use crate::manifest::{READER_FLAG_FRAGMENT_TREE, Segment};
 use crate::paths;
-use crate::store::Store;
+use crate::store::{Store, block_on};
 use crate::tree::FragmentTree;
 
 /// What a collection found and did.
@@ -43,7 +43,7 @@ pub fn collect_garbage(store: &Store, retention: Duration, dry_run: bool) -> Res
         let dir = format!("{}/{branch}", paths::BRANCHES_DIR);
         for (name, _) in store.list(&dir)? {
             let Some(version) = paths::parse_manifest_name(&name) else { continue };
-            let (m, _) = load_manifest(store, &branch, version, &limits)?;
+            let (m, _) = block_on(load_manifest(store, &branch, version, &limits))?;
             if m.reader_flags & READER_FLAG_FRAGMENT_TREE != 0 {
                 // Nodes are shared between versions: a subtree already walked is not read again.
                 let tree = FragmentTree::open(store, &m, limits.clone())?;

@@ -12,6 +12,7 @@ use crate::dataset::{At, Dataset, latest_version};
 use crate::error::{Error, Result};
 use crate::manifest::{Fragment, Manifest, VersionRef};
 use crate::paths;
+use crate::store::block_on;
 
 /// What a merge did.
 #[derive(Clone, Debug)]
@@ -39,7 +40,8 @@ impl Dataset {
             order.push(m.version_ref());
             for r in [&m.base, &m.merged, &m.parent].into_iter().flatten() {
                 if !seen.contains(r) {
-                    let (pm, _) = crate::dataset::load_manifest(self.store(), &r.branch, r.version, self.limits())?;
+                    let (pm, _) =
+                        block_on(crate::dataset::load_manifest(self.store(), &r.branch, r.version, self.limits()))?;
                     // A branch's first manifest is a copy of its base: follow it as the same content.
                     queue.push_back(Manifest { branch: r.branch.clone(), version: r.version, ..pm });
                 }
@@ -74,7 +76,7 @@ impl Dataset {
         let base = self.checkout(&At::BranchVersion(base_ref.branch.clone(), base_ref.version))?;
         crate::commit::check_writer_flags(self.manifest())?;
         let rewrite = three_way(&base, self, &head)?;
-        let dataset = commit_change(&head, &Change::Rewrite(rewrite), message, options)?;
+        let dataset = block_on(commit_change(&head, &Change::Rewrite(rewrite), message, options))?;
         Ok(MergeOutcome { dataset, fast_forward: false })
     }
 }
@@ -93,12 +95,16 @@ fn fast_forward(source: &Dataset, head: &Dataset, message: &str, options: &Write
         writer_id: options.writer_id(),
         ..source.manifest().clone()
     };
-    match publish(source.store(), &m, &head.limits().tightest(&options.limits))? {
-        Published::Ours(crc) => Dataset::from_manifest(source.store().clone(), m, crc, options.limits.clone()),
-        Published::Theirs => {
-            Err(Error::Conflict { what: format!("{}@{} was taken during the merge", m.branch, m.version) })
+    block_on(async {
+        match publish(source.store(), &m, &head.limits().tightest(&options.limits)).await? {
+            Published::Ours(crc) => {
+                Dataset::from_manifest(source.store().clone(), m, crc, options.limits.clone()).await
+            }
+            Published::Theirs => {
+                Err(Error::Conflict { what: format!("{}@{} was taken during the merge", m.branch, m.version) })
+            }
         }
-    }
+    })
 }
 
 type Fragments<'a> = BTreeMap<u64, &'a Fragment>;

@@ -10,7 +10,7 @@ use crate::error::{Error, Result};
 use crate::limits::Limits;
 use crate::manifest::{Manifest, VersionRef};
 use crate::paths;
-use crate::store::{Created, Store};
+use crate::store::{Created, Store, block_on};
 use crate::writer::WriteOptions;
 
 impl Dataset {
@@ -20,9 +20,17 @@ impl Dataset {
     /// # Errors
     /// `usage` for a bad name; `conflict` if the branch exists.
     pub fn create_branch(&self, name: &str, options: &WriteOptions) -> Result<Dataset> {
+        block_on(self.create_branch_async(name, options))
+    }
+
+    /// Creates a branch at this version (async).
+    ///
+    /// # Errors
+    /// As [`Dataset::create_branch`].
+    pub async fn create_branch_async(&self, name: &str, options: &WriteOptions) -> Result<Dataset> {
         paths::validate_ref_name(name)?;
         check_writer_flags(self.manifest())?;
-        let existing = self.store().list(&format!("{}/{name}", paths::BRANCHES_DIR))?;
+        let existing = self.store().list_async(&format!("{}/{name}", paths::BRANCHES_DIR)).await?;
         if existing.iter().any(|(n, _)| paths::parse_manifest_name(n).is_some()) {
             return Err(Error::Conflict { what: format!("branch {name:?} exists") });
         }
@@ -32,8 +40,8 @@ impl Dataset {
         m.writer_id = options.writer_id();
         m.timestamp_ms = options.timestamp();
         m.message = format!("branch {name} from {}@{}", self.branch(), self.version());
-        match publish(self.store(), &m, self.limits())? {
-            Published::Ours(crc) => Dataset::from_manifest(self.store().clone(), m, crc, self.limits().clone()),
+        match publish(self.store(), &m, self.limits()).await? {
+            Published::Ours(crc) => Dataset::from_manifest(self.store().clone(), m, crc, self.limits().clone()).await,
             Published::Theirs => Err(Error::Conflict { what: format!("branch {name:?} exists") }),
         }
     }
@@ -43,6 +51,14 @@ impl Dataset {
     /// # Errors
     /// `usage` for a bad name; `conflict` if the tag exists.
     pub fn create_tag(&self, name: &str, message: &str, options: &WriteOptions) -> Result<()> {
+        block_on(self.create_tag_async(name, message, options))
+    }
+
+    /// Tags this version (async).
+    ///
+    /// # Errors
+    /// As [`Dataset::create_tag`].
+    pub async fn create_tag_async(&self, name: &str, message: &str, options: &WriteOptions) -> Result<()> {
         paths::validate_ref_name(name)?;
         let tag = crate::manifest::Tag {
             name: name.to_string(),
@@ -54,11 +70,14 @@ impl Dataset {
         let key = paths::tag_key(name);
         let max_body = self.limits().tightest(&options.limits).max_tag_body();
         let bytes = Bytes::from(envelope::seal_within(ObjectKind::Tag, &tag, max_body, &key)?);
-        match self.store().put_if_absent(&key, bytes.clone())? {
+        match self.store().put_if_absent_async(&key, bytes.clone()).await? {
             Created::New => Ok(()),
             // Our own earlier attempt may have landed before a retry: identical bytes are ours.
             Created::Existed
-                if self.store().get_bounded(&key, envelope::max_object_len(crate::limits::hard::MAX_TAG_BODY))?
+                if self
+                    .store()
+                    .get_bounded_async(&key, envelope::max_object_len(crate::limits::hard::MAX_TAG_BODY))
+                    .await?
                     == bytes =>
             {
                 Ok(())
@@ -98,6 +117,14 @@ impl Dataset {
     /// # Errors
     /// Any error reading a manifest.
     pub fn log(&self) -> Result<Vec<Manifest>> {
+        block_on(self.log_async())
+    }
+
+    /// The manifests of this version's history, newest first (async).
+    ///
+    /// # Errors
+    /// As [`Dataset::log`].
+    pub async fn log_async(&self) -> Result<Vec<Manifest>> {
         let mut out = vec![self.manifest().clone()];
         let mut seen = std::collections::HashSet::from([self.manifest().version_ref()]);
         while let Some(p) = out.last().and_then(|m| m.parent.clone()) {
@@ -108,7 +135,7 @@ impl Dataset {
                     "parent links form a cycle [MAN-02]",
                 ));
             }
-            let (m, _) = load_manifest(self.store(), &p.branch, p.version, self.limits())?;
+            let (m, _) = load_manifest(self.store(), &p.branch, p.version, self.limits()).await?;
             out.push(m);
         }
         Ok(out)
@@ -119,27 +146,26 @@ impl Dataset {
     /// # Errors
     /// `not_found` for an unknown tag, `invalid` if the manifest differs from the tagged one.
     pub fn open_tag(store: &Store, name: &str, limits: Limits) -> Result<Dataset> {
-        let (m, crc) = load_tagged_manifest(store, name, &limits)?;
-        Dataset::from_manifest(store.clone(), m, crc, limits)
+        Dataset::open_at(store, &crate::At::Tag(name.to_string()), limits)
     }
 }
 
 /// Reads the tag record `name` and the manifest it names, checked as REF-02 requires; returns
 /// the manifest and the CRC of its object.
-pub(crate) fn load_tagged_manifest(store: &Store, name: &str, limits: &Limits) -> Result<(Manifest, u32)> {
-    let tag = crate::dataset::read_tag(store, name, limits)?;
+pub(crate) async fn load_tagged_manifest(store: &Store, name: &str, limits: &Limits) -> Result<(Manifest, u32)> {
+    let tag = crate::dataset::read_tag(store, name, limits).await?;
     let key = paths::tag_key(name);
     if tag.target.version == 0 {
         return Err(Error::invalid(&key, "tag targets version 0 [REF-02]"));
     }
     // A tag names a stored manifest exactly (no base resolution); a missing one means the
     // dataset is damaged, not that the caller asked for something absent.
-    let (m, crc) = crate::dataset::load_manifest_exact(store, &tag.target.branch, tag.target.version, limits).map_err(
-        |e| match e {
+    let (m, crc) = crate::dataset::load_manifest_exact(store, &tag.target.branch, tag.target.version, limits)
+        .await
+        .map_err(|e| match e {
             Error::NotFound { .. } => Error::invalid(&key, "tagged version does not exist [REF-02]"),
             other => other,
-        },
-    )?;
+        })?;
     if crc != tag.manifest_crc32 {
         return Err(Error::invalid(&key, "tagged manifest's CRC differs from the tag record [REF-02]"));
     }

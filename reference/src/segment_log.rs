@@ -20,7 +20,7 @@ const SEGMENT_FIXED: u64 = 16;
 const REMOVED_ID: u64 = 8;
 
 /// Stores a sealed segment object under its content key and returns its reference.
-fn put_segment(store: &Store, seg: &Segment, bytes: Vec<u8>) -> Result<SegmentRef> {
+async fn put_segment(store: &Store, seg: &Segment, bytes: Vec<u8>) -> Result<SegmentRef> {
     let key = paths::content_key(paths::INDEX_DIR, "tsi", &bytes);
     let sref = SegmentRef {
         path: key.clone(),
@@ -29,8 +29,14 @@ fn put_segment(store: &Store, seg: &Segment, bytes: Vec<u8>) -> Result<SegmentRe
         fragment_count: seg.fragments.len() as u64,
         row_count: seg.fragments.iter().map(|f| f.row_count).sum(),
     };
-    store.put_if_absent(&key, Bytes::from(bytes))?;
+    store.put_if_absent_async(&key, Bytes::from(bytes)).await?;
     Ok(sref)
+}
+
+/// Reads and decodes one segment of the log.
+async fn read_segment(store: &Store, r: &SegmentRef, max_body: u64) -> Result<Segment> {
+    let bytes = store.get_bounded_async(&r.path, envelope::max_object_len(max_body)).await?;
+    envelope::open(ObjectKind::Segment, &bytes, max_body, &r.path)
 }
 
 /// Writes a commit's changes as one segment, or as several when one would have a body over
@@ -44,10 +50,10 @@ fn put_segment(store: &Store, seg: &Segment, bytes: Vec<u8>) -> Result<SegmentRe
 /// # Errors
 /// `limit` when one fragment record (or one removed id) does not fit in a segment body of
 /// `max_body` on its own `[LIM-15]`; storage errors.
-pub(crate) fn write_segments(store: &Store, seg: &Segment, max_body: u64) -> Result<(Vec<SegmentRef>, Segment)> {
+pub(crate) async fn write_segments(store: &Store, seg: &Segment, max_body: u64) -> Result<(Vec<SegmentRef>, Segment)> {
     let body = envelope::encode_body(seg)?;
     if body.len() as u64 <= max_body {
-        let sref = put_segment(store, seg, envelope::frame(ObjectKind::Segment, &body))?;
+        let sref = put_segment(store, seg, envelope::frame(ObjectKind::Segment, &body)).await?;
         return Ok((vec![sref], seg.clone()));
     }
     let mut parts = vec![Segment { fragments: Vec::new(), removed: Vec::new() }];
@@ -75,7 +81,10 @@ pub(crate) fn write_segments(store: &Store, seg: &Segment, max_body: u64) -> Res
         .iter()
         .map(|p| envelope::seal_within(ObjectKind::Segment, p, max_body, "new index segment"))
         .collect::<Result<Vec<_>>>()?;
-    let refs = parts.iter().zip(sealed).map(|(p, bytes)| put_segment(store, p, bytes)).collect::<Result<Vec<_>>>()?;
+    let mut refs = Vec::with_capacity(parts.len());
+    for (p, bytes) in parts.iter().zip(sealed) {
+        refs.push(put_segment(store, p, bytes).await?);
+    }
     let last = parts.pop().ok_or_else(|| Error::usage("no segment written"))?;
     Ok((refs, last))
 }
@@ -111,7 +120,7 @@ fn merge_two(a: Segment, b: Segment) -> Segment {
 ///
 /// # Errors
 /// `limit` for a listed segment over the limit; storage and envelope errors.
-pub(crate) fn merge_tiers(
+pub(crate) async fn merge_tiers(
     store: &Store,
     segments: &mut Vec<SegmentRef>,
     mut newest: Option<Segment>,
@@ -119,24 +128,20 @@ pub(crate) fn merge_tiers(
 ) -> Result<()> {
     let max_body = limits.max_segment_body();
     let weight = |s: &SegmentRef| s.fragment_count.max(1);
-    let read = |r: &SegmentRef| -> Result<Segment> {
-        let bytes = store.get_bounded(&r.path, envelope::max_object_len(max_body))?;
-        envelope::open(ObjectKind::Segment, &bytes, max_body, &r.path)
-    };
     while let [.., older, newer] = segments.as_slice()
         && weight(newer) * 2 >= weight(older)
     {
         let b = match newest.take() {
             Some(seg) => seg,
-            None => read(newer)?,
+            None => read_segment(store, newer, max_body).await?,
         };
-        let merged = merge_two(read(older)?, b);
+        let merged = merge_two(read_segment(store, older, max_body).await?, b);
         let body = envelope::encode_body(&merged)?;
         if body.len() as u64 > max_body {
             // Leave the two segments as they are [SEG-10]; merging stops at the first such pair.
             break;
         }
-        let sref = put_segment(store, &merged, envelope::frame(ObjectKind::Segment, &body))?;
+        let sref = put_segment(store, &merged, envelope::frame(ObjectKind::Segment, &body)).await?;
         segments.truncate(segments.len() - 2);
         segments.push(sref);
         newest = Some(merged);

@@ -429,19 +429,25 @@ impl Store {
     /// # Errors
     /// `io` on failure.
     pub fn list(&self, dir: &str) -> Result<Vec<(String, u64)>> {
-        block_on(async {
-            let p = self.path(dir);
-            if self.linked(dir) {
-                return Ok(Vec::new());
-            }
-            let listing = self.inner.list_with_delimiter(Some(&p)).await.map_err(|e| self.io(dir, e))?;
-            Ok(listing
-                .objects
-                .into_iter()
-                .filter_map(|m| m.location.filename().map(|n| (n.to_string(), m.size)))
-                .filter(|(n, _)| !self.linked(&format!("{dir}/{n}")))
-                .collect())
-        })
+        block_on(self.list_async(dir))
+    }
+
+    /// Lists the objects directly under `dir` (async).
+    ///
+    /// # Errors
+    /// As [`Store::list`].
+    pub async fn list_async(&self, dir: &str) -> Result<Vec<(String, u64)>> {
+        let p = self.path(dir);
+        if self.linked(dir) {
+            return Ok(Vec::new());
+        }
+        let listing = self.inner.list_with_delimiter(Some(&p)).await.map_err(|e| self.io(dir, e))?;
+        Ok(listing
+            .objects
+            .into_iter()
+            .filter_map(|m| m.location.filename().map(|n| (n.to_string(), m.size)))
+            .filter(|(n, _)| !self.linked(&format!("{dir}/{n}")))
+            .collect())
     }
 
     /// Lists the sub-directories directly under `dir`.
@@ -449,11 +455,17 @@ impl Store {
     /// # Errors
     /// `io` on failure.
     pub fn list_dirs(&self, dir: &str) -> Result<Vec<String>> {
-        block_on(async {
-            let p = self.path(dir);
-            let listing = self.inner.list_with_delimiter(Some(&p)).await.map_err(|e| self.io(dir, e))?;
-            Ok(listing.common_prefixes.into_iter().filter_map(|m| m.filename().map(str::to_string)).collect())
-        })
+        block_on(self.list_dirs_async(dir))
+    }
+
+    /// Lists the sub-directories directly under `dir` (async).
+    ///
+    /// # Errors
+    /// As [`Store::list_dirs`].
+    pub async fn list_dirs_async(&self, dir: &str) -> Result<Vec<String>> {
+        let p = self.path(dir);
+        let listing = self.inner.list_with_delimiter(Some(&p)).await.map_err(|e| self.io(dir, e))?;
+        Ok(listing.common_prefixes.into_iter().filter_map(|m| m.filename().map(str::to_string)).collect())
     }
 
     /// Lists every object under `dir` recursively: key relative to the root, size and
@@ -462,20 +474,26 @@ impl Store {
     /// # Errors
     /// `io` on failure.
     pub fn list_with_times(&self, dir: &str) -> Result<Vec<(String, u64, std::time::SystemTime)>> {
-        block_on(async {
-            let p = self.path(dir);
-            let root = self.prefix.as_ref().len();
-            let items: Vec<_> = self.inner.list(Some(&p)).try_collect().await.map_err(|e| self.io(dir, e))?;
-            Ok(items
-                .into_iter()
-                .map(|m| {
-                    let full = m.location.as_ref();
-                    let rel = full.get(root..).unwrap_or(full).trim_start_matches('/').to_string();
-                    (rel, m.size, std::time::SystemTime::from(m.last_modified))
-                })
-                .filter(|(rel, _, _)| !self.linked(rel))
-                .collect())
-        })
+        block_on(self.list_with_times_async(dir))
+    }
+
+    /// Lists every object under `dir` recursively, with times (async).
+    ///
+    /// # Errors
+    /// As [`Store::list_with_times`].
+    pub async fn list_with_times_async(&self, dir: &str) -> Result<Vec<(String, u64, std::time::SystemTime)>> {
+        let p = self.path(dir);
+        let root = self.prefix.as_ref().len();
+        let items: Vec<_> = self.inner.list(Some(&p)).try_collect().await.map_err(|e| self.io(dir, e))?;
+        Ok(items
+            .into_iter()
+            .map(|m| {
+                let full = m.location.as_ref();
+                let rel = full.get(root..).unwrap_or(full).trim_start_matches('/').to_string();
+                (rel, m.size, std::time::SystemTime::from(m.last_modified))
+            })
+            .filter(|(rel, _, _)| !self.linked(rel))
+            .collect())
     }
 
     /// Deletes an object (absent objects are not an error).
@@ -483,12 +501,18 @@ impl Store {
     /// # Errors
     /// `io` on failure.
     pub fn delete(&self, key: &str) -> Result<()> {
-        block_on(async {
-            match self.inner.delete(&self.path(key)).await {
-                Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
-                Err(e) => Err(self.io(key, e)),
-            }
-        })
+        block_on(self.delete_async(key))
+    }
+
+    /// Deletes an object (async; absent objects are not an error).
+    ///
+    /// # Errors
+    /// As [`Store::delete`].
+    pub async fn delete_async(&self, key: &str) -> Result<()> {
+        match self.inner.delete(&self.path(key)).await {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+            Err(e) => Err(self.io(key, e)),
+        }
     }
 
     /// Lists every object key (relative to the root) under `dir`, recursively.

@@ -14,7 +14,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
@@ -27,7 +27,7 @@ use crate::manifest::{ColumnStats, Fragment, Manifest, SegmentRef};
 use crate::paths;
 use crate::schema::Schema;
 use crate::stats;
-use crate::store::Store;
+use crate::store::{Store, block_on};
 
 /// Node body bytes a writer aims at unless told otherwise: small enough that a reader looking
 /// rows up at random reads little per row (about one leaf each) and a commit rewriting one path
@@ -249,7 +249,7 @@ pub struct FragmentTree {
     /// Nodes some caller is reading now: another caller that wants one waits for it instead
     /// of reading it again (many loader threads descend at once at the start of an epoch).
     in_flight: Mutex<HashSet<String>>,
-    landed: Condvar,
+    landed: tokio::sync::Notify,
     reads: AtomicU64,
 }
 
@@ -276,7 +276,7 @@ impl FragmentTree {
             cache: Mutex::default(),
             cache_bytes: 0,
             in_flight: Mutex::default(),
-            landed: Condvar::new(),
+            landed: tokio::sync::Notify::new(),
             reads: AtomicU64::new(0),
         }
     }
@@ -288,6 +288,14 @@ impl FragmentTree {
     /// `invalid` for a manifest with several `segments` entries or a root that disagrees with
     /// its reference or with the manifest's `row_count`; storage and envelope errors.
     pub fn open(store: &Store, manifest: &Manifest, limits: Limits) -> Result<Self> {
+        block_on(Self::open_async(store, manifest, limits))
+    }
+
+    /// As [`FragmentTree::open`] (async).
+    ///
+    /// # Errors
+    /// As [`FragmentTree::open`].
+    pub async fn open_async(store: &Store, manifest: &Manifest, limits: Limits) -> Result<Self> {
         let mut tree = Self {
             store: store.clone(),
             root: None,
@@ -296,7 +304,7 @@ impl FragmentTree {
             cache: Mutex::default(),
             cache_bytes: DEFAULT_NODE_CACHE_BYTES,
             in_flight: Mutex::default(),
-            landed: Condvar::new(),
+            landed: tokio::sync::Notify::new(),
             reads: AtomicU64::new(0),
         };
         match manifest.segments.as_slice() {
@@ -308,7 +316,7 @@ impl FragmentTree {
                 ));
             }
             [sref] => {
-                let root = tree.load(&sref.path, &Parent::Root { sref, live_rows: manifest.row_count })?;
+                let root = tree.fetch(&sref.path, &Parent::Root { sref, live_rows: manifest.row_count }, true).await?;
                 tree.root = Some((sref.clone(), root));
             }
             _ => {
@@ -330,14 +338,22 @@ impl FragmentTree {
     /// `usage` for a version indexed by a fragment log (open it with
     /// [`crate::Dataset::open_at`]); as [`crate::Dataset::open_at`] otherwise.
     pub fn open_at(store: &Store, at: &crate::dataset::At, limits: Limits) -> Result<(Manifest, Self)> {
-        let (manifest, _) = crate::dataset::load_manifest_at(store, at, &limits)?;
+        block_on(Self::open_at_async(store, at, limits))
+    }
+
+    /// As [`FragmentTree::open_at`] (async).
+    ///
+    /// # Errors
+    /// As [`FragmentTree::open_at`].
+    pub async fn open_at_async(store: &Store, at: &crate::dataset::At, limits: Limits) -> Result<(Manifest, Self)> {
+        let (manifest, _) = crate::dataset::load_manifest_at(store, at, &limits).await?;
         let (branch, version) = (&manifest.branch, manifest.version);
         if manifest.reader_flags & crate::manifest::READER_FLAG_FRAGMENT_TREE == 0 {
             return Err(Error::usage(format!(
                 "{branch}@{version} indexes its fragments with a fragment log; open it with Dataset::open_at"
             )));
         }
-        let tree = Self::open(store, &manifest, limits)?;
+        let tree = Self::open_async(store, &manifest, limits).await?;
         Ok((manifest, tree))
     }
 
@@ -373,21 +389,16 @@ impl FragmentTree {
         self.reads.load(Ordering::Relaxed)
     }
 
-    /// Reads (or finds in the cache) and checks one node, and keeps it in the cache.
-    fn load(&self, path: &str, parent: &Parent<'_>) -> Result<Arc<Loaded>> {
-        self.fetch(path, parent, true)
-    }
-
     /// Reads (or finds in the cache) and checks one node; `keep` adds a node read from the
     /// store to the cache (a full walk reads each node once and must not flush what lookups
     /// keep there).
-    fn fetch(&self, path: &str, parent: &Parent<'_>, keep: bool) -> Result<Arc<Loaded>> {
+    async fn fetch(&self, path: &str, parent: &Parent<'_>, keep: bool) -> Result<Arc<Loaded>> {
         if let Some(hit) = self.cached(path)? {
             return Ok(hit);
         }
         let max_body = self.limits.max_segment_body();
-        let bytes =
-            self.store.get_bounded(path, envelope::max_object_len(max_body)).map_err(|e| referenced(e, path))?;
+        let bytes = (self.store.get_bounded_async(path, envelope::max_object_len(max_body)).await)
+            .map_err(|e| referenced(e, path))?;
         self.check(path, &bytes, parent, keep)
     }
 
@@ -469,6 +480,14 @@ impl FragmentTree {
     /// # Errors
     /// As [`FragmentTree::locate_many`].
     pub fn locate_many_indexed(&self, rows: &[u64]) -> Result<Vec<(u64, FragmentInfo)>> {
+        block_on(self.locate_many_indexed_async(rows))
+    }
+
+    /// As [`FragmentTree::locate_many_indexed`] (async).
+    ///
+    /// # Errors
+    /// As [`FragmentTree::locate_many`].
+    pub async fn locate_many_indexed_async(&self, rows: &[u64]) -> Result<Vec<(u64, FragmentInfo)>> {
         let total = self.row_count();
         if let Some(&bad) = rows.iter().find(|&&r| r >= total) {
             return Err(Error::usage(format!("row {bad} outside 0..{total}")));
@@ -492,7 +511,7 @@ impl FragmentTree {
                 }
                 steps.push(Some((k, skipped, fragments)));
             }
-            let loaded = self.fetch_many(&wanted, true)?;
+            let loaded = self.fetch_many(&wanted, true).await?;
             for (a, step) in at.iter_mut().zip(steps) {
                 let Some((k, skipped, fragments)) = step else { continue };
                 let children = &a.node.node.children;
@@ -525,63 +544,80 @@ impl FragmentTree {
 
     /// Reads the nodes `wanted` (each with its parent's level) that the cache does not hold,
     /// concurrently, and checks each against its reference.
-    fn fetch_many(&self, wanted: &[(NodeRef, u32)], keep: bool) -> Result<HashMap<String, Arc<Loaded>>> {
+    async fn fetch_many(&self, wanted: &[(NodeRef, u32)], keep: bool) -> Result<HashMap<String, Arc<Loaded>>> {
         let mut out = HashMap::with_capacity(wanted.len());
         let mut rest: Vec<&Wanted> = wanted.iter().collect();
         // Each round reads the nodes no one else is reading, then waits for the others' and
         // takes them from the cache (one that left it, or whose reader failed, is read in the
         // next round).
         while !rest.is_empty() {
-            let (mut mine, mut theirs): (Vec<&Wanted>, Vec<&Wanted>) = (Vec::new(), Vec::new());
-            {
-                let mut flying = self.in_flight.lock().map_err(|_| Error::usage("node reads poisoned"))?;
-                for w in rest {
-                    if let Some(hit) = self.cached(&w.0.path)? {
-                        out.insert(w.0.path.clone(), hit);
-                    } else if keep && !flying.insert(w.0.path.clone()) {
-                        theirs.push(w);
-                    } else {
-                        mine.push(w);
-                    }
-                }
-            }
-            let read = self.read_nodes(&mine, keep);
+            let (mine, theirs) = self.claim(rest, keep, &mut out)?;
+            let read = self.read_nodes(&mine, keep).await;
             if keep {
-                let mut flying = self.in_flight.lock().map_err(|_| Error::usage("node reads poisoned"))?;
-                for (c, _) in &mine {
-                    flying.remove(&c.path);
-                }
-                self.landed.notify_all();
+                self.in_flight(|flying| mine.iter().for_each(|(c, _)| _ = flying.remove(&c.path)))?;
+                self.landed.notify_waiters();
             }
             out.extend(read?);
-            if !theirs.is_empty() {
-                let mut flying = self.in_flight.lock().map_err(|_| Error::usage("node reads poisoned"))?;
-                while theirs.iter().any(|(c, _)| flying.contains(&c.path)) {
-                    flying = self.landed.wait(flying).map_err(|_| Error::usage("node reads poisoned"))?;
+            loop {
+                // Registered before the check, so a reader that lands in between still wakes it.
+                let landed = self.landed.notified();
+                if !self.in_flight(|flying| theirs.iter().any(|(c, _)| flying.contains(&c.path)))? {
+                    break;
                 }
+                landed.await;
             }
             rest = theirs;
         }
         Ok(out)
     }
 
+    /// Sorts the nodes `wanted` into those the cache holds (added to `out`), those this
+    /// caller reads (claimed as in flight when `keep`), and those another caller is reading.
+    fn claim<'w>(
+        &self,
+        wanted: Vec<&'w Wanted>,
+        keep: bool,
+        out: &mut HashMap<String, Arc<Loaded>>,
+    ) -> Result<(Vec<&'w Wanted>, Vec<&'w Wanted>)> {
+        let (mut mine, mut theirs) = (Vec::new(), Vec::new());
+        self.in_flight(|flying| {
+            for w in wanted {
+                if let Some(hit) = self.cached(&w.0.path)? {
+                    out.insert(w.0.path.clone(), hit);
+                } else if keep && !flying.insert(w.0.path.clone()) {
+                    theirs.push(w);
+                } else {
+                    mine.push(w);
+                }
+            }
+            Ok::<(), Error>(())
+        })??;
+        Ok((mine, theirs))
+    }
+
+    /// Runs `f` on the set of nodes being read (never across an await).
+    fn in_flight<T>(&self, f: impl FnOnce(&mut HashSet<String>) -> T) -> Result<T> {
+        let mut flying = self.in_flight.lock().map_err(|_| Error::usage("node reads poisoned"))?;
+        Ok(f(&mut flying))
+    }
+
     /// Reads the nodes `wanted` from the store, concurrently, and checks each against its
     /// reference.
-    fn read_nodes(&self, wanted: &[&Wanted], keep: bool) -> Result<Vec<(String, Arc<Loaded>)>> {
+    async fn read_nodes(&self, wanted: &[&Wanted], keep: bool) -> Result<Vec<(String, Arc<Loaded>)>> {
+        use futures::{StreamExt, TryStreamExt};
         if wanted.is_empty() {
             return Ok(Vec::new());
         }
         let max = envelope::max_object_len(self.limits.max_segment_body());
         let store = &self.store;
-        let bodies: Vec<Bytes> = crate::store::block_on(async {
-            use futures::{StreamExt, TryStreamExt};
-            futures::stream::iter(wanted.iter().map(|(c, _)| async move {
-                store.get_bounded_async(&c.path, max).await.map_err(|e| referenced(e, &c.path))
-            }))
-            .buffered(CONCURRENT_NODE_READS)
-            .try_collect()
-            .await
-        })?;
+        // Built in a loop, not by a closure over `&Wanted`: a closure's higher-ranked borrow
+        // would make the future not `Send` (rust-lang/rust#102211).
+        let mut reads = Vec::with_capacity(wanted.len());
+        for (c, _) in wanted {
+            let path = c.path.as_str();
+            reads.push(async move { store.get_bounded_async(path, max).await.map_err(|e| referenced(e, path)) });
+        }
+        let bodies: Vec<Bytes> = futures::stream::iter(reads).buffered(CONCURRENT_NODE_READS).try_collect().await?;
         let mut out = Vec::with_capacity(wanted.len());
         for ((c, level), bytes) in wanted.iter().zip(bodies) {
             let node = self.check(&c.path, &bytes, &Parent::Child { nref: c, level: *level }, keep)?;
@@ -596,6 +632,14 @@ impl FragmentTree {
     /// # Errors
     /// Node read and validation errors.
     pub fn fragment(&self, id: u64) -> Result<Option<FragmentInfo>> {
+        block_on(self.fragment_async(id))
+    }
+
+    /// As [`FragmentTree::fragment`] (async).
+    ///
+    /// # Errors
+    /// As [`FragmentTree::fragment`].
+    pub async fn fragment_async(&self, id: u64) -> Result<Option<FragmentInfo>> {
         let Some((_, root)) = &self.root else { return Ok(None) };
         let (mut node, mut first) = (root.clone(), 0u64);
         loop {
@@ -620,7 +664,7 @@ impl FragmentTree {
                 first += c.live_row_count;
             }
             let Some(c) = next else { return Ok(None) };
-            node = self.load(&c.path, &Parent::Child { nref: c, level: node.node.level })?;
+            node = self.fetch(&c.path, &Parent::Child { nref: c, level: node.node.level }, true).await?;
         }
     }
 
@@ -632,7 +676,15 @@ impl FragmentTree {
     ///
     /// # Errors
     /// The first node read or validation error, or the first error `visit` returns.
-    pub fn for_each(&self, mut visit: impl FnMut(FragmentInfo) -> Result<()>) -> Result<()> {
+    pub fn for_each(&self, visit: impl FnMut(FragmentInfo) -> Result<()>) -> Result<()> {
+        block_on(self.for_each_async(visit))
+    }
+
+    /// As [`FragmentTree::for_each`] (async).
+    ///
+    /// # Errors
+    /// As [`FragmentTree::for_each`].
+    pub async fn for_each_async(&self, mut visit: impl FnMut(FragmentInfo) -> Result<()>) -> Result<()> {
         let Some((_, root)) = &self.root else { return Ok(()) };
         let mut first = 0u64;
         let mut emit = |leaf: &Loaded| -> Result<()> {
@@ -652,14 +704,14 @@ impl FragmentTree {
                 level.iter().flat_map(|n| n.node.children.iter().map(move |c| (c.clone(), n.node.level))).collect();
             if height == 1 {
                 for chunk in wanted.chunks(WALK_CHUNK) {
-                    let loaded = self.fetch_many(chunk, false)?;
+                    let loaded = self.fetch_many(chunk, false).await?;
                     for (c, _) in chunk {
                         emit(loaded.get(&c.path).ok_or_else(|| Error::usage("a node was not read"))?)?;
                     }
                 }
                 return Ok(());
             }
-            let loaded = self.fetch_many(&wanted, false)?;
+            let loaded = self.fetch_many(&wanted, false).await?;
             level = wanted
                 .iter()
                 .map(|(c, _)| loaded.get(&c.path).cloned().ok_or_else(|| Error::usage("a node was not read")))
@@ -674,6 +726,14 @@ impl FragmentTree {
     /// # Errors
     /// Node read and validation errors.
     pub fn visit_nodes(&self, visit: &mut dyn FnMut(&str, &IndexNode) -> bool) -> Result<()> {
+        block_on(self.visit_nodes_async(visit))
+    }
+
+    /// As [`FragmentTree::visit_nodes`] (async).
+    ///
+    /// # Errors
+    /// As [`FragmentTree::visit_nodes`].
+    pub async fn visit_nodes_async(&self, mut visit: impl FnMut(&str, &IndexNode) -> bool) -> Result<()> {
         let Some((sref, root)) = &self.root else { return Ok(()) };
         if !visit(&sref.path, &root.node) {
             return Ok(());
@@ -681,7 +741,7 @@ impl FragmentTree {
         let mut stack: Vec<Arc<Loaded>> = vec![root.clone()];
         while let Some(node) = stack.pop() {
             for c in &node.node.children {
-                let child = self.fetch(&c.path, &Parent::Child { nref: c, level: node.node.level }, false)?;
+                let child = self.fetch(&c.path, &Parent::Child { nref: c, level: node.node.level }, false).await?;
                 if visit(&c.path, &child.node) {
                     stack.push(child);
                 }
@@ -759,6 +819,22 @@ pub fn apply(
     node_bytes: u64,
     limits: &Limits,
 ) -> Result<TreeWrite> {
+    block_on(apply_async(store, base, removed, upserts, schema, node_bytes, limits))
+}
+
+/// As [`apply`] (async).
+///
+/// # Errors
+/// As [`apply`].
+pub async fn apply_async(
+    store: &Store,
+    base: Option<&FragmentTree>,
+    removed: &[u64],
+    upserts: &[Fragment],
+    schema: &Schema,
+    node_bytes: u64,
+    limits: &Limits,
+) -> Result<TreeWrite> {
     let empty;
     let reader = if let Some(t) = base {
         t
@@ -786,12 +862,12 @@ pub fn apply(
             live_row_count: root.summary.live_row_count,
             stats: Vec::new(),
         };
-        w.rewrite(root, &root_ref, &edits)?
+        w.rewrite(root, &root_ref, &edits).await?
     } else {
         let fragments: Vec<Fragment> = collapse(&edits).into_iter().filter_map(|(_, f)| f.cloned()).collect();
-        w.write_leaves(fragments)?
+        w.write_leaves(fragments).await?
     };
-    w.finish(top)
+    w.finish(top).await
 }
 
 /// Builds a new tree of `fragments` (strictly ascending ids, any number of them) and stores
@@ -810,6 +886,20 @@ pub fn build(
     node_bytes: u64,
     limits: &Limits,
 ) -> Result<TreeWrite> {
+    block_on(build_async(store, fragments, schema, node_bytes, limits))
+}
+
+/// As [`build`] (async).
+///
+/// # Errors
+/// As [`build`].
+pub async fn build_async(
+    store: &Store,
+    fragments: impl IntoIterator<Item = Fragment>,
+    schema: &Schema,
+    node_bytes: u64,
+    limits: &Limits,
+) -> Result<TreeWrite> {
     let reader = FragmentTree::empty(store, limits);
     let mut w = TreeWriter::new(store, &reader, schema, node_bytes, limits);
     let (mut previous, mut unordered) = (None::<u64>, None);
@@ -821,14 +911,14 @@ pub fn build(
         previous = Some(f.id);
         Some(f)
     });
-    let top = w.write_leaves(ascending)?;
+    let top = w.write_leaves(ascending).await?;
     if let Some(id) = unordered {
         // Nodes stored so far are unreferenced objects, like those of any failed commit.
         return Err(Error::usage(format!(
             "fragment ids must be strictly ascending: {id} follows a larger or equal id"
         )));
     }
-    w.finish(top)
+    w.finish(top).await
 }
 
 /// The last edit of each id (a removal followed by an insert of one id is the insert).
@@ -861,11 +951,11 @@ impl<'a> TreeWriter<'a> {
 
     /// Adds levels over the nodes at the top until one is left, lets a root with one child
     /// give way to it, stores every pending node and returns what was written.
-    fn finish(mut self, mut top: Vec<Placed>) -> Result<TreeWrite> {
+    async fn finish(mut self, mut top: Vec<Placed>) -> Result<TreeWrite> {
         // One node at the top: the root; several: add a level over them.
         while top.len() > 1 {
             let level = top[0].level + 1;
-            top = self.write_inner(level, top.into_iter().map(|p| p.nref).collect())?;
+            top = self.write_inner(level, top.into_iter().map(|p| p.nref).collect()).await?;
         }
         // A root with one child gives way to the child (the tree shrinks after removals).
         while let Some(p) = top.first()
@@ -878,8 +968,8 @@ impl<'a> TreeWriter<'a> {
                         (root.node.children.len() == 1).then(|| root.node.children[0].clone())
                     }
                     _ => {
-                        let node =
-                            self.reader.load(&p.nref.path, &Parent::Child { nref: &p.nref, level: p.level + 1 })?;
+                        let parent = Parent::Child { nref: &p.nref, level: p.level + 1 };
+                        let node = self.reader.fetch(&p.nref.path, &parent, true).await?;
                         (node.node.children.len() == 1).then(|| node.node.children[0].clone())
                     }
                 },
@@ -888,7 +978,7 @@ impl<'a> TreeWriter<'a> {
             top = vec![Placed { nref: child, level: p.level - 1 }];
         }
         // Every node must be stored before a manifest can reference the root.
-        self.store_pending()?;
+        self.store_pending().await?;
         self.out.root = top.pop().map(|p| SegmentRef {
             path: p.nref.path,
             size: p.nref.size,
@@ -902,7 +992,7 @@ impl<'a> TreeWriter<'a> {
     /// The nodes that replace `node` (referenced by `nref`) once `edits` (sorted, all within
     /// the node's share of the id space) are applied: the node itself when nothing changes,
     /// none when it ends up empty.
-    fn rewrite(&mut self, node: &Loaded, nref: &NodeRef, edits: &[Edit<'_>]) -> Result<Vec<Placed>> {
+    async fn rewrite(&mut self, node: &Loaded, nref: &NodeRef, edits: &[Edit<'_>]) -> Result<Vec<Placed>> {
         let level = node.node.level;
         if level == 0 {
             let edits = collapse(edits);
@@ -941,7 +1031,7 @@ impl<'a> TreeWriter<'a> {
             if !changed {
                 return Ok(vec![Placed { nref: nref.clone(), level }]);
             }
-            return self.write_leaves(out);
+            return self.write_leaves(out).await;
         }
         // Child i owns the ids from its first id up to the next child's first id; the first
         // child also owns every id below, the last every id above.
@@ -961,8 +1051,8 @@ impl<'a> TreeWriter<'a> {
                 out.push(c.clone());
                 continue;
             }
-            let child = self.reader.load(&c.path, &Parent::Child { nref: c, level })?;
-            let placed = self.rewrite(&child, c, mine)?;
+            let child = self.reader.fetch(&c.path, &Parent::Child { nref: c, level }, true).await?;
+            let placed = Box::pin(self.rewrite(&child, c, mine)).await?;
             changed |= placed.len() != 1 || placed[0].nref != *c;
             out.extend(placed.into_iter().map(|p| p.nref));
         }
@@ -972,13 +1062,13 @@ impl<'a> TreeWriter<'a> {
         if out.is_empty() {
             return Ok(Vec::new());
         }
-        self.write_inner(level, out)
+        self.write_inner(level, out).await
     }
 
     /// Writes fragments (ascending ids) as leaves of about the target size: each leaf is
     /// filled up to the target (or the body limit) before the next starts, sealed as soon as it
     /// is full, so a stream of any length is written holding one leaf at a time.
-    fn write_leaves(&mut self, fragments: impl IntoIterator<Item = Fragment>) -> Result<Vec<Placed>> {
+    async fn write_leaves(&mut self, fragments: impl IntoIterator<Item = Fragment>) -> Result<Vec<Placed>> {
         let mut out = Vec::new();
         let (mut leaf, mut used) = (Vec::new(), NODE_FIXED);
         for f in fragments {
@@ -990,20 +1080,20 @@ impl<'a> TreeWriter<'a> {
             )?;
             if !leaf.is_empty() && (used + len > self.max_body || used + len > self.target) {
                 let full = IndexNode { level: 0, fragments: std::mem::take(&mut leaf), children: Vec::new() };
-                out.push(self.put(full)?);
+                out.push(self.put(full).await?);
                 used = NODE_FIXED;
             }
             leaf.push(f);
             used += len;
         }
         if !leaf.is_empty() {
-            out.push(self.put(IndexNode { level: 0, fragments: leaf, children: Vec::new() })?);
+            out.push(self.put(IndexNode { level: 0, fragments: leaf, children: Vec::new() }).await?);
         }
         Ok(out)
     }
 
     /// Writes children (ascending id ranges) as inner nodes at `level` of about the target size.
-    fn write_inner(&mut self, level: u32, children: Vec<NodeRef>) -> Result<Vec<Placed>> {
+    async fn write_inner(&mut self, level: u32, children: Vec<NodeRef>) -> Result<Vec<Placed>> {
         Error::check_limit(|| "fragment tree level [LIM-17]".to_string(), hard::MAX_TREE_LEVEL, u64::from(level))?;
         let lens = children.iter().map(|c| Ok(envelope::encode_body(c)?.len() as u64)).collect::<Result<Vec<u64>>>()?;
         let groups = self.pack(&lens, 2, &|i| format!("reference to node {}", children[i].path))?;
@@ -1011,7 +1101,7 @@ impl<'a> TreeWriter<'a> {
         let mut it = children.into_iter();
         for n in groups {
             let node = IndexNode { level, fragments: Vec::new(), children: it.by_ref().take(n).collect() };
-            out.push(self.put(node)?);
+            out.push(self.put(node).await?);
         }
         Ok(out)
     }
@@ -1052,21 +1142,20 @@ impl<'a> TreeWriter<'a> {
 
     /// Stores the sealed nodes, [`NODE_PUTS_IN_FLIGHT`] at a time. A node that exists already
     /// has the same bytes (its key is their hash).
-    fn store_pending(&mut self) -> Result<()> {
+    async fn store_pending(&mut self) -> Result<()> {
         use futures::{StreamExt, TryStreamExt};
         let nodes = std::mem::take(&mut self.pending);
         self.pending_bytes = 0;
         let store = self.store;
-        crate::store::block_on(
-            futures::stream::iter(nodes)
-                .map(|(key, bytes)| async move { store.put_if_absent_async(&key, bytes).await.map(drop) })
-                .buffer_unordered(NODE_PUTS_IN_FLIGHT)
-                .try_collect::<()>(),
-        )
+        futures::stream::iter(nodes)
+            .map(|(key, bytes)| async move { store.put_if_absent_async(&key, bytes).await.map(drop) })
+            .buffer_unordered(NODE_PUTS_IN_FLIGHT)
+            .try_collect::<()>()
+            .await
     }
 
     /// Seals one node, queues it for [`TreeWriter::store_pending`] and returns its reference.
-    fn put(&mut self, node: IndexNode) -> Result<Placed> {
+    async fn put(&mut self, node: IndexNode) -> Result<Placed> {
         let summary = match node.level {
             0 => summarise(node.fragments.iter().map(|f| (f.id, f.id, 1, f.row_count, f.live_rows()))),
             _ => summarise(
@@ -1096,7 +1185,7 @@ impl<'a> TreeWriter<'a> {
         self.pending_bytes += bytes.len() as u64;
         self.pending.push((key, Bytes::from(bytes)));
         if self.pending_bytes >= PENDING_NODE_BYTES {
-            self.store_pending()?;
+            self.store_pending().await?;
         }
         let level = node.level;
         if level > 0 {

@@ -54,12 +54,12 @@ impl Dataset {
     pub fn verify_each(&self, mut on_fault: impl FnMut(Fault) -> ControlFlow<()>) -> VerifyReport {
         if self.is_partial() {
             // A view's dataset holds some fragments only: verify the whole version.
-            let whole = Dataset::from_manifest(
+            let whole = block_on(Dataset::from_manifest(
                 self.store().clone(),
                 self.manifest().clone(),
                 self.manifest_crc32(),
                 self.limits().clone(),
-            );
+            ));
             return match whole {
                 Ok(ds) => ds.verify_each(on_fault),
                 Err(error) => {

@@ -19,7 +19,7 @@ use crate::error::{Error, Result};
 use crate::limits::{Limits, hard};
 use crate::manifest::{Manifest, VersionRef};
 use crate::paths;
-use crate::store::{Created, Store};
+use crate::store::{Created, Store, block_on};
 use crate::writer::WriteOptions;
 
 /// Rows of a list view located together in a fragment tree (memory per chunk, not per view).
@@ -352,7 +352,7 @@ impl View {
         let key = view_key(&self.name);
         let (manifest, crc) = load_target(store, &key, &self.target, &self.manifest_sha256, &limits)?;
         self.rows.check_against(manifest.row_count).map_err(|reason| Error::invalid(&key, reason))?;
-        Dataset::from_manifest(store.clone(), manifest, crc, limits)
+        block_on(Dataset::from_manifest(store.clone(), manifest, crc, limits))
     }
 
     /// This view as a stored object (envelope and body), without a body limit: what a writer
@@ -753,7 +753,7 @@ impl Dataset {
     pub fn open_view(store: &Store, name: &str, limits: Limits) -> Result<(Dataset, View)> {
         let (view, manifest, crc) = read_view(store, name, &limits)?;
         if manifest.reader_flags & crate::manifest::READER_FLAG_FRAGMENT_TREE == 0 {
-            let ds = Dataset::from_manifest(store.clone(), manifest, crc, limits)?;
+            let ds = block_on(Dataset::from_manifest(store.clone(), manifest, crc, limits))?;
             return Ok((ds, view));
         }
         // Reading some rows of a fragment tree reads only the nodes on the paths to them

@@ -152,6 +152,14 @@ impl Dataset {
     /// # Errors
     /// As [`Dataset::create`].
     pub fn create_in(store: &Store, schema: Schema, options: &WriteOptions) -> Result<Self> {
+        block_on(Self::create_in_async(store, schema, options))
+    }
+
+    /// Creates a dataset in an opened store (async; see [`Dataset::create`]).
+    ///
+    /// # Errors
+    /// As [`Dataset::create`].
+    pub async fn create_in_async(store: &Store, schema: Schema, options: &WriteOptions) -> Result<Self> {
         schema.validate()?;
         let next_column_id = schema.columns.iter().map(|c| c.id + 1).max().unwrap_or(0);
         let tree = match options.index {
@@ -177,8 +185,8 @@ impl Dataset {
             stats: Vec::new(),
             metadata: Vec::new(),
         };
-        match publish(store, &manifest, &options.limits)? {
-            Published::Ours(crc) => Self::from_manifest(store.clone(), manifest, crc, options.limits.clone()),
+        match publish(store, &manifest, &options.limits).await? {
+            Published::Ours(crc) => Self::from_manifest(store.clone(), manifest, crc, options.limits.clone()).await,
             Published::Theirs => Err(Error::Conflict { what: format!("a dataset exists at {}", store.url()) }),
         }
     }
@@ -204,6 +212,16 @@ impl Dataset {
         let mut w = self.writer(options);
         w.append(batch)?;
         w.commit(message)
+    }
+
+    /// As [`Dataset::append`] (async): uploads and the commit are awaited, never blocked on.
+    ///
+    /// # Errors
+    /// As [`Dataset::append`].
+    pub async fn append_async(&self, batch: &Batch, message: &str, options: WriteOptions) -> Result<Self> {
+        let mut w = self.writer(options);
+        w.append_async(batch).await?;
+        w.commit_async(message).await
     }
 }
 
@@ -249,7 +267,39 @@ impl DatasetWriter {
     /// `usage` if columns are missing, extra, or of the wrong type; storage errors when a data
     /// file is flushed.
     pub fn append(&mut self, batch: &Batch) -> Result<()> {
-        let schema = self.base.schema().clone();
+        let cols = self.checked_columns(batch)?;
+        let mut start = 0;
+        while start < batch.num_rows() {
+            let flush;
+            (start, flush) = self.buffer_rows(&cols, start)?;
+            if flush {
+                self.flush()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// As [`DatasetWriter::append`] (async): waiting for upload room is awaited. Encoding a
+    /// filled data file is CPU work done in the call, as in the blocking one.
+    ///
+    /// # Errors
+    /// As [`DatasetWriter::append`].
+    pub async fn append_async(&mut self, batch: &Batch) -> Result<()> {
+        let cols = self.checked_columns(batch)?;
+        let mut start = 0;
+        while start < batch.num_rows() {
+            let flush;
+            (start, flush) = self.buffer_rows(&cols, start)?;
+            if flush {
+                self.flush_async().await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The batch's columns in schema order, checked against the schema.
+    fn checked_columns(&self, batch: &Batch) -> Result<Vec<ColumnData>> {
+        let schema = self.base.schema();
         if batch.columns().len() != schema.columns.len() {
             return Err(Error::usage(format!(
                 "batch has {} columns, schema has {}",
@@ -264,48 +314,78 @@ impl DatasetWriter {
             d.check_against(c)?;
             cols.push(d);
         }
-        let rows = batch.num_rows();
+        Ok(cols)
+    }
+
+    /// Buffers as many rows from `start` on as fit in the current data file; returns where
+    /// the next take starts and whether the file is full (to be flushed).
+    fn buffer_rows(&mut self, cols: &[ColumnData], start: usize) -> Result<(usize, bool)> {
+        let rows = cols.first().map_or(0, ColumnData::len);
         let per_row: Vec<&[u64]> = cols.iter().map(ColumnData::offsets).collect();
-        let mut start = 0;
-        while start < rows {
-            // Take as many rows as fit in the current file.
-            let mut end = start;
-            let mut bytes = self.buffered_bytes;
-            while end < rows {
-                let row: u64 = per_row.iter().map(|o| o[end + 1] - o[end]).sum();
-                let buffered_rows = self.buffer.as_ref().map_or(0, |b| b.first().map_or(0, ColumnData::len));
-                if (bytes > 0 && bytes + row > self.options.target_file_bytes)
-                    || (buffered_rows + end - start) as u64 >= crate::limits::hard::MAX_FILE_ROWS
-                {
-                    break;
-                }
-                bytes += row;
-                end += 1;
+        let mut end = start;
+        let mut bytes = self.buffered_bytes;
+        while end < rows {
+            let row: u64 = per_row.iter().map(|o| o[end + 1] - o[end]).sum();
+            let buffered_rows = self.buffer.as_ref().map_or(0, |b| b.first().map_or(0, ColumnData::len));
+            if (bytes > 0 && bytes + row > self.options.target_file_bytes)
+                || (buffered_rows + end - start) as u64 >= crate::limits::hard::MAX_FILE_ROWS
+            {
+                break;
             }
-            let buf = self.buffer.get_or_insert_with(|| schema.columns.iter().map(ColumnData::for_column).collect());
-            for (b, d) in buf.iter_mut().zip(&cols) {
-                b.extend_from(d, start..end)?;
-            }
-            self.buffered_bytes = bytes;
-            start = end;
-            if end < rows || self.buffered_bytes >= self.options.target_file_bytes {
-                self.flush()?;
-            }
+            bytes += row;
+            end += 1;
         }
-        Ok(())
+        let schema = self.base.schema();
+        let buf = self.buffer.get_or_insert_with(|| schema.columns.iter().map(ColumnData::for_column).collect());
+        for (b, d) in buf.iter_mut().zip(cols) {
+            b.extend_from(d, start..end)?;
+        }
+        self.buffered_bytes = bytes;
+        Ok((end, end < rows || self.buffered_bytes >= self.options.target_file_bytes))
     }
 
     /// Writes the buffered rows as one fragment (one data file per column group).
     fn flush(&mut self) -> Result<()> {
-        let Some(buf) = self.buffer.take() else { return Ok(()) };
+        let Some((encoded, rows, stats)) = self.encode_buffer()? else { return Ok(()) };
+        let mut files = Vec::with_capacity(encoded.len());
+        for (file, bytes) in encoded {
+            while self.must_wait(bytes.len() as u64) {
+                self.wait_oldest()?;
+            }
+            self.start_upload(file.path.clone(), bytes);
+            files.push(file);
+        }
+        self.pending.push(PendingFragment { row_count: rows, files, stats });
+        Ok(())
+    }
+
+    /// As [`DatasetWriter::flush`] (async).
+    async fn flush_async(&mut self) -> Result<()> {
+        let Some((encoded, rows, stats)) = self.encode_buffer()? else { return Ok(()) };
+        let mut files = Vec::with_capacity(encoded.len());
+        for (file, bytes) in encoded {
+            while self.must_wait(bytes.len() as u64) {
+                self.wait_oldest_async().await?;
+            }
+            self.start_upload(file.path.clone(), bytes);
+            files.push(file);
+        }
+        self.pending.push(PendingFragment { row_count: rows, files, stats });
+        Ok(())
+    }
+
+    /// Encodes the buffered rows: the data files of one fragment with their bytes, its row
+    /// count and statistics (`None` when nothing is buffered).
+    #[allow(clippy::type_complexity)] // used by the two flushes only
+    fn encode_buffer(&mut self) -> Result<Option<(Vec<(DataFileRef, Bytes)>, u64, Vec<ColumnStats>)>> {
+        let Some(buf) = self.buffer.take() else { return Ok(None) };
         self.buffered_bytes = 0;
         let rows = buf.first().map_or(0, ColumnData::len);
         if rows == 0 {
-            return Ok(());
+            return Ok(None);
         }
         let schema = self.base.schema();
         let writer = DataFileWriter::with_page_bytes(self.options.page_bytes);
-        let mut files = Vec::new();
         let mut encoded = Vec::new();
         for group in column_groups(schema, &self.options.column_groups)? {
             let cols: Vec<&Column> = group.iter().map(|&i| &schema.columns[i]).collect();
@@ -313,51 +393,53 @@ impl DatasetWriter {
             encoded.push(encode_data_file(&writer, &cols, &data)?);
         }
         let stats = schema.columns.iter().zip(&buf).map(|(c, d)| stats::compute(c, d)).collect();
-        drop(buf);
-        for (file, bytes) in encoded {
-            self.upload(file.path.clone(), bytes)?;
-            files.push(file);
-        }
-        self.pending.push(PendingFragment { row_count: rows as u64, files, stats });
-        Ok(())
+        Ok(Some((encoded, rows as u64, stats)))
     }
 
-    /// Starts uploading one encoded data file, after waiting for older uploads while the
-    /// bytes in flight would pass one target file's.
-    fn upload(&mut self, key: String, bytes: Bytes) -> Result<()> {
-        let n = bytes.len() as u64;
-        while !self.uploads.is_empty()
+    /// Whether an upload of `n` bytes must wait for older ones: the bytes in flight would
+    /// pass one target file's.
+    fn must_wait(&self, n: u64) -> bool {
+        !self.uploads.is_empty()
             && self.uploads.iter().map(|u| u.bytes).sum::<u64>() + n > self.options.target_file_bytes
-        {
-            self.wait_oldest()?;
-        }
+    }
+
+    /// Starts uploading one encoded data file on the I/O runtime.
+    fn start_upload(&mut self, key: String, bytes: Bytes) {
+        let n = bytes.len() as u64;
         let store = self.base.store().clone();
         let task = {
             let key = key.clone();
             runtime().spawn(async move { store.put_if_absent_async(&key, bytes).await })
         };
         self.uploads.push_back(Upload { key, bytes: n, task });
-        Ok(())
     }
 
     /// Waits for the oldest upload and returns its failure.
     fn wait_oldest(&mut self) -> Result<()> {
+        block_on(self.wait_oldest_async())
+    }
+
+    /// As [`DatasetWriter::wait_oldest`] (async).
+    async fn wait_oldest_async(&mut self) -> Result<()> {
         let Some(u) = self.uploads.pop_front() else { return Ok(()) };
-        let url = self.base.store().url().to_string();
-        block_on(async move {
-            u.task.await.map_err(|e| Error::Io {
-                path: format!("{url}/{}", u.key),
-                source: object_store::Error::Generic { store: "tessera", source: Box::new(e) },
-            })?
-        })
-        .map(drop)
+        let url = self.base.store().url();
+        let landed = u.task.await.map_err(|e| Error::Io {
+            path: format!("{url}/{}", u.key),
+            source: object_store::Error::Generic { store: "tessera", source: Box::new(e) },
+        })?;
+        landed.map(drop)
     }
 
     /// Waits for every upload; the first failure is returned (the others still finish).
     fn wait_uploads(&mut self) -> Result<()> {
+        block_on(self.wait_uploads_async())
+    }
+
+    /// As [`DatasetWriter::wait_uploads`] (async).
+    async fn wait_uploads_async(&mut self) -> Result<()> {
         let mut first = Ok(());
         while !self.uploads.is_empty() {
-            let r = self.wait_oldest();
+            let r = self.wait_oldest_async().await;
             if first.is_ok() {
                 first = r;
             }
@@ -382,7 +464,19 @@ impl DatasetWriter {
         self.flush()?;
         self.wait_uploads()?;
         let pending = std::mem::take(&mut self.pending);
-        commit_change(&self.base, &Change::Append(pending), message, &self.options)
+        block_on(commit_change(&self.base, &Change::Append(pending), message, &self.options))
+    }
+
+    /// As [`DatasetWriter::commit`] (async): the last data files' uploads and every request of
+    /// the commit protocol are awaited, so a commit runs as a task on the caller's runtime.
+    ///
+    /// # Errors
+    /// As [`DatasetWriter::commit`].
+    pub async fn commit_async(mut self, message: &str) -> Result<Dataset> {
+        self.flush_async().await?;
+        self.wait_uploads_async().await?;
+        let pending = std::mem::take(&mut self.pending);
+        commit_change(&self.base, &Change::Append(pending), message, &self.options).await
     }
 }
 
