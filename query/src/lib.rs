@@ -33,7 +33,10 @@
 //! not read can be missed. [`ScanOptions::vector_index`] turns this off, and
 //! [`ScanOptions::nprobe`] sets the lists read; [`ScanStats`] counts the searches.
 //!
-//! The engine is blocking: call it from outside any async runtime (it owns one).
+//! **Runtimes.** The blocking calls ([`QueryEngine::sql`] and the others) run the query on a
+//! runtime the engine starts on first use, and refuse (`usage`) inside an async runtime;
+//! [`QueryEngine::sql_async`] and [`QueryEngine::each_batch_async`] run it on the caller's
+//! runtime instead, so an async service starts no second one.
 
 mod ann;
 pub mod convert;
@@ -87,7 +90,8 @@ impl Answer {
 pub struct QueryEngine {
     ctx: SessionContext,
     table: Arc<DatasetTable>,
-    runtime: tokio::runtime::Runtime,
+    /// The blocking calls' runtime, started by the first of them.
+    runtime: std::sync::OnceLock<tokio::runtime::Runtime>,
 }
 
 impl std::fmt::Debug for QueryEngine {
@@ -108,15 +112,9 @@ impl QueryEngine {
     /// The engine over `ds`'s version.
     ///
     /// # Errors
-    /// `usage` when the schema cannot be a table (a column named `_rowid`); `io` when the
-    /// runtime cannot start.
+    /// `usage` when the schema cannot be a table (a column named `_rowid`).
     pub fn with_options(ds: Dataset, options: ScanOptions) -> QueryResult<Self> {
         let threads = std::thread::available_parallelism().map_or(2, usize::from);
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(threads)
-            .thread_name("tessera-query")
-            .build()
-            .map_err(|e| QueryError::Engine(e.into()))?;
         let mut config = SessionConfig::new().with_target_partitions(threads).with_information_schema(false);
         config.options_mut().sql_parser.collect_spans = true;
         let mut state = SessionStateBuilder::new().with_config(config).with_default_features().build();
@@ -132,7 +130,7 @@ impl QueryEngine {
         let ctx = SessionContext::new_with_state(state);
         let table = Arc::new(DatasetTable::new(ds, options)?);
         ctx.register_table(TABLE, table.clone())?;
-        Ok(Self { ctx, table, runtime })
+        Ok(Self { ctx, table, runtime: std::sync::OnceLock::new() })
     }
 
     /// The table (the pinned version, scan counters).
@@ -169,6 +167,31 @@ impl QueryEngine {
     pub fn each_batch(&self, sql: &str, each: impl FnMut(RecordBatch) -> bool) -> QueryResult<SchemaRef> {
         let statement = sql::parse(sql)?;
         self.run(statement, each)
+    }
+
+    /// As [`QueryEngine::sql`], on the caller's runtime (a multi-thread tokio runtime: the
+    /// scans run as its tasks).
+    ///
+    /// # Errors
+    /// As [`QueryEngine::sql`].
+    pub async fn sql_async(&self, sql: &str) -> QueryResult<Answer> {
+        let mut batches = Vec::new();
+        let schema = self
+            .each_batch_async(sql, |b| {
+                batches.push(b);
+                true
+            })
+            .await?;
+        Ok(Answer { schema, batches })
+    }
+
+    /// As [`QueryEngine::each_batch`], on the caller's runtime.
+    ///
+    /// # Errors
+    /// As [`QueryEngine::sql`].
+    pub async fn each_batch_async(&self, sql: &str, each: impl FnMut(RecordBatch) -> bool) -> QueryResult<SchemaRef> {
+        let statement = sql::parse(sql)?;
+        self.run_async(statement, each).await
     }
 
     /// The row ids (`_rowid`) of `sql`'s answer, in its order: what a view saves. `_rowid`
@@ -240,24 +263,48 @@ impl QueryEngine {
         failed.map_or(Ok(()), |e| Err(e.into()))
     }
 
+    /// Runs a statement on the engine's own runtime (the blocking calls).
     fn run(
+        &self,
+        statement: datafusion::sql::parser::Statement,
+        each: impl FnMut(RecordBatch) -> bool,
+    ) -> QueryResult<SchemaRef> {
+        if tokio::runtime::Handle::try_current().is_ok() {
+            return Err(QueryError::Usage(
+                "a blocking query inside an async runtime would stall it; use QueryEngine::sql_async".into(),
+            ));
+        }
+        if self.runtime.get().is_none() {
+            let threads = std::thread::available_parallelism().map_or(2, usize::from);
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(threads)
+                .thread_name("tessera-query")
+                .build()
+                .map_err(|e| QueryError::Engine(e.into()))?;
+            // A concurrent first call may have set one: either serves.
+            let _ = self.runtime.set(rt);
+        }
+        let runtime = self.runtime.get().ok_or_else(|| QueryError::Usage("the query runtime did not start".into()))?;
+        runtime.block_on(self.run_async(statement, each))
+    }
+
+    /// Plans and runs a statement on the current runtime, handing over batches in order.
+    async fn run_async(
         &self,
         statement: datafusion::sql::parser::Statement,
         mut each: impl FnMut(RecordBatch) -> bool,
     ) -> QueryResult<SchemaRef> {
         let columns: Vec<String> = self.table.schema_names();
-        self.runtime.block_on(async {
-            let state = self.ctx.state();
-            let plan = sql::plan(&state, statement, &columns).await?;
-            let frame = self.ctx.execute_logical_plan(plan).await?;
-            let schema: SchemaRef = Arc::new(frame.schema().as_arrow().clone());
-            let mut stream = frame.execute_stream().await?;
-            while let Some(batch) = stream.next().await {
-                if !each(batch?) {
-                    break;
-                }
+        let state = self.ctx.state();
+        let plan = sql::plan(&state, statement, &columns).await?;
+        let frame = self.ctx.execute_logical_plan(plan).await?;
+        let schema: SchemaRef = Arc::new(frame.schema().as_arrow().clone());
+        let mut stream = frame.execute_stream().await?;
+        while let Some(batch) = stream.next().await {
+            if !each(batch?) {
+                break;
             }
-            Ok(schema)
-        })
+        }
+        Ok(schema)
     }
 }

@@ -281,3 +281,24 @@ fn statistics_never_prune_nan_or_negative_zero_rows() {
     // The fragment of 5 and 6 is pruned by `y < -1`, and that one only.
     assert!(q.scan_stats().pruned >= 1);
 }
+
+#[test]
+fn async_queries_run_on_the_callers_runtime_and_blocking_ones_refuse_inside_it() {
+    let fx = Fixture::new();
+    let q = Arc::new(fx.engine(ScanOptions::default()));
+    let queries = [
+        "SELECT _rowid, caption FROM ds WHERE caption LIKE '%snow%' AND ts > 40 ORDER BY ts",
+        "SELECT _rowid, cosine_distance(emb, [1, 3, 0, 1]) AS d FROM ds ORDER BY d LIMIT 5",
+        "SELECT label_name, count(*) FROM ds GROUP BY label_name ORDER BY label_name",
+    ];
+    let blocking: Vec<RecordBatch> = queries.iter().map(|s| q.sql(s).unwrap().batches.concat_rows()).collect();
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    for (sql, want) in queries.iter().zip(&blocking) {
+        // Spawned: the future is `Send`, and the scans run as tasks of this runtime.
+        let (q, text) = (q.clone(), sql.to_string());
+        let got = rt.block_on(rt.spawn(async move { q.sql_async(&text).await })).unwrap().unwrap();
+        assert_eq!(&got.batches.concat_rows(), want, "{sql}");
+    }
+    let inside = rt.block_on(async { q.sql(queries[0]) });
+    assert!(matches!(inside, Err(QueryError::Usage(ref m)) if m.contains("sql_async")), "{inside:?}");
+}
