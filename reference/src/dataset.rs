@@ -15,7 +15,8 @@ use crate::envelope::{self, ObjectKind};
 use crate::error::{Error, Result};
 use crate::limits::Limits;
 use crate::manifest::{
-    DataFileRef, DeletionRef, DeletionVector, Fragment, Manifest, READER_FLAG_FRAGMENT_TREE, Segment, Tag, VersionRef,
+    DataFileRef, DeletionRef, DeletionVector, Fragment, Manifest, READER_FLAG_FRAGMENT_TREE, Segment, SegmentRef, Tag,
+    VersionRef,
 };
 use crate::paths::{self, MAIN};
 use crate::schema::{Column, Schema};
@@ -200,19 +201,26 @@ impl Dataset {
             .await?;
             return Self::from_log(store, manifest, manifest_crc32, fragments, limits);
         }
+        // Segments are read several at a time (at most `SEGMENT_BYTES_IN_FLIGHT` of them, or
+        // one larger segment) and applied in order: opening costs about one round trip per
+        // wave, not one per segment.
         let mut log: BTreeMap<u64, Arc<Fragment>> = BTreeMap::new();
-        for sref in &manifest.segments {
-            let max = envelope::max_object_len(limits.max_segment_body());
-            let bytes = store.get_bounded_async(&sref.path, max).await.map_err(|e| referenced(e, &sref.path))?;
-            if bytes.len() as u64 != sref.size || envelope::stored_crc(&bytes) != sref.crc32 {
-                return Err(Error::invalid(
-                    &sref.path,
-                    "segment size or CRC differs from the manifest's reference [SEG-01]",
-                ));
+        let segments = &manifest.segments;
+        let mut next = 0;
+        while next < segments.len() {
+            let (mut end, mut bytes) = (next, 0u64);
+            while end < segments.len() && (end == next || bytes + segments[end].size <= SEGMENT_BYTES_IN_FLIGHT) {
+                bytes += segments[end].size;
+                end += 1;
             }
-            let seg: Segment = envelope::open(ObjectKind::Segment, &bytes, limits.max_segment_body(), &sref.path)?;
-            seg.validate(sref, manifest.next_fragment_id, &sref.path)?;
-            apply_segment(&mut log, seg);
+            let mut wave = Vec::with_capacity(end - next);
+            for sref in &segments[next..end] {
+                wave.push(read_segment(&store, sref, manifest.next_fragment_id, &limits));
+            }
+            for seg in futures::future::try_join_all(wave).await? {
+                apply_segment(&mut log, seg);
+            }
+            next = end;
         }
         Self::from_log(store, manifest, manifest_crc32, log.into_values(), limits)
     }
@@ -676,6 +684,21 @@ pub(crate) async fn read_deletion_vector_async(
     let dv: DeletionVector = envelope::open(ObjectKind::Deletion, &bytes, max, &dref.path)?;
     dv.validate(fragment, dref, &dref.path)?;
     Ok(dv)
+}
+
+/// Segment bytes an open reads at once (a larger segment is read alone).
+const SEGMENT_BYTES_IN_FLIGHT: u64 = 64 << 20;
+
+/// Reads one segment of the fragment log and checks it against its reference `[SEG-01]`.
+async fn read_segment(store: &Store, sref: &SegmentRef, next_fragment_id: u64, limits: &Limits) -> Result<Segment> {
+    let max = envelope::max_object_len(limits.max_segment_body());
+    let bytes = store.get_bounded_async(&sref.path, max).await.map_err(|e| referenced(e, &sref.path))?;
+    if bytes.len() as u64 != sref.size || envelope::stored_crc(&bytes) != sref.crc32 {
+        return Err(Error::invalid(&sref.path, "segment size or CRC differs from the manifest's reference [SEG-01]"));
+    }
+    let seg: Segment = envelope::open(ObjectKind::Segment, &bytes, limits.max_segment_body(), &sref.path)?;
+    seg.validate(sref, next_fragment_id, &sref.path)?;
+    Ok(seg)
 }
 
 /// Applies one segment of the fragment log `[SEG-08]`: removals first (removing an id that is
