@@ -1,8 +1,8 @@
 //! The sampler: the epoch permutation and the plan every rank builds at each epoch start.
 //!
-//! Before its first batch, every rank of every epoch builds a [`Plan`]: O(fragments) tables
-//! from which the global order G is evaluated position by position (a keyed Feistel bijection
-//! for `Global`, per-window bijections over permuted fragments for `Block`). Building it runs
+//! Before its first batch, every rank of every epoch builds a [`Plan`]: a few numbers from
+//! which the global order G is evaluated position by position (a keyed Feistel bijection for
+//! `Global`, per-window bijections over permuted blocks of rows for `Block`). Building it runs
 //! on the training process's critical path (and again on resume), and evaluating G runs in the
 //! filling threads, so both must stay far below the time of a batch.
 //!
@@ -13,8 +13,9 @@
 //!   `Plan::collect_global_order`: every position of G evaluated once;
 //! * `plan_build/{none,global,block-16,block-256}`: `Plan::new` for 20 000 fragments of 50
 //!   rows, batch 256 on 8 ranks;
-//! * `plan_schedule/{global,block-16}`: `Plan::fragment_schedule` of such a plan, which walks
-//!   rank 0's eighth of the rows (throughput in those rows).
+//! * `plan_rank_epoch/{global,block-16}`: every batch of rank 0 through `Plan::batch_into`
+//!   with a reused buffer, an eighth of the rows (throughput in those rows): what the filling
+//!   threads and the block window's schedule evaluate over an epoch.
 
 use std::hint::black_box;
 use std::time::Duration;
@@ -28,9 +29,10 @@ const ROWS: u64 = 1_000_000;
 /// Fragments of the many-fragment dataset (of `ROWS / FRAGMENTS` rows each).
 const FRAGMENTS: u64 = 20_000;
 
-fn config(fragment_rows: Vec<u64>, shuffle: ShuffleMode) -> PlanConfig {
+fn config(rows: u64, fragments: u64, shuffle: ShuffleMode) -> PlanConfig {
     PlanConfig {
-        fragment_rows,
+        rows,
+        fragments,
         dataset_id: 0x7E55_E7A0,
         seed: 42,
         shuffle,
@@ -52,7 +54,7 @@ fn permutation(c: &mut Criterion) {
             BatchSize::LargeInput,
         );
     });
-    let global = config(vec![ROWS], ShuffleMode::Global);
+    let global = config(ROWS, 1, ShuffleMode::Global);
     Plan::new(global.clone(), 0).expect("global plan builds");
     group.bench_function("plan_global_1M", |b| {
         b.iter_batched(
@@ -65,7 +67,6 @@ fn permutation(c: &mut Criterion) {
 }
 
 fn plan(c: &mut Criterion) {
-    let fragment_rows = vec![ROWS / FRAGMENTS; FRAGMENTS as usize];
     let modes = [
         ("none", ShuffleMode::None),
         ("global", ShuffleMode::Global),
@@ -75,7 +76,7 @@ fn plan(c: &mut Criterion) {
     let mut group = c.benchmark_group("plan_build");
     group.throughput(Throughput::Elements(ROWS));
     for (name, shuffle) in modes {
-        let cfg = config(fragment_rows.clone(), shuffle);
+        let cfg = config(ROWS, FRAGMENTS, shuffle);
         Plan::new(cfg.clone(), 0).expect("plan builds");
         group.bench_function(name, |b| {
             b.iter_batched(|| cfg.clone(), |cfg| Plan::new(cfg, black_box(0)), BatchSize::LargeInput);
@@ -83,13 +84,18 @@ fn plan(c: &mut Criterion) {
     }
     group.finish();
 
-    let mut group = c.benchmark_group("plan_schedule");
+    let mut group = c.benchmark_group("plan_rank_epoch");
     for (name, shuffle) in [modes[1], modes[2]] {
-        let plan = Plan::new(config(fragment_rows.clone(), shuffle), 0).expect("plan builds");
-        assert!(!plan.fragment_schedule().is_empty());
-        // The schedule walks this rank's rows: an eighth of the epoch.
+        let plan = Plan::new(config(ROWS, FRAGMENTS, shuffle), 0).expect("plan builds");
+        // Rank 0's rows: an eighth of the epoch.
         group.throughput(Throughput::Elements(plan.batches().map(|b| b.len()).sum::<usize>() as u64));
-        group.bench_function(name, |b| b.iter(|| black_box(&plan).fragment_schedule()));
+        let mut batch = Vec::new();
+        group.bench_function(name, |b| {
+            b.iter(|| {
+                let plan = black_box(&plan);
+                (0..plan.batches_per_rank()).map(|i| u64::from(plan.batch_into(i, &mut batch))).sum::<u64>()
+            });
+        });
     }
     group.finish();
 }

@@ -33,12 +33,9 @@ fn peak_rss_mib() -> u64 {
 }
 
 fn config(rows: u64, shuffle: ShuffleMode) -> PlanConfig {
-    let mut fragment_rows = vec![FRAGMENT_ROWS; usize::try_from(rows / FRAGMENT_ROWS).unwrap_or(0)];
-    if !rows.is_multiple_of(FRAGMENT_ROWS) {
-        fragment_rows.push(rows % FRAGMENT_ROWS);
-    }
     PlanConfig {
-        fragment_rows,
+        rows,
+        fragments: rows.div_ceil(FRAGMENT_ROWS),
         dataset_id: 0x7E55_E7A0,
         seed: 42,
         shuffle,
@@ -84,7 +81,7 @@ fn main() -> Res<()> {
             [("global", ShuffleMode::Global), ("block(8)", ShuffleMode::Block { window_fragments: 8 })]
         {
             let cfg = config(rows, shuffle);
-            let fragments = cfg.fragment_rows.len();
+            let fragments = cfg.fragments;
             let start = Instant::now();
             let plan = Plan::new(cfg, 1)?;
             let built = start.elapsed();

@@ -28,6 +28,9 @@ pub(crate) struct FileEntry {
     pub(crate) columns: Vec<usize>,
 }
 
+/// What a part gives the sampler to plan over: its live rows and its fragments.
+type PlanUnits = (u64, u64);
+
 /// A fragment with its live-row mapping.
 #[derive(Debug)]
 pub(crate) struct FragmentEntry {
@@ -49,6 +52,20 @@ pub(crate) struct FragmentEntry {
 }
 
 impl FragmentEntry {
+    /// An entry of an empty fragment without files, for the window's unit tests.
+    #[cfg(test)]
+    pub(crate) fn empty(index: usize) -> Self {
+        let fragment = tessera::manifest::Fragment {
+            id: index as u64,
+            row_count: 0,
+            files: Vec::new(),
+            deletion: None,
+            stats: Vec::new(),
+        };
+        let info = FragmentInfo { fragment: Arc::new(fragment), first_row: 0 };
+        Self { index, part: 0, info, physical: OnceLock::new(), files: Vec::new(), column_file: Vec::new() }
+    }
+
     /// The fragment's files that hold projected columns, and where each column is.
     ///
     /// # Errors
@@ -201,10 +218,11 @@ pub(crate) struct Catalog {
     pub(crate) columns: Vec<ColumnLayout>,
     /// One part per source: a lone version or view is one part.
     parts: Vec<Part>,
-    /// The sampler's units: live rows per fragment (or per run of a view's positions in one
-    /// fragment); with a lazy catalog one entry, the row count (only block shuffle needs
-    /// fragment boundaries, and it opens the version whole). A mixture plans without them.
-    pub(crate) fragment_rows: Vec<u64>,
+    /// What the sampler plans over: the live rows, and the fragments (a view's runs of
+    /// consecutive positions in one fragment) whose mean size is block shuffle's block. A
+    /// mixture plans without them.
+    pub(crate) plan_rows: u64,
+    pub(crate) plan_fragments: u64,
     pub(crate) dataset_id: u64,
     /// Batches report each sample's part (a mixture, even of one source).
     pub(crate) mixture: bool,
@@ -349,7 +367,7 @@ impl Part {
         part: usize,
         index_base: usize,
         acct: &Arc<Accountant>,
-    ) -> Result<(Self, Vec<Option<ColumnLayout>>, Vec<u64>)> {
+    ) -> Result<(Self, Vec<Option<ColumnLayout>>, PlanUnits)> {
         let dataset = dataset.with_cache_bytes(0);
         let (mut cols, mut fills) = (Vec::with_capacity(names.len()), Vec::with_capacity(names.len()));
         // (`LoaderConfig::validate` refused a column projected twice.)
@@ -376,25 +394,27 @@ impl Part {
             .map(|c| c.as_ref().map(|c| ColumnLayout::new(c, Unsigned::Stored)).transpose())
             .collect::<Result<Vec<_>>>()?;
         let id = version_id(dataset.branch(), dataset.version(), dataset.manifest_crc32());
-        let (fragments, fragment_rows) = match tree {
+        let (fragments, plan_units) = match tree {
             None => {
                 let entries = (dataset.fragments().iter().enumerate())
                     .map(|(i, info)| FragmentEntry::new(index_base + i, part, info.clone(), &cols).map(Arc::new))
                     .collect::<Result<Vec<_>>>()?;
-                let fragment_rows = entries.iter().map(|e| e.live_rows()).collect();
+                let rows = entries.iter().map(|e| e.live_rows()).sum::<u64>();
                 let first_rows = entries.iter().map(|f| f.info.first_row).collect();
-                (Fragments::Eager { entries, first_rows }, fragment_rows)
+                let count = entries.len() as u64;
+                (Fragments::Eager { entries, first_rows }, (rows, count))
             }
             Some(tree) => {
                 let rows = tree.row_count();
                 let found = Found { by_index: LruCache::unbounded(), by_row: BTreeMap::new(), bytes: 0 };
                 let lazy =
                     Lazy { tree: tree.with_cache_bytes(LAZY_NODE_BYTES), found: Mutex::new(found), acct: acct.clone() };
-                (Fragments::Lazy(Box::new(lazy)), vec![rows])
+                let count = lazy.tree.fragment_count();
+                (Fragments::Lazy(Box::new(lazy)), (rows, count))
             }
         };
         let part = Self { dataset, columns: cols, fills, fragments, view: None, fetcher, first: 0, index_base, id };
-        Ok((part, layouts, fragment_rows))
+        Ok((part, layouts, plan_units))
     }
 
     /// Fragments of the part, for the next part's index base.
@@ -570,7 +590,7 @@ impl Catalog {
         };
         let names: Vec<&str> = names.iter().map(String::as_str).collect();
         let first = MixSource { fills: Vec::new(), ..spec.clone() }; // the first source defines the columns
-        let (part, _, fragment_rows) = Part::new(dataset, tree, fetcher, &names, &first, 0, 0, acct)?;
+        let (part, _, (plan_rows, plan_fragments)) = Part::new(dataset, tree, fetcher, &names, &first, 0, 0, acct)?;
         let columns = (part.columns.iter().flatten().zip(&names))
             .map(|(c, name)| ColumnLayout::new(c, unsigned).map(|l| ColumnLayout { name: (*name).to_string(), ..l }))
             .collect::<Result<Vec<_>>>()?;
@@ -578,7 +598,8 @@ impl Catalog {
             columns,
             dataset_id: part.id,
             parts: vec![part],
-            fragment_rows,
+            plan_rows,
+            plan_fragments,
             mixture: false,
             meta: Mutex::default(),
         };
@@ -700,32 +721,13 @@ impl Catalog {
         self.parts.iter().map(|p| &p.fetcher)
     }
 
-    /// Fragment `f` of an eager catalog (block shuffle's window works by index).
-    ///
-    /// # Errors
-    /// `WorkerPanicked` for a lazy catalog or an index past the end: the block schedule only
-    /// names fragments it found in [`Catalog::eager`].
-    pub(crate) fn eager_entry(&self, f: usize) -> Result<&Arc<FragmentEntry>> {
-        self.eager()
-            .and_then(|e| e.get(f))
-            .ok_or_else(|| LoaderError::WorkerPanicked(format!("fragment {f} is not in the block schedule's catalog")))
-    }
-
-    /// The fragments a lone catalog holds whole (every fragment of the version or of a view):
-    /// `None` for a lazy catalog or a mixture. Block shuffle plans over these.
-    pub(crate) fn eager(&self) -> Option<&[Arc<FragmentEntry>]> {
-        match (&self.parts[..], self.parts.first().map(|p| &p.fragments)) {
-            ([_], Some(Fragments::Eager { entries, .. })) => Some(entries),
-            _ => None,
-        }
-    }
-
     /// Reads `view` (of this catalog's version, whose fragments it holds) instead of the whole
     /// version. The sampler's "fragments" become the view's runs of consecutive positions
     /// whose rows lie in one fragment, so block shuffle keeps rows of a fragment together as
     /// far as the view's order allows; the order's identity becomes the view's ([`view_id`]).
     pub(crate) fn with_view(mut self, view: Arc<View>) -> Result<Self> {
-        self.fragment_rows = self.parts[0].with_view(view)?;
+        let runs = self.parts[0].with_view(view)?;
+        (self.plan_rows, self.plan_fragments) = (runs.iter().sum(), runs.len() as u64);
         self.dataset_id = self.parts[0].id;
         Ok(self)
     }
@@ -769,6 +771,14 @@ impl Catalog {
         scale(2 * bytes.checked_div(rows).unwrap_or(0)).max(64)
     }
 
+    /// The most data files a fragment holds among those known (the projected columns' count
+    /// when none is known yet: at most one file each).
+    pub(crate) fn files_per_fragment(&self) -> usize {
+        let mut most = 0;
+        self.for_each_known(&mut |f| most = most.max(f.files.len()));
+        if most == 0 { self.columns.len().max(1) } else { most }
+    }
+
     /// Calls `visit` on every fragment the catalog holds now.
     fn for_each_known(&self, visit: &mut dyn FnMut(&FragmentEntry)) {
         for part in &self.parts {
@@ -797,20 +807,6 @@ impl Catalog {
             }
         }
         fe.file.size.saturating_sub(fixed) / variable.max(1)
-    }
-
-    /// Estimated decoded bytes of fragment `f`'s projected columns.
-    pub(crate) fn estimated_fragment_bytes(&self, f: &FragmentEntry) -> u64 {
-        let mut total = 0u64;
-        for fe in &f.files {
-            let fixed: Option<u64> =
-                fe.columns.iter().map(|&c| self.columns[c].fixed_row_bytes).try_fold(0u64, |a, b| Some(a + b?));
-            total += match fixed {
-                Some(per_row) => per_row.saturating_mul(f.info.fragment.row_count),
-                None => fe.file.size,
-            };
-        }
-        total
     }
 
     /// Finds the fragments holding plan positions `positions` that lazy parts do not hold

@@ -54,8 +54,10 @@ struct SlotRow {
     /// Position in the padded global order this slot's row comes from (advances on
     /// substitution).
     pos: u64,
-    /// A real (not padding, not substituted) row: served by the block window.
+    /// A real (not padding, not substituted) row.
     real: bool,
+    /// Block mode on an object store: the window unit serving this real row.
+    unit: Option<usize>,
 }
 
 /// Why a fill attempt failed.
@@ -225,7 +227,8 @@ fn slots(sh: &Shared, index: usize, rows: &mut Vec<u64>) -> Result<Vec<SlotRow>>
             .catalog
             .locate(row)?
             .ok_or_else(|| LoaderError::WorkerPanicked(format!("row {row} is outside the dataset")))?;
-        slots.push(SlotRow { row: sh.catalog.row_id(row), frag: entry.index, entry, phys, pos, real: pos < sh.rows_n });
+        let real = pos < sh.rows_n;
+        slots.push(SlotRow { row: sh.catalog.row_id(row), frag: entry.index, entry, phys, pos, real, unit: None });
     }
     Ok(slots)
 }
@@ -263,18 +266,21 @@ impl Worker {
         let slots = slots(&sh, index, &mut rows);
         self.rows = rows;
         let mut slots = slots?;
-        // Block mode: the window fragments of this batch's real rows, admitted in order.
+        // Block mode: the window units of this batch's real rows, admitted in order.
         let mut held: HashMap<usize, Arc<FragmentData>> = HashMap::new();
         let mut releases: BTreeMap<usize, u64> = BTreeMap::new();
-        if let Some(window) = &sh.window {
-            for s in slots.iter().filter(|s| s.real) {
-                *releases.entry(s.frag).or_default() += 1;
+        if let Some((window, schedule)) = &sh.window {
+            let units = schedule.take(index, &sh.plan, &sh.catalog, window)?;
+            for (s, u) in slots.iter_mut().zip(units) {
+                s.unit = u.filter(|_| s.real);
             }
-            let mut frags: Vec<usize> = releases.keys().copied().collect();
-            frags.sort_by_key(|&f| window.position(f));
-            for f in frags {
-                let data = self.admit(window, f)?;
-                held.insert(f, data);
+            for u in slots.iter().filter_map(|s| s.unit) {
+                *releases.entry(u).or_default() += 1;
+            }
+            // Ascending ids: admission order.
+            for &u in releases.keys() {
+                let data = self.admit(window, u)?;
+                held.insert(u, data);
             }
         }
         let mut skipped = Vec::new();
@@ -282,9 +288,9 @@ impl Worker {
         for _ in 0..max_attempts {
             match self.try_fill(index, &slots, &held, set) {
                 Ok((plans, validity)) => {
-                    if let Some(window) = &sh.window {
-                        for (f, n) in releases {
-                            window.release(f, n);
+                    if let Some((window, _)) = &sh.window {
+                        for (u, n) in releases {
+                            window.release(u, n);
                         }
                     }
                     for s in &mut skipped {
@@ -327,7 +333,7 @@ impl Worker {
         let row = sh.plan.row_at(pos).ok_or_else(|| LoaderError::corrupt("dataset", "no readable rows"))?;
         let (entry, phys) =
             sh.catalog.locate(row)?.ok_or_else(|| LoaderError::WorkerPanicked(format!("row {row} is outside")))?;
-        Ok(SlotRow { row: sh.catalog.row_id(row), frag: entry.index, entry, phys, pos, real: false })
+        Ok(SlotRow { row: sh.catalog.row_id(row), frag: entry.index, entry, phys, pos, real: false, unit: None })
     }
 
     /// Runs each transformed column's pipeline from its staged rows into its output buffer,
@@ -468,23 +474,23 @@ impl Worker {
             Self::write_fills(&mut fill, cat)?;
         }
         // Group slots by data file; serve window rows from memory, the rest from storage.
-        let mut groups: BTreeMap<(usize, usize), Vec<usize>> = BTreeMap::new();
+        // (fragment, file, window unit) → slots: rows of one file served by one unit, or read.
+        let mut groups: BTreeMap<(usize, usize, Option<usize>), Vec<usize>> = BTreeMap::new();
         for (j, s) in slots.iter().enumerate() {
             for fi in 0..s.entry.files.len() {
-                groups.entry((s.frag, fi)).or_default().push(j);
+                groups.entry((s.frag, fi, s.unit)).or_default().push(j);
             }
         }
         let mut remote = Vec::new();
-        for ((frag, fi), js) in groups {
+        for ((frag, fi, unit), js) in groups {
             let meta: &FileMeta = metas
                 .get(&(frag, fi))
                 .ok_or_else(|| FillError::Fatal(LoaderError::WorkerPanicked("file index missing".into())))?;
             // Every slot of the group holds the fragment: the first one's entry serves.
             let first = &slots[js[0]].entry;
             let file = FileRef { frag, fi, entry: &first.files[fi], meta, fetcher: cat.fetcher(first.part) };
-            let window_data = held.get(&frag).cloned().or_else(|| sh.window.as_ref().and_then(|w| w.resident(frag)));
-            let direct = match window_data {
-                Some(data) => self.fill_from_window(&mut fill, &data, file, &js)?,
+            let direct = match unit.and_then(|u| held.get(&u)) {
+                Some(data) => self.fill_from_window(&mut fill, data, file, &js)?,
                 None => js,
             };
             if direct.is_empty() {

@@ -64,11 +64,14 @@
 //!   bijection evaluated per position (no memory per row, whatever N).
 //!   Adjacent-pair retention ≈ 1/N, mean normalised displacement ≈ 1/3 — the reference
 //!   quality. Reads are random: each batch touches up to `batch_size` pages anywhere.
-//! * Block ([`ShuffleMode::Block`]): fragments are permuted, taken `window_fragments` at a time, and
-//!   each window's rows are permuted. On an object store every data file is read once per
-//!   epoch, with ranged reads of up to 4 MiB into window buffers reused from fragment to
-//!   fragment and epoch to epoch (idle ones stay counted as `Shuffle` memory), and at most two
-//!   windows are resident. On local files rows are read straight into the batch, as in a
+//! * Block ([`ShuffleMode::Block`]): the rows are cut into blocks of a mean fragment's rows
+//!   (a whole fragment each where fragments hold equal row counts), the blocks are permuted,
+//!   taken `window_fragments` at a time, and each window's rows are permuted. The order is
+//!   arithmetic (no table per fragment), so block shuffle opens a fragment tree lazily like the
+//!   other modes. On an object store every block is read once per epoch, with ranged reads of
+//!   up to 4 MiB into window buffers reused from unit to unit and epoch to epoch (idle ones
+//!   stay counted as `Shuffle` memory), the window's units worked out a window at a time as
+//!   batches reach it, and about two windows are resident. On local files rows are read straight into the batch, as in a
 //!   global shuffle: the kernel's page cache is the window, and each byte is copied once. Displacement is still ≈ 1/3 (fragments move anywhere), but a batch
 //!   only mixes rows of one or two windows: adjacent-pair retention ≈ 1/(rows per window), and
 //!   rows of the same fragment are correlated in time. Use windows of many fragments when

@@ -60,9 +60,9 @@ impl Loader {
     /// Opens the version `config.at` of the dataset at `config.location` and resolves the
     /// projection. Nothing but the manifest and its fragment index is read: every index
     /// segment of a fragment log; only the root of a fragment tree, whose other nodes are
-    /// read when a batch first needs a fragment below them (block shuffle reads the whole
-    /// tree, as it plans over every fragment). Deletion vectors are read with a fragment's
-    /// first row.
+    /// read when a batch first needs a fragment below them (in every shuffle mode: block
+    /// shuffle's windows are arithmetic, see [`crate::sampler`]). Deletion vectors are read
+    /// with a fragment's first row.
     ///
     /// # Errors
     /// [`LoaderError::Config`] for a bad configuration or unknown column;
@@ -182,12 +182,10 @@ impl<B: HostBuffer> Loader<B> {
             Some(view) => format!("opening view {view:?} of {}", spec.location),
             None => format!("opening version {:?} of {}", spec.at, spec.location),
         };
-        let lazy = !matches!(config.shuffle, ShuffleMode::Block { .. });
         with_retry(&config.retry, &never, &fetcher.counters, &what, || {
             match &spec.view {
                 Some(name) => Dataset::open_view(store, name, config.limits.clone()).map(|(d, v)| (d, None, Some(v))),
-                None if lazy => Dataset::open_lazy(store, &spec.at, config.limits.clone()).map(|(d, t)| (d, t, None)),
-                None => Dataset::open_at(store, &spec.at, config.limits.clone()).map(|d| (d, None, None)),
+                None => Dataset::open_lazy(store, &spec.at, config.limits.clone()).map(|(d, t)| (d, t, None)),
             }
             .map_err(|e| classify(&what(), e))
         })
@@ -251,7 +249,8 @@ impl<B: HostBuffer> Loader<B> {
     #[must_use]
     pub fn plan_config(&self) -> PlanConfig {
         PlanConfig {
-            fragment_rows: self.catalog.fragment_rows.clone(),
+            rows: self.catalog.plan_rows,
+            fragments: self.catalog.plan_fragments,
             dataset_id: self.catalog.dataset_id,
             seed: self.config.seed,
             shuffle: self.config.shuffle,

@@ -44,7 +44,7 @@ use crate::pool::BufferPool;
 use crate::sampler::Plan;
 use crate::source::{Fetcher, Warmth, take_waited};
 use crate::transform::Pipeline;
-use crate::window::{ExtentPool, WindowCache, extent_size, sweep_peak};
+use crate::window::{BlockSchedule, ExtentPool, Positions, WindowCache, extent_size};
 
 /// Smallest per-worker fetch/decode allowance accepted when an epoch starts.
 const MIN_ALLOWANCE: u64 = 256 << 10;
@@ -162,9 +162,8 @@ pub(crate) struct Shared {
     /// Whether the depth is self-tuned (object stores).
     tuned: bool,
     pub(crate) stopped: AtomicBool,
-    pub(crate) window: Option<WindowCache>,
-    /// Physical rows of each fragment this rank reads in real positions (block mode).
-    pub(crate) needed: Vec<Vec<u64>>,
+    /// Block mode on an object store: the window, and which units each batch reads from it.
+    pub(crate) window: Option<(WindowCache, BlockSchedule)>,
     pub(crate) meta_cap: u64,
     /// Each worker's share of the `Fetch` memory use.
     pub(crate) allowance: u64,
@@ -245,7 +244,7 @@ impl Shared {
         self.stopped.store(true, Ordering::Release);
         self.turn.notify_all();
         self.acct.notify();
-        if let Some(w) = &self.window {
+        if let Some((w, _)) = &self.window {
             w.notify();
         }
         self.set.window_pool.notify();
@@ -310,7 +309,7 @@ fn work<B: HostBuffer>(
         // next window fragment ahead of the batches that need it. A failure is not this
         // batch's: the fragment's unfinished work stays for the batch that needs it, which
         // retries it and reports what fails.
-        if let Some(window) = &sh.window {
+        if let Some((window, _)) = &sh.window {
             let _ = worker.load_ahead(window);
         }
     }
@@ -394,58 +393,21 @@ impl Shares {
     }
 }
 
-/// Block mode: the physical rows of each fragment this rank reads at real positions, the
-/// window cache (admission order = first need), the peak window bytes and the largest
-/// fragment's bytes (estimated).
-fn block_schedule(
-    catalog: &Catalog,
-    plan: &Plan,
-    rows_n: u64,
-    position: &dyn Fn(usize, usize) -> u64,
-) -> Result<(Vec<Vec<u64>>, WindowCache, u64, u64)> {
-    let entries = catalog
-        .eager()
-        .ok_or_else(|| LoaderError::config("block shuffle reads a version opened whole, not through a lazy catalog"))?;
-    let frags = entries.len();
-    let mut needed: Vec<Vec<u64>> = vec![Vec::new(); frags];
-    let mut first = vec![usize::MAX; frags];
-    let mut last = vec![0usize; frags];
-    let mut uses = vec![0u64; frags];
-    let mut batch = Vec::with_capacity(plan.config().batch_size);
-    for i in 0..plan.batches_per_rank() {
-        plan.batch_into(i, &mut batch);
-        for (j, &row) in batch.iter().enumerate() {
-            if position(i, j) >= rows_n {
-                continue; // padding: read directly, not through the window
-            }
-            let (entry, phys) = catalog
-                .locate(row)?
-                .ok_or_else(|| LoaderError::WorkerPanicked(format!("row {row} is outside the dataset")))?;
-            let f = entry.index;
-            needed[f].push(phys);
-            uses[f] += 1;
-            first[f] = first[f].min(i);
-            last[f] = last[f].max(i);
-        }
-    }
-    for n in &mut needed {
-        n.sort_unstable();
-        n.dedup();
-    }
-    let est: Vec<u64> = entries.iter().map(|e| catalog.estimated_fragment_bytes(e)).collect();
-    let batches = plan.batches_per_rank();
-    // Pages land in extents of one regular size (from the window's size); a fragment takes
-    // whole extents, and an extent's end that cannot hold the next page stays unused: allow
-    // 1/16 for those ends plus one extent per data file.
-    let extent = extent_size(sweep_peak(&first, &last, &est, batches));
-    let est: Vec<u64> = est
-        .iter()
-        .enumerate()
-        .map(|(f, &b)| (b + b / 16).div_ceil(extent) * extent + extent * entries[f].files.len() as u64)
-        .collect();
-    let peak = sweep_peak(&first, &last, &est, batches);
-    let largest = est.iter().copied().max().unwrap_or(0);
-    Ok((needed, WindowCache::new(first, uses, extent), peak, largest))
+/// Block mode: the bytes the window's units take at their peak (two windows: the one being
+/// read and the next, loading ahead), the regular extent length, and the bytes of one block
+/// (what loading one unit more ahead takes). Estimated from the window's rows and the
+/// catalog's bytes per row, as if this rank needed every page of a window (it does when the
+/// rows of a page outnumber the ranks), with room for the extents' unused ends.
+fn block_window_bytes(catalog: &Catalog, plan: &Plan) -> (u64, u64, u64) {
+    let (window_rows, block_rows) = plan.block_rows().unwrap_or((0, 0));
+    let row_bytes: u64 = (0..catalog.columns.len()).map(|c| catalog.estimated_slot_bytes(c)).sum();
+    let files = catalog.files_per_fragment() as u64;
+    let window = window_rows.saturating_mul(row_bytes);
+    let extent = extent_size(2 * window);
+    let units = 2 * (window_rows.div_ceil(block_rows.max(1)) + 1);
+    let peak = 2 * (window + window / 16) + extent * files * units;
+    let block = block_rows.saturating_mul(row_bytes) + extent * files;
+    (peak, extent, block)
 }
 
 /// One epoch's running pipeline, owned by the consumer.
@@ -483,21 +445,19 @@ impl<B: HostBuffer> EpochPipeline<B> {
         let global_batch = plan.global_batch_size() as u64;
         let total = plan.batches_per_rank();
         let (batch_size, rank) = (pc.batch_size, pc.rank);
-        let position = |i: usize, j: usize| start + i as u64 * global_batch + (rank * batch_size + j) as u64;
         // Block shuffle reads through the window on object stores, where it turns a batch's
         // scattered rows into a few large ranged reads per fragment. On local files the
         // kernel's page cache already is that window: reading rows straight into the batch
         // (the block order, the global path's reads) copies each byte once, where the window
         // copied it twice (into the window, then out of it) and ran at about half the rate.
-        let (needed, window, peak, ahead) = if set.block && !fetcher.is_local() {
-            let (needed, window, peak, largest) = block_schedule(&catalog, &plan, rows_n, &position)?;
-            (needed, Some(window), peak, largest)
+        let (window, peak, ahead) = if set.block && !fetcher.is_local() {
+            let (peak, extent, block) = block_window_bytes(&catalog, &plan);
+            let at = Positions { start, global_batch, rank, batch_size, total, rows: rows_n };
+            (Some((WindowCache::new(extent), BlockSchedule::new(at))), peak, block)
         } else {
-            (Vec::new(), None, 0, 0)
+            (None, 0, 0)
         };
-        // The plan's own tables are O(fragments); `needed` is O(rows / world) (block mode on
-        // object stores only).
-        let plan_bytes = plan.heap_bytes() + 8 * needed.iter().map(|n| n.len() as u64).sum::<u64>();
+        let plan_bytes = plan.heap_bytes();
         // An object store whose disk cache served the last finished epoch alone runs like
         // local files (see the module docs); a mixture's other sources have their own caches,
         // so a mixture stays self-tuned.
@@ -536,7 +496,7 @@ impl<B: HostBuffer> EpochPipeline<B> {
             (MemoryUse::Metadata, shares.meta),
         ]);
         // Extents kept from the last epoch: those of this epoch's size, within its share.
-        set.window_pool.trim(shuffle_share, window.as_ref().map_or(0, WindowCache::extent));
+        set.window_pool.trim(shuffle_share, window.as_ref().map_or(0, |(w, _)| w.extent()));
         let plan_charge = acct.charge(MemoryUse::Metadata, plan_bytes);
         buffers.start_epoch(sets);
         set.pages.set_cap(shares.pages);
@@ -561,7 +521,6 @@ impl<B: HostBuffer> EpochPipeline<B> {
             tuned,
             stopped: AtomicBool::new(false),
             window,
-            needed,
             meta_cap,
             allowance,
             skipped,

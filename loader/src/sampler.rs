@@ -2,7 +2,7 @@
 //! order is split across DDP ranks.
 //!
 //! Everything here is pure, `std`-only logic with a self-contained PRNG, so a given
-//! `(fragment_rows, dataset_id, seed, epoch, shuffle)` yields the same global order on every
+//! `(rows, fragments, dataset_id, seed, epoch, shuffle)` yields the same global order on every
 //! platform and with every future version of this crate. The algorithms below are frozen:
 //! changing any of them changes every training order, so the golden-value tests pin them.
 //!
@@ -11,13 +11,13 @@
 //! contiguous block of `batch_size` rows of each global batch. Because the global batch is the
 //! unit, a run can resume with another world size as long as the global batch size is kept.
 //!
-//! G is never materialised: a [`Plan`] evaluates position `p → G[p]` on demand, so its memory
-//! is O(fragments) (a few `u64` per fragment for [`ShuffleMode::Block`]) and building it costs
-//! no more than reading the fragment list, whatever the row count.
+//! G is never materialised: a [`Plan`] evaluates position `p → G[p]` on demand from a few
+//! numbers (the row and fragment counts, the keys), so its memory is O(1) in every mode and
+//! building it costs nothing per row or per fragment.
 //!
-//! # Frozen algorithm (order format v2)
+//! # Frozen algorithm (order format v3)
 //! * Keys: stream `s` of an epoch has key `seed_for(dataset_id, seed, epoch, s)` ([`seed_for`]):
-//!   stream 0 orders [`ShuffleMode::Global`], stream 1 permutes the fragments of
+//!   stream 0 orders [`ShuffleMode::Global`], stream 1 permutes the blocks of
 //!   [`ShuffleMode::Block`], stream `2 + k` orders block window `k`.
 //! * Permutation of `0..n` under key `K` ([`IndexShuffle`]): a balanced Feistel network on the
 //!   smallest even bit width `2h ≥ bits(n − 1)` (so the domain `D = 4^h` is below `4n`), with
@@ -28,21 +28,25 @@
 //!   expected since `D < 4n`). `n ≤ 1` is the identity.
 //! * [`ShuffleMode::None`]: `G[p] = p`. [`ShuffleMode::Global`]: `G[p] = π₀(p)` with `π₀` the
 //!   permutation of `0..N` under stream 0.
-//! * [`ShuffleMode::Block`]: the fragments are visited in the order `π₁(0), π₁(1), …` (`π₁` the
-//!   permutation of `0..F` under stream 1, F counting empty fragments too); window `k` is the
-//!   `w = window_fragments` consecutive fragments `k·w..(k+1)·w` of that order (the last
-//!   window may hold fewer), its rows the concatenation of their row ranges (in that order),
+//! * [`ShuffleMode::Block`]: the rows `0..N` are cut into `nb = ⌈N / b⌉` blocks of
+//!   `b = ⌈N / F⌉` consecutive rows (`F` the version's fragment count, at least 1: a block is
+//!   a mean fragment's worth of rows, and where fragments hold equal row counts each block is
+//!   one fragment), the last block holding the `N − (nb − 1)·b` rows left. The blocks are
+//!   visited in the order `π₁(0), π₁(1), …` (`π₁` the permutation of `0..nb` under stream 1);
+//!   window `k` is the `w = window_fragments` consecutive visited blocks `k·w..(k+1)·w` (the last
+//!   window may hold fewer), its rows the concatenation of their row ranges in visiting order,
 //!   `W` rows in all. Window `k` fills the positions `[S_k, S_k + W)` of G (`S_k` the rows of
 //!   the windows before it), and `G[S_k + o]` is the row at offset `π_{2+k}(o)` of the
-//!   concatenation (`π_{2+k}` the permutation of `0..W` under stream `2 + k`). A position is
-//!   located in O(log F) by binary search in per-fragment prefix row counts (O(F) memory,
-//!   which is metadata-sized: one entry per fragment of the manifest).
+//!   concatenation (`π_{2+k}` the permutation of `0..W` under stream `2 + k`). Every block but
+//!   the last has `b` rows, so locating a position is arithmetic: O(1), no table.
 //! * Tail: positions `p ≥ N` of the padded order repeat G from its start, `G[p mod N]`.
 //!
-//! Version 1 of the order (until the order tag of [`settings_digest`] became `…order.v2`)
-//! materialised G with Fisher–Yates over xoshiro256\*\*; a [`LoaderState`] taken under it
-//! carries the old digest and is refused rather than resumed into the new order.
-//! [`Xoshiro256StarStar`] stays for the data transforms, which draw from it.
+//! Version 2 of the order (until the order tag of [`settings_digest`] became `…order.v3`)
+//! windowed whole fragments in a permuted order, which took a prefix table of every
+//! fragment's rows (24 bytes per fragment on every rank); version 1 materialised G with
+//! Fisher–Yates over xoshiro256\*\*. A [`LoaderState`] taken under either carries another
+//! digest and is refused rather than resumed into the new order. [`Xoshiro256StarStar`] stays
+//! for the data transforms, which draw from it.
 
 use std::fmt;
 use std::sync::Arc;
@@ -58,8 +62,8 @@ pub(crate) const GOLDEN_GAMMA: u64 = 0x9E37_79B9_7F4A_7C15;
 const SEED_DOMAIN: u64 = u64::from_le_bytes(*b"TSSAMPL1");
 /// Stream of the [`ShuffleMode::Global`] permutation.
 const STREAM_GLOBAL: u64 = 0;
-/// Stream of the fragment permutation of [`ShuffleMode::Block`].
-const STREAM_FRAGMENTS: u64 = 1;
+/// Stream of the block permutation of [`ShuffleMode::Block`].
+const STREAM_BLOCKS: u64 = 1;
 /// Window `k` of [`ShuffleMode::Block`] is shuffled with stream `STREAM_WINDOW_BASE + k`.
 const STREAM_WINDOW_BASE: u64 = 2;
 
@@ -335,12 +339,13 @@ pub enum ShuffleMode {
     /// position, no memory per row). Best mixing, but the reader touches fragments in random
     /// order.
     Global,
-    /// Chunk-local block shuffle: permute the fragment order, take consecutive groups of
-    /// `window_fragments` fragments (in permuted order), and emit each group's rows in a
-    /// pseudo-random permutation. Each fragment is read once per epoch and at most `window_fragments`
-    /// fragments need to be resident at a time (two windows when a batch straddles them).
+    /// Chunk-local block shuffle: cut the rows into blocks of a mean fragment's rows, permute
+    /// the blocks, take consecutive groups of `window_fragments` blocks (in permuted order),
+    /// and emit each group's rows in a pseudo-random permutation. Each block is read once per
+    /// epoch and about `window_fragments` fragments' rows need to be resident at a time (two
+    /// windows when a batch straddles them).
     Block {
-        /// Fragments per window; must be at least 1.
+        /// Blocks (mean fragments) per window; must be at least 1.
         window_fragments: usize,
     },
 }
@@ -348,9 +353,11 @@ pub enum ShuffleMode {
 /// Everything a [`Plan`] depends on besides the epoch.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PlanConfig {
-    /// Row count of each fragment, in dataset order; fragment `i` holds the contiguous global
-    /// rows starting at the sum of the counts before it.
-    pub fragment_rows: Vec<u64>,
+    /// Rows of the version (N): the order is a permutation of `0..rows`.
+    pub rows: u64,
+    /// Fragments of the version: [`ShuffleMode::Block`]'s blocks hold `⌈rows / fragments⌉`
+    /// rows (0 counts as 1).
+    pub fragments: u64,
     /// Dataset identity, mixed into every random stream.
     pub dataset_id: u64,
     /// User seed, mixed into every random stream.
@@ -398,29 +405,19 @@ fn validate(config: &PlanConfig) -> Result<Sizes, SamplerError> {
         return bad("batch_size", "times world_size overflows");
     };
     let global_batch = global_batch as u64;
-    let Some(rows) = config.fragment_rows.iter().try_fold(0u64, |acc, &r| acc.checked_add(r)) else {
-        return bad("fragment_rows", "total row count overflows u64");
-    };
+    let rows = config.rows;
     let end = if config.drop_last {
         Some(rows / global_batch * global_batch)
     } else {
         rows.div_ceil(global_batch).checked_mul(global_batch)
     };
     let Some(end) = end else {
-        return bad("fragment_rows", "padded row count overflows u64");
+        return bad("rows", "padded row count overflows u64");
     };
     if usize::try_from(end / global_batch).is_err() {
-        return bad("fragment_rows", "batch count does not fit in usize");
+        return bad("rows", "batch count does not fit in usize");
     }
     Ok(Sizes { rows, global_batch, end })
-}
-
-/// The epoch's fragment permutation for [`ShuffleMode::Block`]: the fragments in visiting order.
-fn fragment_permutation(config: &PlanConfig, epoch: u64) -> Vec<usize> {
-    let count = config.fragment_rows.len();
-    let shuffle = IndexShuffle::new(count as u64, seed_for(config.dataset_id, config.seed, epoch, STREAM_FRAGMENTS));
-    // The images lie in `0..count`, so they fit in usize.
-    (0..count as u64).map(|q| shuffle.apply(q) as usize).collect()
 }
 
 /// How a [`Plan`] maps a position of G to a row.
@@ -430,25 +427,30 @@ enum Order {
     Sequential,
     /// `G[p] = shuffle(p)`.
     Global(IndexShuffle),
-    /// Windows of permuted fragments, each in its own permutation.
+    /// Windows of permuted blocks, each in its own permutation.
     Block(Blocks),
     /// A mixture's epoch ([`crate::mixture`]): each position to a source's position, offset
     /// by where that source's positions start.
     Mixture(Arc<MixOrder>, Arc<[u64]>),
 }
 
-/// The O(fragments) tables of a block order.
+/// The geometry of a block order (see the module docs): a few numbers, whatever the size.
 #[derive(Clone, Debug)]
 struct Blocks {
-    window_fragments: usize,
+    /// Blocks per window (`w`).
+    per_window: u64,
+    /// Rows per block (`b`, at least 1); the last block lacks `short` of them.
+    block_rows: u64,
+    /// Blocks (`nb`).
+    count: u64,
+    /// Rows the last block lacks (`nb·b − N`, below `b`).
+    short: u64,
+    /// Place of the last block in visiting order (`π₁⁻¹(nb − 1)`).
+    short_at: u64,
+    /// `π₁`, the visiting order of the blocks.
+    visit: IndexShuffle,
     /// Key material of the window streams: `(dataset_id, seed, epoch)`.
     key: (u64, u64, u64),
-    /// Fragments in visiting order (`π₁`).
-    perm: Vec<usize>,
-    /// `ends[q]`: rows of the fragments `perm[..=q]`, i.e. where fragment `perm[q]` ends in G.
-    ends: Vec<u64>,
-    /// First global row of each fragment, in dataset order.
-    starts: Vec<u64>,
 }
 
 /// The window holding some position of a block order: its place in G and its permutation.
@@ -466,46 +468,58 @@ impl Window {
 }
 
 impl Blocks {
-    fn new(config: &PlanConfig, epoch: u64, window_fragments: usize) -> Self {
-        let perm = fragment_permutation(config, epoch);
-        let lens = &config.fragment_rows;
-        let mut starts = Vec::with_capacity(lens.len());
-        lens.iter().fold(0u64, |start, &r| {
-            starts.push(start);
-            start + r // the total was checked in `validate`
-        });
-        let mut ends = Vec::with_capacity(perm.len());
-        perm.iter().fold(0u64, |end, &f| {
-            ends.push(end + lens[f]);
-            end + lens[f]
-        });
-        Self { window_fragments, key: (config.dataset_id, config.seed, epoch), perm, ends, starts }
+    fn new(config: &PlanConfig, epoch: u64, rows: u64, window_fragments: usize) -> Self {
+        let block_rows = rows.div_ceil(config.fragments.max(1)).max(1);
+        let count = rows.div_ceil(block_rows);
+        let short = count * block_rows - rows;
+        let visit = IndexShuffle::new(count, seed_for(config.dataset_id, config.seed, epoch, STREAM_BLOCKS));
+        let short_at = visit.invert(count.saturating_sub(1));
+        let key = (config.dataset_id, config.seed, epoch);
+        Self { per_window: window_fragments as u64, block_rows, count, short, short_at, visit, key }
     }
 
-    /// The window holding position `p` (`p < N`), in O(log F).
+    /// First position of G of the block visited `q`-th (`q ≤ nb`; `nb` gives N).
+    fn block_start(&self, q: u64) -> u64 {
+        q.saturating_mul(self.block_rows) - if q > self.short_at { self.short } else { 0 }
+    }
+
+    /// The place in visiting order of the block holding position `p` (`p < N`).
+    fn block_at(&self, p: u64) -> u64 {
+        let b = self.block_rows;
+        if p < self.short_at.saturating_mul(b).saturating_add(b - self.short) {
+            (p / b).min(self.short_at)
+        } else {
+            (p + self.short) / b
+        }
+    }
+
+    /// The window holding position `p` (`p < N`).
+    fn window_of(&self, p: u64) -> u64 {
+        self.block_at(p) / self.per_window
+    }
+
+    /// Positions `[S_k, E_k)` of window `k`.
+    fn window_range(&self, k: u64) -> std::ops::Range<u64> {
+        let first = k.saturating_mul(self.per_window).min(self.count);
+        let end = first.saturating_add(self.per_window).min(self.count);
+        self.block_start(first)..self.block_start(end)
+    }
+
+    /// The window holding position `p` (`p < N`), with its permutation.
     fn window(&self, p: u64) -> Window {
-        let q = self.ends.partition_point(|&e| e <= p);
-        let k = q / self.window_fragments;
-        let first = k * self.window_fragments;
-        let last = first.saturating_add(self.window_fragments).min(self.ends.len()) - 1;
-        let start = if first == 0 { 0 } else { self.ends[first - 1] };
+        let k = self.window_of(p);
+        let range = self.window_range(k);
         let (dataset_id, seed, epoch) = self.key;
-        let key = seed_for(dataset_id, seed, epoch, STREAM_WINDOW_BASE.wrapping_add(k as u64));
-        Window { start, shuffle: IndexShuffle::new(self.ends[last] - start, key) }
+        let key = seed_for(dataset_id, seed, epoch, STREAM_WINDOW_BASE.wrapping_add(k));
+        Window { start: range.start, shuffle: IndexShuffle::new(range.end - range.start, key) }
     }
 
     /// `G[p]` (`p < N`) with `p` in `window`: the row at the permuted offset of the window's
-    /// concatenated fragments.
+    /// concatenated blocks.
     fn row(&self, window: &Window, p: u64) -> u64 {
         let x = window.start + window.shuffle.apply(p - window.start);
-        let q = self.ends.partition_point(|&e| e <= x);
-        let begin = if q == 0 { 0 } else { self.ends[q - 1] };
-        self.starts[self.perm[q]] + (x - begin)
-    }
-
-    fn heap_bytes(&self) -> u64 {
-        let bytes = size_of::<usize>() * self.perm.capacity() + 8 * (self.ends.capacity() + self.starts.capacity());
-        bytes as u64
+        let q = self.block_at(x);
+        self.visit.apply(q) * self.block_rows + (x - self.block_start(q))
     }
 }
 
@@ -515,7 +529,7 @@ impl Order {
         match config.shuffle {
             ShuffleMode::None => Self::Sequential,
             ShuffleMode::Global => Self::Global(IndexShuffle::new(rows, key(STREAM_GLOBAL))),
-            ShuffleMode::Block { window_fragments } => Self::Block(Blocks::new(config, epoch, window_fragments)),
+            ShuffleMode::Block { window_fragments } => Self::Block(Blocks::new(config, epoch, rows, window_fragments)),
         }
     }
 
@@ -557,15 +571,16 @@ impl Fnv1a {
     }
 }
 
-/// Tag opening every [`settings_digest`]: the version of the order's definition. v2 is the
-/// on-demand Feistel order; v1 (Fisher–Yates) states carry another digest and are refused.
-const ORDER_TAG: &[u8] = b"tessera.sampler.order.v2";
+/// Tag opening every [`settings_digest`]: the version of the order's definition. v3 windows
+/// blocks of rows; v2 (windows of whole fragments) and v1 (Fisher–Yates) states carry other
+/// digests and are refused.
+const ORDER_TAG: &[u8] = b"tessera.sampler.order.v3";
 
 /// Digest of the settings that determine the global order and its batching.
 ///
 /// FNV-1a 64 over the canonical little-endian encoding: the ASCII tag
-/// `tessera.sampler.order.v2`, the fragment count and each fragment's row count (u64), the
-/// shuffle tag (u8: 0 None, 1 Global, 2 Block followed by `window_fragments` as u64),
+/// `tessera.sampler.order.v3`, the row count and the fragment count (u64 each), the shuffle
+/// tag (u8: 0 None, 1 Global, 2 Block followed by `window_fragments` as u64),
 /// `drop_last` (u8) and the global batch size `batch_size * world_size` (u64, saturating).
 /// World size and rank are deliberately absent beyond that product, so a checkpoint stays valid
 /// when a job is resumed on a different number of ranks with the same global batch. The tag
@@ -582,16 +597,13 @@ const MIXTURE_TAG: &[u8] = b"tessera.sampler.mixture.v1";
 /// the epoch's length (a change of the mix may change it; the history digest covers it).
 #[must_use]
 pub fn mixture_settings_digest(config: &PlanConfig) -> u64 {
-    tagged_digest(MIXTURE_TAG, &PlanConfig { fragment_rows: Vec::new(), ..config.clone() })
+    tagged_digest(MIXTURE_TAG, &PlanConfig { rows: 0, fragments: 0, ..config.clone() })
 }
 
 /// [`settings_digest`] under an explicit order tag.
 fn tagged_digest(tag: &[u8], config: &PlanConfig) -> u64 {
     let mut h = Fnv1a::new();
-    h.write(tag).u64(config.fragment_rows.len() as u64);
-    for &r in &config.fragment_rows {
-        h.u64(r);
-    }
+    h.write(tag).u64(config.rows).u64(config.fragments);
     match config.shuffle {
         ShuffleMode::None => h.write(&[0]),
         ShuffleMode::Global => h.write(&[1]),
@@ -608,8 +620,9 @@ fn tagged_digest(tag: &[u8], config: &PlanConfig) -> u64 {
 
 /// One rank's view of one epoch: the global order, its batching, and this rank's batches.
 ///
-/// G is evaluated on demand ([`Plan::row_at`], [`Plan::batch_into`]); the plan holds
-/// O(fragments) memory ([`Plan::heap_bytes`]) and never a row list.
+/// G is evaluated on demand ([`Plan::row_at`], [`Plan::batch_into`]); the plan holds a few
+/// numbers ([`Plan::heap_bytes`]: nothing on the heap but a mixture's tables), never a list of
+/// rows or fragments.
 #[derive(Clone, Debug)]
 pub struct Plan {
     config: PlanConfig,
@@ -625,7 +638,7 @@ pub struct Plan {
 }
 
 impl Plan {
-    /// Plans `epoch` from its beginning, in O(fragments) time and memory.
+    /// Plans `epoch` from its beginning, in O(1) time and memory.
     ///
     /// # Errors
     /// [`SamplerError::InvalidConfig`] when a field of `config` is unusable.
@@ -673,8 +686,8 @@ impl Plan {
 
     /// Plans `epoch` of a mixture: `G[p]` is the plan position `starts[s] + q` of the
     /// source `s` and source position `q` that `mix` gives position `p` ([`crate::mixture`]);
-    /// `config.fragment_rows` and `config.dataset_id` are set from the mixture (the epoch's
-    /// length, the history's digest).
+    /// `config.rows`, `config.fragments` and `config.dataset_id` are set from the mixture (the
+    /// epoch's length, one fragment, the history's digest).
     ///
     /// # Errors
     /// As [`Plan::new`]; `starts` must hold one entry per source.
@@ -693,7 +706,7 @@ impl Plan {
                 reason: "block shuffle does not apply to a mixture (each source is shuffled globally or read in order)",
             });
         }
-        config.fragment_rows = vec![mix.epoch_len(epoch)];
+        (config.rows, config.fragments) = (mix.epoch_len(epoch), 1);
         config.dataset_id = mix.digest();
         let Sizes { rows, global_batch, end } = validate(&config)?;
         Ok(Self { config, epoch, order: Order::Mixture(mix, starts), rows, end, start: 0, global_batch })
@@ -766,7 +779,7 @@ impl Plan {
 
     /// The row at `position` of the padded order: `G[position mod N]` (so the padding repeats
     /// G from its start, and positions past [`Plan::effective_len`] keep wrapping); `None`
-    /// only when the dataset has no rows. Cost: O(log fragments) plus one permutation.
+    /// only when the dataset has no rows. Cost: one or two permutations.
     #[must_use]
     pub fn row_at(&self, position: u64) -> Option<u64> {
         (self.rows > 0).then(|| self.order.at(position % self.rows, &mut None, self.epoch))
@@ -789,14 +802,37 @@ impl Plan {
         Some((first..self.end).step_by(usize::try_from(self.rows).unwrap_or(usize::MAX)).collect())
     }
 
-    /// Bytes this plan holds on the heap besides its [`PlanConfig`]: a few words per fragment
-    /// in block mode, nothing otherwise; never anything per row.
+    /// Bytes this plan holds on the heap besides its [`PlanConfig`]: a mixture's tables,
+    /// nothing otherwise; never anything per row or per fragment.
     #[must_use]
     pub fn heap_bytes(&self) -> u64 {
         match &self.order {
-            Order::Sequential | Order::Global(_) => 0,
-            Order::Block(blocks) => blocks.heap_bytes(),
+            Order::Sequential | Order::Global(_) | Order::Block(_) => 0,
             Order::Mixture(mix, starts) => mix.heap_bytes() + 8 * starts.len() as u64,
+        }
+    }
+
+    /// Block shuffle's geometry: rows per window (full windows) and rows per block; `None`
+    /// for other orders.
+    #[must_use]
+    pub fn block_rows(&self) -> Option<(u64, u64)> {
+        match &self.order {
+            Order::Block(b) => Some((b.per_window.saturating_mul(b.block_rows), b.block_rows)),
+            _ => None,
+        }
+    }
+
+    /// The block window holding position `position` of the padded order (of `G[position mod
+    /// N]`), and the positions `[S_k, E_k)` of G it fills; `None` unless the order is a
+    /// [`ShuffleMode::Block`] one with rows.
+    #[must_use]
+    pub fn block_window(&self, position: u64) -> Option<(u64, std::ops::Range<u64>)> {
+        match &self.order {
+            Order::Block(blocks) if self.rows > 0 => {
+                let k = blocks.window_of(position % self.rows);
+                Some((k, blocks.window_range(k)))
+            }
+            _ => None,
         }
     }
 
@@ -854,39 +890,6 @@ impl Plan {
         let mut out = Vec::with_capacity(usize::try_from(self.rows).unwrap_or(0));
         out.extend((0..self.rows).map(|p| self.order.at(p, &mut cache, self.epoch)));
         out
-    }
-
-    /// Fragment indices in the order this rank first needs a row of them (over its remaining
-    /// batches, padding included); fragments it never needs are absent.
-    ///
-    /// The prefetcher reads fragments in exactly this order. In [`ShuffleMode::Block`] windows
-    /// are contiguous in G, so the schedule visits window after window and a reader following
-    /// it holds at most two windows' fragments; in [`ShuffleMode::None`] it is ascending; in
-    /// [`ShuffleMode::Global`] it is effectively random and soon covers every fragment.
-    /// Memory O(fragments); time O(rows of this rank × log fragments).
-    #[must_use]
-    pub fn fragment_schedule(&self) -> Vec<usize> {
-        let mut ends = Vec::with_capacity(self.config.fragment_rows.len());
-        self.config.fragment_rows.iter().fold(0u64, |end, &r| {
-            ends.push(end + r);
-            end + r
-        });
-        let mut seen = vec![false; ends.len()];
-        let mut schedule = Vec::new();
-        let mut batch = Vec::with_capacity(self.config.batch_size);
-        for i in 0..self.batches_per_rank() {
-            self.batch_into(i, &mut batch);
-            for &row in &batch {
-                let f = ends.partition_point(|&e| e <= row);
-                if let Some(flag) = seen.get_mut(f)
-                    && !*flag
-                {
-                    *flag = true;
-                    schedule.push(f);
-                }
-            }
-        }
-        schedule
     }
 
     /// The resume state after every rank has taken `batches_consumed` batches of this plan,
@@ -1131,8 +1134,8 @@ mod tests {
     }
 
     fn config(n: u64, shuffle: ShuffleMode, batch_size: usize, world_size: usize, drop_last: bool) -> PlanConfig {
-        let fragment_rows = fragments(n);
-        PlanConfig { fragment_rows, dataset_id: 7, seed: 42, shuffle, batch_size, world_size, rank: 0, drop_last }
+        let fragments = fragments(n).len() as u64;
+        PlanConfig { rows: n, fragments, dataset_id: 7, seed: 42, shuffle, batch_size, world_size, rank: 0, drop_last }
     }
 
     fn plans(c: &PlanConfig, epoch: u64, state: Option<&LoaderState>) -> Vec<Plan> {
@@ -1223,41 +1226,44 @@ mod tests {
     }
 
     #[test]
-    fn block_windows_are_contiguous_and_fragments_stay_in_their_window() {
-        let rows = vec![420, 420, 17, 0, 33, 100, 250, 5, 64];
-        let starts: Vec<u64> = rows.iter().scan(0, |s, &r| Some(std::mem::replace(s, *s + r))).collect();
-        for window_fragments in [1, 2, 3, 4, 9, 20] {
-            let shuffle = ShuffleMode::Block { window_fragments };
-            let c = PlanConfig { fragment_rows: rows.clone(), shuffle, ..config(0, shuffle, 4, 2, false) };
-            let plan = Plan::new(c.clone(), 1).unwrap();
-            let g = plan.collect_global_order();
-            let mut pos = 0;
-            for window in fragment_permutation(&c, 1).chunks(window_fragments) {
-                let len: u64 = window.iter().map(|&f| rows[f]).sum();
-                let segment = &g[pos..pos + len as usize];
-                let mut got = segment.to_vec();
-                got.sort_unstable();
-                let mut want: Vec<u64> = window.iter().flat_map(|&f| starts[f]..starts[f] + rows[f]).collect();
-                want.sort_unstable();
-                assert_eq!(got, want, "window rows not contiguous in G");
-                if len > 50 {
-                    assert!(adjacent_pair_retention(segment) < 0.1, "window not shuffled");
+    fn block_windows_are_contiguous_and_blocks_stay_in_their_window() {
+        // (rows, fragments): blocks of ⌈rows / fragments⌉ rows, the last one short or not.
+        for (rows, fragments) in [(1_300u64, 9u64), (1_000, 10), (17, 17), (5, 9), (1, 1), (640, 3)] {
+            let block_rows = rows.div_ceil(fragments);
+            for window_fragments in [1, 2, 3, 4, 9, 20] {
+                let shuffle = ShuffleMode::Block { window_fragments };
+                let c = PlanConfig { rows, fragments, shuffle, ..config(0, shuffle, 4, 2, false) };
+                let plan = Plan::new(c.clone(), 1).unwrap();
+                let g = plan.collect_global_order();
+                let mut start = 0u64;
+                let mut seen_blocks = HashSet::new();
+                while start < rows {
+                    let (k, range) = plan.block_window(start).unwrap();
+                    assert_eq!(range.start, start, "windows tile G in order");
+                    assert!(range.end > start);
+                    let segment = &g[range.start as usize..range.end as usize];
+                    assert!(segment.iter().all(|&p| plan.block_window(p).is_some()));
+                    for p in range.clone() {
+                        assert_eq!(plan.block_window(p).unwrap().0, k);
+                    }
+                    // The window's rows are whole blocks, `window_fragments` of them (fewer last).
+                    let blocks: HashSet<u64> = segment.iter().map(|&r| r / block_rows).collect();
+                    let whole: u64 = blocks.iter().map(|&j| block_rows.min(rows - j * block_rows)).sum();
+                    assert_eq!(whole, segment.len() as u64, "window {k} holds whole blocks");
+                    assert!(blocks.len() <= window_fragments, "window {k}: {} blocks", blocks.len());
+                    assert!(blocks.iter().all(|&j| seen_blocks.insert(j)), "a block in two windows");
+                    if segment.len() > 50 {
+                        assert!(adjacent_pair_retention(segment) < 0.1, "window not shuffled");
+                    }
+                    start = range.end;
                 }
-                pos += len as usize;
+                assert_eq!(seen_blocks.len() as u64, rows.div_ceil(block_rows));
+                let (window_rows, b) = plan.block_rows().unwrap();
+                assert_eq!((window_rows, b), (block_rows * window_fragments as u64, block_rows));
             }
-            assert_eq!(pos, g.len());
-            // One rank reading everything sees windows in order and each non-empty fragment once.
-            let solo = Plan::new(PlanConfig { world_size: 1, ..c.clone() }, 1).unwrap();
-            let schedule = solo.fragment_schedule();
-            let window_of =
-                |f: usize| fragment_permutation(&c, 1).iter().position(|&x| x == f).unwrap() / window_fragments;
-            assert!(schedule.windows(2).all(|w| window_of(w[0]) <= window_of(w[1])));
-            let mut sorted = schedule.clone();
-            sorted.sort_unstable();
-            assert_eq!(sorted, vec![0, 1, 2, 4, 5, 6, 7, 8]);
         }
         let seq = Plan::new(config(100, ShuffleMode::None, 10, 1, false), 0).unwrap();
-        assert_eq!(seq.fragment_schedule(), (0..fragments(100).len()).filter(|&f| f % 4 != 2).collect::<Vec<_>>());
+        assert!(seq.block_window(3).is_none() && seq.block_rows().is_none());
     }
 
     #[test]
@@ -1312,7 +1318,8 @@ mod tests {
         assert_eq!(field(PlanConfig { drop_last: true, ..c.clone() }, 3), "settings_digest");
         assert_eq!(field(PlanConfig { batch_size: 8, ..c.clone() }, 3), "settings_digest");
         assert_eq!(field(PlanConfig { shuffle: ShuffleMode::None, ..c.clone() }, 3), "settings_digest");
-        assert_eq!(field(PlanConfig { fragment_rows: fragments(101), ..c.clone() }, 3), "settings_digest");
+        assert_eq!(field(PlanConfig { rows: 101, ..c.clone() }, 3), "settings_digest");
+        assert_eq!(field(PlanConfig { fragments: 1, ..c.clone() }, 3), "settings_digest");
         assert_eq!(field(c.clone(), 4), "epoch");
         let err = Plan::resume(c.clone(), 3, &LoaderState { dataset_id: 9, ..state.clone() }).unwrap_err();
         assert_eq!(err, SamplerError::StateMismatch { field: "dataset_id", expected: 7, found: 9 });
@@ -1334,8 +1341,8 @@ mod tests {
             (PlanConfig { rank: 2, ..c.clone() }, "rank"),
             (PlanConfig { shuffle: ShuffleMode::Block { window_fragments: 0 }, ..c.clone() }, "shuffle"),
             (PlanConfig { batch_size: usize::MAX, ..c.clone() }, "batch_size"),
-            (PlanConfig { fragment_rows: vec![u64::MAX, 1], ..c.clone() }, "fragment_rows"),
-            (PlanConfig { fragment_rows: vec![u64::MAX - 1], ..c.clone() }, "fragment_rows"),
+            (PlanConfig { rows: u64::MAX, ..c.clone() }, "rows"),
+            (PlanConfig { rows: u64::MAX - 1, ..c.clone() }, "rows"),
         ] {
             assert!(matches!(Plan::new(bad, 0), Err(SamplerError::InvalidConfig { field, .. }) if field == name));
         }
@@ -1411,7 +1418,7 @@ mod tests {
         assert!((adjacent_pair_retention(&padded) - expected).abs() < 1e-12);
 
         let mut block = config(10_000, ShuffleMode::Block { window_fragments: 8 }, 32, 1, false);
-        block.fragment_rows = vec![100; 100];
+        block.fragments = 100;
         let block = Plan::new(block, 0).unwrap().collect_global_order();
         assert!(adjacent_pair_retention(&block) < 0.01);
         assert!(displacement_stats(&block).mean_normalized > 0.2);
@@ -1433,11 +1440,10 @@ mod tests {
         assert_eq!(seed_for(1, 2, 3, 4), 0xF47E_DE8D_FE08_43E7);
         let g = Plan::new(config(10, ShuffleMode::Global, 1, 1, false), 0).unwrap();
         assert_eq!(g.collect_global_order(), GOLDEN_GLOBAL_10);
-        let block = PlanConfig {
-            fragment_rows: vec![3, 2, 0, 4, 6],
-            ..config(0, ShuffleMode::Block { window_fragments: 2 }, 1, 1, false)
-        };
-        assert_eq!(fragment_permutation(&block, 0), GOLDEN_FRAGMENTS_5);
+        let block =
+            PlanConfig { rows: 15, fragments: 5, ..config(0, ShuffleMode::Block { window_fragments: 2 }, 1, 1, false) };
+        let visit = IndexShuffle::new(5, seed_for(7, 42, 0, STREAM_BLOCKS));
+        assert_eq!((0..5).map(|q| visit.apply(q) as usize).collect::<Vec<_>>(), GOLDEN_BLOCKS_5);
         assert_eq!(Plan::new(block, 0).unwrap().collect_global_order(), GOLDEN_BLOCK_15);
         let mut rng = Xoshiro256StarStar::new(9);
         let mut counts = [0u32; 3];
@@ -1450,8 +1456,8 @@ mod tests {
 
     /// Pinned outputs of the frozen order (see `prng_and_derivation_are_pinned`).
     const GOLDEN_GLOBAL_10: [u64; 10] = [6, 5, 0, 2, 4, 1, 7, 9, 8, 3];
-    const GOLDEN_FRAGMENTS_5: [usize; 5] = [1, 4, 2, 0, 3];
-    const GOLDEN_BLOCK_15: [u64; 15] = [3, 12, 11, 4, 14, 9, 13, 10, 1, 2, 0, 8, 7, 5, 6];
+    const GOLDEN_BLOCKS_5: [usize; 5] = [1, 4, 2, 0, 3];
+    const GOLDEN_BLOCK_15: [u64; 15] = [3, 14, 13, 4, 12, 5, 2, 1, 8, 0, 7, 6, 10, 11, 9];
     const GOLDEN_SHUFFLE_10: [u64; 10] = [9, 0, 1, 4, 8, 2, 6, 5, 7, 3];
     const GOLDEN_SHUFFLE_2_40: [u64; 10] = [
         187_658_179_272,
@@ -1535,14 +1541,14 @@ mod tests {
     #[test]
     fn trillion_row_plans_partition_and_resume_without_materialising() {
         const N: u64 = 1_000_000_000_000;
-        let mut fragment_rows = vec![1u64 << 30; usize::try_from(N >> 30).unwrap()];
-        fragment_rows.push(N % (1 << 30));
-        assert_eq!(fragment_rows.len(), 932);
+        let fragments = N.div_ceil(1 << 30);
+        assert_eq!(fragments, 932);
         for shuffle in MODES.into_iter().chain([ShuffleMode::Block { window_fragments: 8 }]) {
             for drop_last in [false, true] {
                 // Global batch 7000 does not divide N: the last global batch is padded (or dropped).
                 let before = PlanConfig {
-                    fragment_rows: fragment_rows.clone(),
+                    rows: N,
+                    fragments,
                     dataset_id: 7,
                     seed: 42,
                     shuffle,
@@ -1555,7 +1561,7 @@ mod tests {
                 let count = ps[0].batches_per_rank();
                 assert!(ps.iter().all(|p| p.batches_per_rank() == count && p.rows() == N));
                 assert_eq!(count as u64, if drop_last { N / 7000 } else { N.div_ceil(7000) });
-                assert!(ps.iter().all(|p| p.heap_bytes() <= 24 * 932), "{}", ps[0].heap_bytes());
+                assert!(ps.iter().all(|p| p.heap_bytes() == 0), "{}", ps[0].heap_bytes());
                 let global_batch = |ps: &[Plan], k: usize| {
                     let (mut out, mut b) = (Vec::new(), Vec::new());
                     for p in ps {
@@ -1602,10 +1608,10 @@ mod tests {
     #[test]
     fn plans_hold_no_memory_per_row() {
         for shuffle in MODES {
-            let c = PlanConfig { fragment_rows: vec![1 << 40; 10], ..config(0, shuffle, 4, 2, false) };
+            let c = PlanConfig { rows: 10 << 40, fragments: 10, ..config(0, shuffle, 4, 2, false) };
             let plan = Plan::new(c, 0).unwrap();
             assert_eq!(plan.rows(), 10 << 40);
-            assert!(plan.heap_bytes() <= 24 * 10);
+            assert_eq!(plan.heap_bytes(), 0);
         }
     }
 
@@ -1626,7 +1632,7 @@ mod tests {
     #[allow(clippy::cast_precision_loss)]
     fn feistel_order_matches_fisher_yates_quality() {
         for (n, fragment_len) in [(10_000u64, 100), (100_000, 1000), (1_000_003, 1 << 14)] {
-            let c = PlanConfig { fragment_rows: vec![n], ..config(0, ShuffleMode::Global, 64, 1, false) };
+            let c = PlanConfig { rows: n, fragments: 1, ..config(0, ShuffleMode::Global, 64, 1, false) };
             let feistel = Plan::new(c, 0).unwrap().collect_global_order();
             let mut fisher_yates: Vec<u64> = (0..n).collect();
             Xoshiro256StarStar::new(seed_for(7, 42, 0, STREAM_GLOBAL)).shuffle(&mut fisher_yates);

@@ -1,26 +1,29 @@
 //! The block-shuffle window: the pages of the fragments the current batches draw from.
 //!
-//! In [`ShuffleMode::Block`](crate::ShuffleMode::Block) an epoch visits windows of fragments
-//! one after another and shuffles rows only within a window. Each fragment is read **once
-//! per epoch**, with large ranged reads: when the first batch that needs it arrives, the
-//! pages this rank needs from it are laid out in extents (`extents`: large buffers recycled
-//! from fragment to fragment and epoch to epoch), one job per extent, each job one ranged
-//! read of neighbouring pages straight into its extent, verified there (compressed pages are
-//! decoded into it). Any worker whose batch waits for a loading fragment runs that
-//! fragment's pending jobs (or an earlier fragment's) instead of sleeping, so a window loads
-//! on every worker at once. Later batches copy rows out of the extents, each row once, into
-//! their batch buffers; the fragment's extents go back to the pool when the last of its rows
-//! has been copied (an exact reference count derived from the plan).
+//! In [`ShuffleMode::Block`](crate::ShuffleMode::Block) an epoch visits windows of blocks of
+//! rows one after another and shuffles rows only within a window. The unit of loading
+//! ([`Unit`]) is one fragment's part of one window: the pages this rank needs from it for
+//! that window's rows (where fragments hold equal row counts, a block is a fragment and a
+//! unit a whole fragment). Units are worked out a window at a time as batches reach them
+//! (`schedule`), so nothing here grows with the dataset. Each unit is read **once per
+//! epoch**, with large ranged reads: when the first batch that needs it arrives, its pages
+//! are laid out in extents (`extents`: large buffers recycled from unit to unit and epoch to
+//! epoch), one job per extent, each job one ranged read of neighbouring pages straight into
+//! its extent, verified there (compressed pages are decoded into it). Any worker whose batch
+//! waits for a loading unit runs that unit's pending jobs (or an earlier unit's) instead of
+//! sleeping, so a window loads on every worker at once. Later batches copy rows out of the
+//! extents, each row once, into their batch buffers; the unit's extents go back to the pool
+//! when the last of its rows has been copied (an exact count: a window's batches are all
+//! scheduled together).
 //!
-//! Memory stays bounded because fragments are *admitted in the order batches first need
-//! them* and each admission waits for its extents within the `Shuffle` share. Once every
-//! batch before the oldest unfinished one has finished, the resident fragments are exactly
-//! those that span it, so admission can always proceed when the share holds the peak of that
-//! sweep (computed when the epoch starts, see [`sweep_peak`]).
+//! Memory stays bounded because units are *admitted in the order batches first need them*
+//! and each admission waits for its extents within the `Shuffle` share, which holds about
+//! two windows (the one being read and the next, loading ahead).
 
 mod extents;
+mod schedule;
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -29,8 +32,9 @@ use std::time::Duration;
 #[cfg(test)]
 use extents::MIN_EXTENT;
 pub(crate) use extents::{Extent, ExtentPool, extent_len, extent_size};
+pub(crate) use schedule::{BlockSchedule, Positions};
 
-use crate::catalog::FileMeta;
+use crate::catalog::{FileMeta, FragmentEntry};
 use crate::error::{LoaderError, Result};
 
 /// A stored-bytes fault remembered for a page, re-raised for every row that needs it.
@@ -133,9 +137,11 @@ pub(crate) struct Run {
 /// Filling one extent of a loading fragment: the unit of work any waiting worker can run.
 #[derive(Debug)]
 pub(crate) struct Job {
-    pub(crate) frag: usize,
-    /// The data file's position in its fragment.
+    /// The unit ([`Unit`]) the job loads.
+    pub(crate) unit: usize,
+    /// The data file's position in its fragment, and its key.
     pub(crate) fi: usize,
+    pub(crate) key: String,
     pub(crate) meta: Arc<FileMeta>,
     /// The extent's index in the fragment.
     pub(crate) index: usize,
@@ -168,22 +174,34 @@ enum Slot {
 
 #[derive(Debug)]
 struct State {
-    /// Admission position whose turn it is.
+    /// Admission position (unit) whose turn it is.
     turn: usize,
     slots: HashMap<usize, Slot>,
+    /// Units registered and not gone yet, by id.
+    units: BTreeMap<usize, Arc<Unit>>,
+    /// Units registered so far: ids `0..registered`.
+    registered: usize,
+}
+
+/// What the window loads as one piece: the pages this rank needs from one fragment for the
+/// rows of one block window (the same fragment in another window is another unit). Units are
+/// numbered in admission order, the order batches first need them.
+#[derive(Debug)]
+pub(crate) struct Unit {
+    /// The fragment, and its index in the catalog (its file metadata's key).
+    pub(crate) frag: usize,
+    pub(crate) entry: Arc<FragmentEntry>,
+    /// Physical rows this rank reads from it, ascending, once each.
+    pub(crate) needed: Vec<u64>,
+    /// First batch needing it.
+    pub(crate) first_need: usize,
+    /// Real rows of this rank's batches that it serves.
+    pub(crate) uses: u64,
 }
 
 /// The window cache of one epoch on one rank.
 #[derive(Debug)]
 pub(crate) struct WindowCache {
-    /// Admission position of each fragment (`usize::MAX` when this rank never needs it).
-    position: Vec<usize>,
-    /// The fragments in admission order (the inverse of `position`).
-    order: Vec<usize>,
-    /// Real rows of this rank's remaining batches per fragment.
-    uses: Vec<u64>,
-    /// First batch needing each fragment.
-    first_need: Vec<usize>,
     /// Regular extent length of this epoch.
     extent: u64,
     state: Mutex<State>,
@@ -193,55 +211,55 @@ pub(crate) struct WindowCache {
 /// What admission tells the caller to do next.
 #[derive(Debug)]
 pub(crate) enum Step {
-    /// The fragment is resident.
+    /// The unit is resident.
     Ready(Arc<FragmentData>),
-    /// This caller holds the turn: it lays the fragment out, takes its extents and calls
+    /// This caller holds the turn: it lays the unit out, takes its extents and calls
     /// [`WindowCache::planned`] (or [`WindowCache::abandon`] on failure).
     Plan,
-    /// Run this job (of this or an earlier fragment), then call [`WindowCache::finished`]
+    /// Run this job (of this or an earlier unit), then call [`WindowCache::finished`]
     /// (or [`WindowCache::requeue`] on failure).
     Run(Box<Job>),
 }
 
 impl WindowCache {
-    /// `first_need[f]` and `uses[f]` come from the plan; fragments with no uses are never
-    /// admitted. `extent` is the regular extent length of the epoch.
-    pub(crate) fn new(first_need: Vec<usize>, uses: Vec<u64>, extent: u64) -> Self {
-        let mut order: Vec<usize> = (0..uses.len()).filter(|&f| uses[f] > 0).collect();
-        order.sort_by_key(|&f| (first_need[f], f));
-        let mut position = vec![usize::MAX; uses.len()];
-        for (p, &f) in order.iter().enumerate() {
-            position[f] = p;
-        }
-        Self {
-            position,
-            order,
-            uses,
-            first_need,
-            extent,
-            state: Mutex::new(State { turn: 0, slots: HashMap::new() }),
-            changed: Condvar::new(),
-        }
+    /// An empty window whose extents are `extent` long; units come by
+    /// [`WindowCache::register`].
+    pub(crate) fn new(extent: u64) -> Self {
+        let state = State { turn: 0, slots: HashMap::new(), units: BTreeMap::new(), registered: 0 };
+        Self { extent, state: Mutex::new(state), changed: Condvar::new() }
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Admission position of `frag` (for sorting a batch's fragments).
-    pub(crate) fn position(&self, frag: usize) -> usize {
-        self.position.get(frag).copied().unwrap_or(usize::MAX)
+    /// Adds units after those registered (in admission order; units without uses are never
+    /// admitted and are not kept); returns the id of the first.
+    pub(crate) fn register(&self, units: Vec<Unit>) -> usize {
+        let mut s = self.lock();
+        let first = s.registered;
+        for (i, u) in units.into_iter().enumerate() {
+            s.units.insert(first + i, Arc::new(u));
+            s.registered += 1;
+        }
+        drop(s);
+        self.changed.notify_all();
+        first
     }
 
-    /// `frag` and the fragments after it in admission order, `n` in all (fewer at the end).
-    pub(crate) fn upcoming(&self, frag: usize, n: usize) -> Vec<usize> {
-        let pos = self.position(frag);
-        self.order.iter().skip(pos).take(n).copied().collect()
+    /// A registered unit not gone yet.
+    pub(crate) fn unit(&self, unit: usize) -> Result<Arc<Unit>> {
+        self.lock()
+            .units
+            .get(&unit)
+            .cloned()
+            .ok_or_else(|| LoaderError::WorkerPanicked(format!("unit {unit} is not in the block window")))
     }
 
-    /// The first batch that needs `frag`.
-    pub(crate) fn first_need(&self, frag: usize) -> usize {
-        self.first_need.get(frag).copied().unwrap_or(usize::MAX)
+    /// `unit` and the units after it in admission order, `n` in all (fewer at the end of
+    /// those registered).
+    pub(crate) fn upcoming(&self, unit: usize, n: usize) -> Vec<Arc<Unit>> {
+        self.lock().units.range(unit..).take(n).map(|(_, u)| u.clone()).collect()
     }
 
     /// The regular extent length of this epoch.
@@ -249,26 +267,26 @@ impl WindowCache {
         self.extent
     }
 
-    /// The next step towards having `frag` resident: it is, or the caller plans it (its
-    /// turn), or the caller runs a pending job (of `frag`, else of the earliest loading
-    /// fragment) instead of waiting. Callers take the fragments of one batch in ascending
+    /// The next step towards having `unit` resident: it is, or the caller plans it (its
+    /// turn), or the caller runs a pending job (of `unit`, else of the earliest loading
+    /// unit) instead of waiting. Callers take the units of one batch in ascending
     /// [`WindowCache::position`].
     ///
     /// # Errors
-    /// [`LoaderError::Stopped`] on stop; [`LoaderError::Config`] for a fragment this rank
-    /// was not planned to need (a bug).
-    pub(crate) fn admit(&self, frag: usize, stopped: &AtomicBool) -> Result<Step> {
-        let pos = self.position(frag);
-        if pos == usize::MAX {
-            return Err(LoaderError::config(format!("fragment {frag} is not in this rank's block schedule")));
-        }
+    /// [`LoaderError::Stopped`] on stop; [`LoaderError::Config`] for a unit not registered
+    /// or gone before its last use (a bug).
+    pub(crate) fn admit(&self, unit: usize, stopped: &AtomicBool) -> Result<Step> {
+        let pos = unit;
         let mut s = self.lock();
+        if pos >= s.registered {
+            return Err(LoaderError::config(format!("unit {unit} is not in this rank's block schedule")));
+        }
         loop {
             if stopped.load(Ordering::Acquire) {
                 return Err(LoaderError::Stopped);
             }
             let turn = s.turn;
-            match s.slots.get_mut(&frag) {
+            match s.slots.get_mut(&unit) {
                 Some(Slot::Ready { data, .. }) => return Ok(Step::Ready(data.clone())),
                 Some(Slot::Loading(l)) if !l.pending.is_empty() => {
                     if let Some(job) = l.pending.pop_front() {
@@ -276,22 +294,22 @@ impl WindowCache {
                     }
                 }
                 None if turn == pos => {
-                    s.slots.insert(frag, Slot::Planning);
+                    s.slots.insert(unit, Slot::Planning);
                     return Ok(Step::Plan);
                 }
                 None if turn > pos => {
-                    return Err(LoaderError::config(format!("fragment {frag} was evicted before its last use")));
+                    return Err(LoaderError::config(format!("unit {unit} was evicted before its last use")));
                 }
                 Some(_) | None => {}
             }
-            // Help: the earliest loading fragment's next job.
+            // Help: the earliest loading unit's next job.
             let earliest = s
                 .slots
                 .iter()
                 .filter(|(_, slot)| matches!(slot, Slot::Loading(l) if !l.pending.is_empty()))
-                .map(|(&f, _)| f)
-                .min_by_key(|&f| self.position(f));
-            if let Some(Slot::Loading(l)) = earliest.and_then(|f| s.slots.get_mut(&f))
+                .map(|(&u, _)| u)
+                .min();
+            if let Some(Slot::Loading(l)) = earliest.and_then(|u| s.slots.get_mut(&u))
                 && let Some(job) = l.pending.pop_front()
             {
                 return Ok(Step::Run(Box::new(job)));
@@ -300,10 +318,11 @@ impl WindowCache {
         }
     }
 
-    /// Publishes a planned fragment (its page layout and the jobs filling its extents; ready
-    /// at once without jobs) and passes the turn on.
-    pub(crate) fn planned(&self, frag: usize, files: Vec<std::result::Result<Vec<PageMap>, Fault>>, jobs: Vec<Job>) {
-        let remaining = self.uses.get(frag).copied().unwrap_or(0);
+    /// Publishes a planned unit (its page layout and the jobs filling its extents; ready at
+    /// once without jobs) and passes the turn on.
+    pub(crate) fn planned(&self, unit: usize, files: Vec<std::result::Result<Vec<PageMap>, Fault>>, jobs: Vec<Job>) {
+        let mut s = self.lock();
+        let remaining = s.units.get(&unit).map_or(0, |u| u.uses);
         let slot = if jobs.is_empty() {
             Slot::Ready { data: Arc::new(FragmentData { files, extents: Vec::new() }), remaining }
         } else {
@@ -315,19 +334,19 @@ impl WindowCache {
                 extents: std::iter::repeat_with(|| None).take(n).collect(),
             })
         };
-        let mut s = self.lock();
-        s.slots.insert(frag, slot);
+        s.slots.insert(unit, slot);
         s.turn += 1;
         drop(s);
         self.changed.notify_all();
     }
 
-    /// Records a finished job (its extent filled, the faults of its pages); the fragment is
+    /// Records a finished job (its extent filled, the faults of its pages); the unit is
     /// ready after its last job.
     pub(crate) fn finished(&self, job: Job, faults: Vec<PageFault>) {
         let mut s = self.lock();
-        let frag = job.frag;
-        let Some(Slot::Loading(l)) = s.slots.get_mut(&frag) else { return };
+        let unit = job.unit;
+        let remaining = s.units.get(&unit).map_or(0, |u| u.uses);
+        let Some(Slot::Loading(l)) = s.slots.get_mut(&unit) else { return };
         for (fi, pos, page, fault) in faults {
             if let Some(Ok(maps)) = l.files.get_mut(fi)
                 && let Some(map) = maps.get_mut(pos)
@@ -340,37 +359,37 @@ impl WindowCache {
         }
         l.outstanding = l.outstanding.saturating_sub(1);
         if l.outstanding == 0 {
-            let remaining = self.uses.get(frag).copied().unwrap_or(0);
             let files = std::mem::take(&mut l.files);
             let extents = std::mem::take(&mut l.extents).into_iter().flatten().collect();
-            s.slots.insert(frag, Slot::Ready { data: Arc::new(FragmentData { files, extents }), remaining });
+            s.slots.insert(unit, Slot::Ready { data: Arc::new(FragmentData { files, extents }), remaining });
         }
         drop(s);
         self.changed.notify_all();
     }
 
-    /// Takes the turn to plan the next fragment in admission order ahead of any batch that
-    /// needs it (loading ahead): `Some(fragment)` when it is not planned yet; the caller then
-    /// plans it ([`WindowCache::planned`]) or gives the turn back ([`WindowCache::abandon`]).
+    /// Takes the turn to plan the next unit in admission order ahead of any batch that needs
+    /// it (loading ahead): `Some(unit)` when it is registered and not planned yet; the caller
+    /// then plans it ([`WindowCache::planned`]) or gives the turn back
+    /// ([`WindowCache::abandon`]).
     pub(crate) fn claim_turn(&self) -> Option<usize> {
         let mut s = self.lock();
-        let frag = *self.order.get(s.turn)?;
-        if s.slots.contains_key(&frag) {
+        let unit = s.turn;
+        if unit >= s.registered || s.slots.contains_key(&unit) {
             return None;
         }
-        s.slots.insert(frag, Slot::Planning);
-        Some(frag)
+        s.slots.insert(unit, Slot::Planning);
+        Some(unit)
     }
 
-    /// Up to `max` pending jobs of fragment `frag`.
-    pub(crate) fn take_pending_of(&self, frag: usize, max: usize) -> Vec<Job> {
+    /// Up to `max` pending jobs of unit `unit`.
+    pub(crate) fn take_pending_of(&self, unit: usize, max: usize) -> Vec<Job> {
         let mut s = self.lock();
-        let Some(Slot::Loading(l)) = s.slots.get_mut(&frag) else { return Vec::new() };
+        let Some(Slot::Loading(l)) = s.slots.get_mut(&unit) else { return Vec::new() };
         let n = max.min(l.pending.len());
         l.pending.drain(..n).collect()
     }
 
-    /// Up to `max` more pending jobs, of the earliest loading fragments first: a worker on an
+    /// Up to `max` more pending jobs, of the earliest loading units first: a worker on an
     /// object store runs them together with the job [`WindowCache::admit`] gave it, so that
     /// their range GETs share the round trip instead of waiting for one another.
     pub(crate) fn take_pending(&self, max: usize) -> Vec<Job> {
@@ -379,12 +398,12 @@ impl WindowCache {
             .slots
             .iter()
             .filter(|(_, slot)| matches!(slot, Slot::Loading(l) if !l.pending.is_empty()))
-            .map(|(&f, _)| f)
+            .map(|(&u, _)| u)
             .collect();
-        loading.sort_by_key(|&f| self.position(f));
+        loading.sort_unstable();
         let mut jobs = Vec::new();
-        for f in loading {
-            let Some(Slot::Loading(l)) = s.slots.get_mut(&f) else { continue };
+        for u in loading {
+            let Some(Slot::Loading(l)) = s.slots.get_mut(&u) else { continue };
             while jobs.len() < max {
                 let Some(job) = l.pending.pop_front() else { break };
                 jobs.push(job);
@@ -396,7 +415,7 @@ impl WindowCache {
     /// Puts back a job whose run failed (the epoch is failing; another worker may retry it).
     pub(crate) fn requeue(&self, job: Job) {
         let mut s = self.lock();
-        if let Some(Slot::Loading(l)) = s.slots.get_mut(&job.frag) {
+        if let Some(Slot::Loading(l)) = s.slots.get_mut(&job.unit) {
             l.pending.push_front(job);
         }
         drop(s);
@@ -404,33 +423,31 @@ impl WindowCache {
     }
 
     /// Gives the turn back after a failed plan (the epoch is failing; waiters see the stop)
-    /// or a load ahead that found no room (the fragment is planned when a batch needs it).
-    pub(crate) fn abandon(&self, frag: usize) {
+    /// or a load ahead that found no room (the unit is planned when a batch needs it).
+    pub(crate) fn abandon(&self, unit: usize) {
         let mut s = self.lock();
-        s.slots.remove(&frag);
+        s.slots.remove(&unit);
         drop(s);
         self.changed.notify_all();
     }
 
-    /// The fragment's data when resident (for padding rows and substitutes).
-    pub(crate) fn resident(&self, frag: usize) -> Option<Arc<FragmentData>> {
-        match self.lock().slots.get(&frag) {
-            Some(Slot::Ready { data, .. }) => Some(data.clone()),
-            _ => None,
-        }
+    /// Whether `unit` is resident.
+    #[cfg(test)]
+    fn resident(&self, unit: usize) -> bool {
+        matches!(self.lock().slots.get(&unit), Some(Slot::Ready { .. }))
     }
 
-    /// Counts `n` real rows of `frag` as copied; the fragment leaves the cache after its last.
-    pub(crate) fn release(&self, frag: usize, n: u64) {
+    /// Counts `n` real rows of `unit` as copied; the unit leaves the cache after its last.
+    pub(crate) fn release(&self, unit: usize, n: u64) {
         let mut s = self.lock();
-        let done = match s.slots.get_mut(&frag) {
+        let done = match s.slots.get_mut(&unit) {
             Some(Slot::Ready { remaining, .. }) => {
                 *remaining = remaining.saturating_sub(n);
                 *remaining == 0
             }
             _ => false,
         };
-        let gone = if done { s.slots.remove(&frag) } else { None };
+        let gone = if done { (s.slots.remove(&unit), s.units.remove(&unit)) } else { (None, None) };
         drop(s);
         drop(gone); // outside the lock: the extents go back to their pool
         self.changed.notify_all();
@@ -443,65 +460,63 @@ impl WindowCache {
     }
 }
 
-/// The most bytes resident at once if batches run in order and each fragment stays from its
-/// first to its last needing batch: the `Shuffle` share a block-shuffle epoch needs.
-pub(crate) fn sweep_peak(first_need: &[usize], last_need: &[usize], bytes: &[u64], batches: usize) -> u64 {
-    let mut delta = vec![0i128; batches + 2];
-    for f in 0..bytes.len() {
-        let (a, b) = (first_need[f], last_need[f]);
-        if a <= b && b < batches {
-            delta[a] += i128::from(bytes[f]);
-            delta[b + 1] -= i128::from(bytes[f]);
-        }
-    }
-    let mut cur = 0i128;
-    let mut peak = 0i128;
-    for d in delta {
-        cur += d;
-        peak = peak.max(cur);
-    }
-    peak as u64
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn upcoming_fragments_follow_admission_order() {
-        // Admission order: 3, 0, 2 (fragment 1 is never needed).
-        let w = WindowCache::new(vec![1, usize::MAX, 2, 0], vec![3, 0, 2, 1], MIN_EXTENT);
-        assert_eq!(w.upcoming(3, 2), vec![3, 0]);
-        assert_eq!(w.upcoming(0, 5), vec![0, 2]);
-        assert_eq!(w.upcoming(2, 1), vec![2]);
-        assert!(w.upcoming(1, 3).is_empty(), "a fragment outside the schedule has none");
+    /// Units of fragments `frags` in that admission order, each serving `uses` rows, first
+    /// needed by batch `first`.
+    fn units(frags: &[usize], uses: u64, first: usize) -> Vec<Unit> {
+        let unit = |f: usize| Unit {
+            frag: f,
+            entry: Arc::new(FragmentEntry::empty(f)),
+            needed: Vec::new(),
+            first_need: first,
+            uses,
+        };
+        frags.iter().map(|&f| unit(f)).collect()
     }
 
     #[test]
-    fn fragments_are_admitted_in_order_and_released_after_their_last_row() {
-        // Fragment 2 is needed first, then 0; fragment 1 never.
-        let w = Arc::new(WindowCache::new(vec![1, usize::MAX, 0], vec![3, 0, 2], MIN_EXTENT));
+    fn upcoming_units_follow_registration() {
+        let w = WindowCache::new(MIN_EXTENT);
+        assert_eq!(w.register(units(&[3, 0], 1, 0)), 0);
+        assert_eq!(w.register(units(&[2], 1, 4)), 2);
+        let frags = |v: Vec<Arc<Unit>>| v.iter().map(|u| u.frag).collect::<Vec<_>>();
+        assert_eq!(frags(w.upcoming(0, 2)), vec![3, 0]);
+        assert_eq!(frags(w.upcoming(1, 5)), vec![0, 2]);
+        assert!(w.upcoming(3, 3).is_empty(), "nothing is registered past unit 2");
+        assert_eq!(w.unit(2).unwrap().first_need, 4);
+        assert!(w.unit(3).is_err());
+    }
+
+    #[test]
+    fn units_are_admitted_in_order_and_released_after_their_last_row() {
+        let w = Arc::new(WindowCache::new(MIN_EXTENT));
         let stop = AtomicBool::new(false);
-        assert!(w.admit(1, &stop).is_err());
-        // Fragment 0 must wait for fragment 2's admission.
+        w.register(units(&[2, 0], 2, 0));
+        assert!(w.admit(2, &stop).is_err(), "unit 2 is not registered");
+        // Unit 1 must wait for unit 0's admission.
         let w2 = w.clone();
-        let t = std::thread::spawn(move || matches!(w2.admit(0, &AtomicBool::new(false)), Ok(Step::Plan)));
+        let t = std::thread::spawn(move || matches!(w2.admit(1, &AtomicBool::new(false)), Ok(Step::Plan)));
         std::thread::sleep(Duration::from_millis(30));
         assert!(!t.is_finished());
-        assert!(matches!(w.admit(2, &stop), Ok(Step::Plan)));
-        // A fragment being planned is neither resident nor plannable twice.
-        assert!(w.resident(2).is_none());
-        w.planned(2, Vec::new(), Vec::new());
-        assert!(t.join().unwrap());
+        assert!(matches!(w.admit(0, &stop), Ok(Step::Plan)));
+        // A unit being planned is neither resident nor plannable twice.
+        assert!(!w.resident(0));
         w.planned(0, Vec::new(), Vec::new());
-        assert!(matches!(w.admit(2, &stop), Ok(Step::Ready(_))));
-        w.release(2, 1);
-        assert!(w.resident(2).is_some());
-        w.release(2, 1);
-        assert!(w.resident(2).is_none());
-        assert!(w.admit(2, &stop).is_err(), "evicted fragments are not reloaded");
-        // A failed plan gives the turn back: the fragment can be planned again.
-        let w = WindowCache::new(vec![0], vec![1], MIN_EXTENT);
+        assert!(t.join().unwrap());
+        w.planned(1, Vec::new(), Vec::new());
+        assert!(matches!(w.admit(0, &stop), Ok(Step::Ready(_))));
+        w.release(0, 1);
+        assert!(w.resident(0));
+        w.release(0, 1);
+        assert!(!w.resident(0));
+        assert!(w.unit(0).is_err(), "a unit leaves with its last row");
+        assert!(w.admit(0, &stop).is_err(), "evicted units are not reloaded");
+        // A failed plan gives the turn back: the unit can be planned again.
+        let w = WindowCache::new(MIN_EXTENT);
+        w.register(units(&[0], 1, 0));
         assert!(matches!(w.admit(0, &stop), Ok(Step::Plan)));
         w.abandon(0);
         assert!(matches!(w.admit(0, &stop), Ok(Step::Plan)));
@@ -510,27 +525,23 @@ mod tests {
     }
 
     #[test]
-    fn loading_ahead_takes_the_next_turn_only() {
-        // Admission order: fragment 2, then 0 (fragment 1 is never needed).
-        let w = WindowCache::new(vec![1, usize::MAX, 0], vec![3, 0, 2], MIN_EXTENT);
+    fn loading_ahead_takes_the_next_registered_turn_only() {
+        let w = WindowCache::new(MIN_EXTENT);
         let stop = AtomicBool::new(false);
-        assert_eq!(w.claim_turn(), Some(2));
-        assert_eq!(w.claim_turn(), None, "fragment 2 is being planned");
-        // No room now: the turn goes back, and the batch that needs fragment 2 plans it.
-        w.abandon(2);
-        assert!(matches!(w.admit(2, &stop), Ok(Step::Plan)));
-        w.planned(2, Vec::new(), Vec::new());
+        assert_eq!(w.claim_turn(), None, "nothing registered yet");
+        w.register(units(&[2, 0], 3, 0));
         assert_eq!(w.claim_turn(), Some(0));
+        assert_eq!(w.claim_turn(), None, "unit 0 is being planned");
+        // No room now: the turn goes back, and the batch that needs unit 0 plans it.
+        w.abandon(0);
+        assert!(matches!(w.admit(0, &stop), Ok(Step::Plan)));
         w.planned(0, Vec::new(), Vec::new());
-        assert!(matches!(w.admit(0, &stop), Ok(Step::Ready(_))), "loaded ahead, resident for its batch");
-        assert_eq!(w.claim_turn(), None, "every needed fragment was admitted");
-        assert!(w.take_pending_of(0, 8).is_empty());
-    }
-
-    #[test]
-    fn sweep_counts_overlapping_fragments() {
-        // f0 spans batches 0..=1, f1 1..=2, f2 3..=3.
-        assert_eq!(sweep_peak(&[0, 1, 3], &[1, 2, 3], &[10, 20, 5], 4), 30);
-        assert_eq!(sweep_peak(&[], &[], &[], 0), 0);
+        assert_eq!(w.claim_turn(), Some(1));
+        w.planned(1, Vec::new(), Vec::new());
+        assert!(matches!(w.admit(1, &stop), Ok(Step::Ready(_))), "loaded ahead, resident for its batch");
+        assert_eq!(w.claim_turn(), None, "every registered unit was admitted");
+        w.register(units(&[5], 1, 9));
+        assert_eq!(w.claim_turn(), Some(2), "a later window's unit can load ahead once registered");
+        assert!(w.take_pending_of(1, 8).is_empty());
     }
 }

@@ -140,3 +140,81 @@ fn a_lazy_open_reads_only_what_the_batches_need() {
     let resumed: Vec<Vec<i64>> = loader.resume(&state).unwrap().map(|b| ids(&b.unwrap())).collect();
     assert_eq!(resumed, full[40..]);
 }
+
+/// Block shuffle through the window (an object store) over a tree of fragments of unequal
+/// sizes, so blocks of the mean size cut fragments apart and one fragment is read in several
+/// windows: it opens with the root only (no whole-version read), reads each live row exactly
+/// once across two ranks, in equal shards, within the memory budget, and before its first
+/// batch reads only the tree nodes of its first windows, not the tree.
+#[test]
+fn block_shuffle_through_the_window_opens_lazily_and_reads_every_row_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().to_str().unwrap();
+    let index = IndexLayout::Tree { node_bytes: NODE_BYTES };
+    let schema = Schema::new([Column::new("id", DType::I64, &[])]).unwrap();
+    let mut ds = Dataset::create(root, schema, &options(index)).unwrap();
+    let sizes = [3i64, 11, 5, 1, 17, 2, 9, 4, 13, 6, 1, 8, 21, 2, 7, 5, 3, 12, 1, 10];
+    let mut next = 0i64;
+    for round in 0..3 {
+        for (i, &n) in sizes.iter().enumerate() {
+            let n = n + (round + i as i64) % 3;
+            let batch =
+                Batch::new().with("id", ColumnData::from_scalars(&(next..next + n).collect::<Vec<_>>())).unwrap();
+            ds = ds.append(&batch, "rows", options(index)).unwrap();
+            next += n;
+        }
+    }
+    let rows = u64::try_from(next).unwrap();
+    assert_eq!(ds.fragments().len(), 60);
+    let fs: Arc<dyn object_store::ObjectStore> =
+        Arc::new(object_store::local::LocalFileSystem::new_with_prefix(dir.path()).unwrap());
+    let counting = Arc::new(CountingStore::logging(fs));
+    let store = Store::from_object_store(counting.clone(), "", true);
+    let node_gets = || {
+        let is_node =
+            |p: &String| p.starts_with("index/") && std::path::Path::new(p).extension().is_some_and(|e| e == "tsn");
+        counting.gets().into_iter().filter(|(p, _)| is_node(p)).count()
+    };
+    let tree = tessera::tree::FragmentTree::open_at(&store, &At::Latest, Limits::default()).unwrap().1;
+    let mut in_tree = 0;
+    tree.visit_nodes(&mut |_, _| {
+        in_tree += 1;
+        true
+    })
+    .unwrap();
+    let mut seen = BTreeSet::new();
+    let mut per_rank = Vec::new();
+    for rank in 0..2 {
+        let cfg = LoaderConfig::new(root)
+            .with_batch_size(4)
+            .with_shuffle(ShuffleMode::Block { window_fragments: 2 })
+            .with_seed(3)
+            .with_workers(2)
+            .with_rank(rank, 2);
+        let before = node_gets();
+        let loader = Loader::open_store(&store, cfg, Arc::new(tessera_loader::AlignedAllocator)).unwrap();
+        assert!(loader.dataset().is_partial(), "rank {rank}: opened lazily");
+        assert_eq!(node_gets() - before, 1, "rank {rank}: the root only at open");
+        let mut it = loader.epoch(0).unwrap();
+        let first = ids(&it.next().unwrap().unwrap());
+        let to_first = node_gets() - before;
+        assert!(to_first < in_tree, "rank {rank}: {to_first} node reads before the first batch, {in_tree} nodes");
+        let mut got = first;
+        for b in it {
+            got.extend(ids(&b.unwrap()));
+        }
+        // Padding repeats rows from the start of the order: count each position's row once.
+        let real = usize::try_from(rows.div_ceil(8) * 4).unwrap();
+        per_rank.push(got.len());
+        assert_eq!(got.len(), real, "rank {rank}: every batch full");
+        for id in got {
+            seen.insert(id);
+        }
+        let m = loader.memory_stats();
+        assert!(m.high_water <= m.budget, "rank {rank}: high water {} over the budget", m.high_water);
+    }
+    assert_eq!(per_rank[0], per_rank[1], "equal shards");
+    assert_eq!(seen, (0..next).collect::<BTreeSet<_>>(), "every row read");
+    let padding = usize::try_from(rows.div_ceil(8) * 8 - rows).unwrap();
+    assert_eq!(per_rank.iter().sum::<usize>() - seen.len(), padding, "no row read twice but the padding");
+}

@@ -551,8 +551,9 @@ class Dataset:
         """A loader yielding dicts of ``torch.Tensor`` (see :class:`Loader`) for this version,
         or with ``view=NAME`` for the rows of a saved view (of the version the view pins).
 
-        ``shuffle``: ``"global"`` (an exact uniform permutation), ``"block"`` (fragments
-        permuted, then rows within windows of ``window_fragments``), or ``None`` (in order).
+        ``shuffle``: ``"global"`` (an exact uniform permutation), ``"block"`` (blocks of a
+        mean fragment's rows permuted, then rows within windows of ``window_fragments``
+        blocks), or ``None`` (in order).
         ``rank``/``world_size`` default to torchrun's ``RANK``/``WORLD_SIZE``; ranks get
         disjoint shards of equal batch counts. ``workers`` are Rust threads: results never
         depend on their number. ``device``: ``None``/``"cpu"`` keeps the zero-copy CPU

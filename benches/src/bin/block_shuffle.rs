@@ -138,15 +138,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     {
         let loader = Loader::open(cfg.clone())?;
         let pc = loader.plan_config();
+        let fragment_rows: Vec<u64> = loader.dataset().fragments().iter().map(|f| f.fragment.live_rows()).collect();
         for (name, mode) in [("global", ShuffleMode::Global), ("block(4)", BLOCK)] {
             let plan = Plan::new(tessera_loader_tch::PlanConfig { shuffle: mode, ..pc.clone() }, 1)?;
-            let q = quality(&plan, &pc.fragment_rows, 64);
+            let q = quality(&plan, &fragment_rows, 64);
             println!(
                 "quality {name:<9}: mean displacement {:.3} of N, adjacent pairs kept {:.5}, fragments per batch {:.2} of max ({} fragments)",
                 q.displacement,
                 q.adjacent,
                 q.fragments_per_batch,
-                pc.fragment_rows.len()
+                fragment_rows.len()
             );
         }
     }

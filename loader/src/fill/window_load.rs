@@ -204,19 +204,20 @@ impl Worker {
         }
     }
 
-    /// Lays out every page of fragment `f` this rank needs in extents taken from the pool
-    /// (waiting for them within the `Shuffle` share, or with `ahead` not waiting: `None` when
-    /// they do not fit now) and makes one job per extent.
+    /// Lays out every page unit `u` needs (of its fragment, for this rank's rows of its
+    /// window) in extents taken from the pool (waiting for them within the `Shuffle` share,
+    /// or with `ahead` not waiting: `None` when they do not fit now) and makes one job per
+    /// extent.
     #[allow(clippy::type_complexity)]
     fn plan_fragment(
         &mut self,
         window: &WindowCache,
-        f: usize,
+        u: usize,
         ahead: bool,
     ) -> Result<Option<(Vec<std::result::Result<Vec<PageMap>, Fault>>, Vec<Job>)>> {
         let sh = self.sh.clone();
-        let entry = sh.catalog.eager_entry(f)?;
-        let needed = &sh.needed[f];
+        let unit = window.unit(u)?;
+        let (f, entry, needed) = (unit.frag, &unit.entry, &unit.needed);
         let stage = (sh.allowance / 2).max(1);
         let mut files = Vec::with_capacity(entry.files.len());
         let mut lens: Vec<u64> = Vec::new();
@@ -227,9 +228,8 @@ impl Worker {
         // theirs open.
         let unopened = (0..entry.files.len()).any(|fi| !sh.catalog.has_meta(f, fi));
         let also = if unopened { OPEN_AHEAD } else { 0 };
-        let upcoming = window.upcoming(f, 1 + also).into_iter().map(|u| sh.catalog.eager_entry(u));
-        let upcoming = upcoming.collect::<Result<Vec<_>>>()?;
-        let mut opened = self.open_files(upcoming);
+        let upcoming: Vec<_> = window.upcoming(u, 1 + also).into_iter().map(|u| u.entry.clone()).collect();
+        let mut opened = self.open_files(&upcoming);
         for fi in 0..entry.files.len() {
             let opened = opened.remove(&(f, fi));
             let meta =
@@ -261,7 +261,7 @@ impl Worker {
             lens.extend(file_lens);
             plans.extend(file_runs.into_iter().map(|runs| (fi, meta.clone(), runs)));
         }
-        let first_need = window.first_need(f);
+        let first_need = unit.first_need;
         let extents = if ahead {
             let Some(extents) = sh.set.window_pool.try_take(&lens) else { return Ok(None) };
             extents
@@ -272,7 +272,10 @@ impl Worker {
             .into_iter()
             .zip(extents)
             .enumerate()
-            .map(|(index, ((fi, meta, runs), extent))| Job { frag: f, fi, meta, index, extent, runs })
+            .map(|(index, ((fi, meta, runs), extent))| {
+                let key = entry.files[fi].file.path.clone();
+                Job { unit: u, fi, key, meta, index, extent, runs }
+            })
             .collect();
         Ok(Some((files, jobs)))
     }
@@ -284,8 +287,7 @@ impl Worker {
     /// pass over the whole extent afterwards. Returns each job's page data faults.
     fn run_jobs(&mut self, jobs: &mut [Job]) -> Result<Vec<Vec<PageFault>>> {
         let sh = self.sh.clone();
-        let keys = jobs.iter().map(|j| Ok(sh.catalog.eager_entry(j.frag)?.files[j.fi].file.path.clone()));
-        let keys: Vec<String> = keys.collect::<Result<_>>()?;
+        let keys: Vec<String> = jobs.iter().map(|j| j.key.clone()).collect();
         // Per job, per page of its direct runs (in run order): verified as it landed.
         let mut verified: Vec<Vec<bool>> =
             jobs.iter().map(|j| vec![false; j.runs.iter().filter(|r| r.direct).map(|r| r.pages.len()).sum()]).collect();
