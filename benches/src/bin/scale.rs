@@ -6,7 +6,7 @@
 //! cargo run --release -p tessera-benches --bin scale -- [--json] [--max-fragments N]
 //!     [--rows-per-fragment R] [--latency-ms L] [--ranks 0,499,999] [--world 1000] [--batch 64]
 //!     [--log-max-fragments N] [--together] [--node-bytes N] [--budget-mb M] [--max-requests K]
-//!     [--dir D]
+//!     [--block K] [--dir D]
 //! ```
 //!
 //! Each dataset is real metadata over one real data file: version 2 appends `R` rows normally,
@@ -19,7 +19,8 @@
 //! Each rank is measured in a fresh process (`--measure`), through the request-counting store
 //! over `LinkStore` (every GET waits `L` ms, then its bytes' time on a 10 Gb/s link) over the
 //! local file system: it opens a `tessera_loader::Loader` on the latest version as rank `r` of
-//! `world` (global shuffle, batch `B`, the default 1 GiB memory budget) — on a tree the manifest
+//! `world` (global shuffle, or block shuffle of `K` blocks per window with `--block K`; batch
+//! `B`, the default 1 GiB memory budget) — on a tree the manifest
 //! and the root only, on a log every segment — takes its first batch, then 20 more. It reports
 //! the time and requests (metadata and data) to the first batch, bytes read, peak RSS, and the
 //! samples/s of the 20 batches after it. The ranks run one after another, or all at once with
@@ -89,6 +90,8 @@ struct Args {
     budget_mb: Option<u64>,
     /// Each rank's `max_requests_in_flight` (the loader's default when `None`).
     max_requests: Option<u64>,
+    /// Block shuffle with this many blocks per window (global shuffle when `None`).
+    block: Option<u64>,
     dir: Option<PathBuf>,
 }
 
@@ -109,6 +112,7 @@ fn parse() -> Result<(Args, Option<Measure>), String> {
         node_bytes: tree::DEFAULT_NODE_BYTES,
         budget_mb: None,
         max_requests: None,
+        block: None,
         dir: None,
     };
     let mut measure = None;
@@ -123,6 +127,7 @@ fn parse() -> Result<(Args, Option<Measure>), String> {
             "--node-bytes" => a.node_bytes = num(it.next(), &arg)?.max(1),
             "--budget-mb" => a.budget_mb = Some(num(it.next(), &arg)?.max(1)),
             "--max-requests" => a.max_requests = Some(num(it.next(), &arg)?.max(1)),
+            "--block" => a.block = Some(num(it.next(), &arg)?.max(1)),
             "--max-fragments" => a.max_fragments = num(it.next(), &arg)?,
             "--log-max-fragments" => a.log_max_fragments = num(it.next(), &arg)?,
             "--rows-per-fragment" => a.rows_per_fragment = num(it.next(), &arg)?.max(1),
@@ -147,7 +152,7 @@ fn parse() -> Result<(Args, Option<Measure>), String> {
             "-h" | "--help" => {
                 println!(
                     "scale [--json] [--max-fragments N] [--log-max-fragments N] [--rows-per-fragment R] \
-                     [--latency-ms L] [--ranks a,b,c] [--world W] [--batch B] [--together] [--node-bytes N] [--budget-mb M] [--max-requests K] [--dir D]"
+                     [--latency-ms L] [--ranks a,b,c] [--world W] [--batch B] [--together] [--node-bytes N] [--budget-mb M] [--max-requests K] [--block K] [--dir D]"
                 );
                 std::process::exit(0);
             }
@@ -247,7 +252,10 @@ fn measure(dir: &Path, layout: Layout, rank: u64, a: &Args) {
     let t = Instant::now();
     let cfg = LoaderConfig::new(format!("scale-{}", layout.name()))
         .with_batch_size(usize::try_from(a.batch).expect("batch fits usize"))
-        .with_shuffle(ShuffleMode::Global)
+        .with_shuffle(match a.block {
+            Some(k) => ShuffleMode::Block { window_fragments: usize::try_from(k).expect("window fits usize") },
+            None => ShuffleMode::Global,
+        })
         .with_seed(SHUFFLE_KEY)
         .with_rank(usize::try_from(rank).expect("rank"), usize::try_from(a.world).expect("world"));
     let mut cfg = cfg;
@@ -352,6 +360,7 @@ fn run_ranks(dir: &Path, layout: Layout, ranks: &[u64], a: &Args) -> Vec<Value> 
             .args(["--world", &a.world.to_string()])
             .args(a.budget_mb.map(|m| ["--budget-mb".to_string(), m.to_string()]).into_iter().flatten())
             .args(a.max_requests.map(|k| ["--max-requests".to_string(), k.to_string()]).into_iter().flatten())
+            .args(a.block.map(|k| ["--block".to_string(), k.to_string()]).into_iter().flatten())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
             .spawn()
@@ -416,6 +425,7 @@ fn main() {
             let row = json!({
                 "whole_open": whole,
                 "layout": layout.name(), "fragments": fragments, "rows": fragments * a.rows_per_fragment,
+                "shuffle": a.block.map_or_else(|| "global".to_string(), |k| format!("block({k})")),
                 "index_bytes": index_bytes, "build_s": build_s, "latency_ms": a.latency_ms,
                 "open_s_max": worst("open_s"), "first_batch_s_max": worst("first_batch_s"),
                 "requests_before_first_batch_max": worst("requests_before_first_batch"),
@@ -472,7 +482,7 @@ fn summary(rows_out: &[Value]) -> Option<Value> {
     let (Some(first), Some(last)) = (trees.first(), trees.last()) else { return None };
     let rss = |r: &Value| r["peak_rss_over_start_mb_max"].as_f64().unwrap_or(f64::NAN);
     let summary = json!({"summary": {
-        "layout": "tree",
+        "layout": "tree", "shuffle": last["shuffle"],
         "rows_max": last["rows"], "fragments_max": last["fragments"],
         "rss_over_budget_mb_at_max": last["peak_rss_mb_max"].as_f64().unwrap_or(f64::NAN)
             - last["memory_budget_mb"].as_f64().unwrap_or(f64::NAN),
