@@ -27,19 +27,6 @@ pub struct Counts {
     pub put_bytes: AtomicU64,
     /// LIST requests.
     pub lists: AtomicU64,
-    /// GET requests started and not answered yet.
-    pub gets_in_flight: AtomicU64,
-    /// The most GET requests in flight at once so far.
-    pub max_gets_in_flight: AtomicU64,
-}
-
-/// Counts one GET out of flight when dropped (answered, failed or cancelled).
-struct InFlight<'a>(&'a AtomicU64);
-
-impl Drop for InFlight<'_> {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::Relaxed);
-    }
 }
 
 impl Counts {
@@ -109,9 +96,6 @@ impl ObjectStore for CountingStore {
 
     async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
         self.counts.gets.fetch_add(1, Ordering::Relaxed);
-        let now = self.counts.gets_in_flight.fetch_add(1, Ordering::Relaxed) + 1;
-        self.counts.max_gets_in_flight.fetch_max(now, Ordering::Relaxed);
-        let _flying = InFlight(&self.counts.gets_in_flight);
         if let Some(log) = &self.log {
             log.lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
