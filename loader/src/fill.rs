@@ -227,7 +227,7 @@ fn slots(sh: &Shared, index: usize, rows: &mut Vec<u64>) -> Result<Vec<SlotRow>>
             .catalog
             .locate(row)?
             .ok_or_else(|| LoaderError::WorkerPanicked(format!("row {row} is outside the dataset")))?;
-        let real = pos < sh.rows_n;
+        let real = pos < sh.at.rows;
         slots.push(SlotRow { row: sh.catalog.row_id(row), frag: entry.index, entry, phys, pos, real, unit: None });
     }
     Ok(slots)

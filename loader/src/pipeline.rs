@@ -144,14 +144,9 @@ pub(crate) struct Shared {
     pub(crate) plan: Arc<Plan>,
     pub(crate) set: PipelineSettings,
     pub(crate) epoch: u64,
-    /// N: real rows in the global order; positions at or past it are padding.
-    pub(crate) rows_n: u64,
-    /// Position in the padded global order where this plan starts.
-    start: u64,
-    global_batch: u64,
-    batch_size: usize,
-    rank: usize,
-    total: usize,
+    /// Where this rank's batches lie in the padded global order (`at.rows`, N: positions at
+    /// or past it are padding; `at.total`: this rank's batches).
+    pub(crate) at: Positions,
     claims: Mutex<Claims>,
     /// Signalled when the consumer takes a batch (the depth gate may admit another).
     turn: Condvar,
@@ -183,7 +178,7 @@ impl Shared {
 
     /// Position in the padded global order of slot `j` of batch `batch`.
     pub(crate) fn position(&self, batch: usize, j: usize) -> u64 {
-        self.start + batch as u64 * self.global_batch + (self.rank * self.batch_size + j) as u64
+        self.at.of(batch, j)
     }
 
     /// Waits until the depth gate admits one more claim (always, with a fixed depth);
@@ -191,7 +186,7 @@ impl Shared {
     fn admit(&self) -> bool {
         let mut c = self.claims();
         loop {
-            if self.stopped.load(Ordering::Acquire) || c.next >= self.total {
+            if self.stopped.load(Ordering::Acquire) || c.next >= self.at.total {
                 return false;
             }
             let depth = if self.tuned {
@@ -202,9 +197,9 @@ impl Shared {
             };
             let claimed = c.next + c.admitted;
             let limit = self.delivered.load(Ordering::Acquire).saturating_add(depth);
-            if claimed < self.total && claimed < limit {
+            if claimed < self.at.total && claimed < limit {
                 c.admitted += 1;
-                if claimed + 1 < self.total.min(limit) {
+                if claimed + 1 < self.at.total.min(limit) {
                     // Room for more (a depth that grew): pass the wake-up on, one at a time.
                     self.turn.notify_one();
                 }
@@ -271,7 +266,7 @@ fn work<B: HostBuffer>(
         let index = {
             let mut c = sh.claims();
             c.admitted -= 1;
-            if c.next >= sh.total {
+            if c.next >= sh.at.total {
                 drop(c);
                 pool.give_back(set);
                 return;
@@ -440,11 +435,15 @@ impl<B: HostBuffer> EpochPipeline<B> {
         skipped: Arc<Mutex<Vec<SkippedSample>>>,
     ) -> Result<Self> {
         let pc = plan.config();
-        let rows_n = plan.rows();
-        let start = plan.checkpoint(0, 0).map_or(0, |s| s.samples_consumed_global);
-        let global_batch = plan.global_batch_size() as u64;
-        let total = plan.batches_per_rank();
-        let (batch_size, rank) = (pc.batch_size, pc.rank);
+        let at = Positions {
+            start: plan.checkpoint(0, 0).map_or(0, |s| s.samples_consumed_global),
+            global_batch: plan.global_batch_size() as u64,
+            rank: pc.rank,
+            batch_size: pc.batch_size,
+            total: plan.batches_per_rank(),
+            rows: plan.rows(),
+        };
+        let (batch_size, total) = (at.batch_size, at.total);
         // Block shuffle reads through the window on object stores, where it turns a batch's
         // scattered rows into a few large ranged reads per fragment. On local files the
         // kernel's page cache already is that window: reading rows straight into the batch
@@ -452,7 +451,6 @@ impl<B: HostBuffer> EpochPipeline<B> {
         // copied it twice (into the window, then out of it) and ran at about half the rate.
         let (window, peak, ahead) = if set.block && !fetcher.is_local() {
             let (peak, extent, block) = block_window_bytes(&catalog, &plan);
-            let at = Positions { start, global_batch, rank, batch_size, total, rows: rows_n };
             (Some((WindowCache::new(extent), BlockSchedule::new(at))), peak, block)
         } else {
             (None, 0, 0)
@@ -508,12 +506,7 @@ impl<B: HostBuffer> EpochPipeline<B> {
             epoch: plan.epoch(),
             plan,
             set,
-            rows_n,
-            start,
-            global_batch,
-            batch_size,
-            rank,
-            total,
+            at,
             claims: Mutex::new(Claims::default()),
             turn: Condvar::new(),
             delivered: AtomicUsize::new(0),
@@ -558,12 +551,12 @@ impl<B: HostBuffer> EpochPipeline<B> {
 
     /// Batches this pipeline yields in total.
     pub(crate) fn total(&self) -> usize {
-        self.shared.total
+        self.shared.at.total
     }
 
     /// The next batch in order; `None` after the last.
     pub(crate) fn next_batch(&mut self) -> Option<Result<Batch<B>>> {
-        if self.next >= self.shared.total {
+        if self.next >= self.shared.at.total {
             self.completed = true;
             self.shutdown();
             return None;
@@ -583,7 +576,7 @@ impl<B: HostBuffer> EpochPipeline<B> {
             }
             let rx = self.rx.as_ref()?;
             let Ok((i, r)) = rx.recv() else {
-                self.next = self.shared.total;
+                self.next = self.shared.at.total;
                 return Some(Err(LoaderError::WorkerPanicked("every worker exited early".into())));
             };
             self.pending.insert(i, r);
