@@ -43,12 +43,12 @@ impl IndexCatalog {
 
     /// The index of `ds`'s version for `column` and `metric`: the first by name of the valid
     /// ones.
-    fn index(&self, ds: &Dataset, column: &str, metric: Distance) -> QueryResult<Option<Arc<VectorIndex>>> {
+    async fn index(&self, ds: &Dataset, column: &str, metric: Distance) -> QueryResult<Option<Arc<VectorIndex>>> {
         let key = (column.to_string(), metric);
         if let Some(hit) = self.found.lock().ok().and_then(|m| m.get(&key).cloned()) {
             return Ok(hit);
         }
-        let index = ds.vector_indexes_for(column, metric)?.into_iter().next().map(Arc::new);
+        let index = ds.vector_indexes_for_async(column, metric).await?.into_iter().next().map(Arc::new);
         if let Ok(mut m) = self.found.lock() {
             m.insert(key, index.clone());
         }
@@ -56,9 +56,10 @@ impl IndexCatalog {
     }
 }
 
-/// What the scan's partitions share: the one search, run by whichever partition comes first.
+/// What the scan's partitions share: the one search, run by whichever partition comes first
+/// while the others wait for its answer.
 #[derive(Debug, Default)]
-pub(crate) struct SharedAnswer(Mutex<Option<Answer>>);
+pub(crate) struct SharedAnswer(tokio::sync::Mutex<Option<Answer>>);
 
 /// What a partition does for a vector top-k.
 #[derive(Debug, Clone)]
@@ -73,10 +74,11 @@ pub(crate) enum Answer {
 
 /// The index's answer to `top` over `column`, computed once per scan: its hits, `Exact` when
 /// no index fits, `Failed` when the search failed in another partition (which reports it).
+/// The search's parts run as tasks of the caller's runtime.
 ///
 /// # Errors
 /// The search's errors (a damaged index is `malformed`), in the partition that ran it.
-pub(crate) fn hits(
+pub(crate) async fn hits(
     top: &VectorTopK,
     ds: &Dataset,
     column: &str,
@@ -92,14 +94,15 @@ pub(crate) fn hits(
     {
         return Ok(Answer::Exact);
     }
-    let Ok(mut shared) = top.shared.0.lock() else { return Ok(Answer::Exact) };
+    // Held across the search: the other partitions wait for the one answer.
+    let mut shared = top.shared.0.lock().await;
     if let Some(a) = shared.as_ref() {
         return Ok(a.clone());
     }
-    let run = || -> QueryResult<Answer> {
-        let Some(index) = catalog.index(ds, column, metric)? else { return Ok(Answer::Exact) };
+    let run = async {
+        let Some(index) = catalog.index(ds, column, metric).await? else { return Ok(Answer::Exact) };
         let nprobe = catalog.nprobe.unwrap_or_else(|| index.default_nprobe());
-        let (hits, stats) = index.search(ds.store(), &top.query, top.k, nprobe)?;
+        let (hits, stats) = index.search_async(ds.store(), &top.query, top.k, nprobe).await?;
         counters.index_lists.fetch_add(stats.lists, Ordering::Relaxed);
         counters.index_entries.fetch_add(stats.entries, Ordering::Relaxed);
         counters.index_bytes.fetch_add(stats.bytes, Ordering::Relaxed);
@@ -108,9 +111,9 @@ pub(crate) fn hits(
             return Ok(Answer::Exact);
         }
         counters.index_searches.fetch_add(1, Ordering::Relaxed);
-        Ok(Answer::Hits(Arc::new(hits)))
+        QueryResult::Ok(Answer::Hits(Arc::new(hits)))
     };
-    match run() {
+    match run.await {
         Ok(a) => {
             *shared = Some(a.clone());
             Ok(a)

@@ -173,13 +173,10 @@ impl ExecutionPlan for DatasetScan {
             .ok_or_else(|| DataFusionError::Internal(format!("no scan partition {partition}")))?;
         let (tx, rx) = mpsc::channel::<DfResult<RecordBatch>>(CHANNEL_BATCHES);
         let reader = Reader { plan: self.plan.clone(), schema: self.schema.clone() };
+        let runtime = tokio::runtime::Handle::try_current().map_err(|e| DataFusionError::External(Box::new(e)))?;
         if self.plan.top_k.is_some() {
-            std::thread::Builder::new()
-                .name(format!("tessera-scan-{partition}"))
-                .spawn(move || reader.run_top_k(&fragments, &tx))
-                .map_err(|e| DataFusionError::External(Box::new(e)))?;
+            runtime.spawn(async move { reader.run_top_k(&fragments, &tx).await });
         } else {
-            let runtime = tokio::runtime::Handle::try_current().map_err(|e| DataFusionError::External(Box::new(e)))?;
             runtime.spawn(async move { reader.run(&fragments, &tx).await });
         }
         let stream = futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|b| (b, rx)) });
@@ -187,7 +184,8 @@ impl ExecutionPlan for DatasetScan {
     }
 }
 
-/// A partition's reader: a task on the engine's runtime, or a thread for a vector top-k.
+/// A partition's reader: a task on the running runtime (the caller's for `sql_async`, else the
+/// engine's).
 struct Reader {
     plan: ScanPlan,
     schema: SchemaRef,
@@ -219,18 +217,19 @@ impl Reader {
         }
     }
 
-    /// The vector top-k partition, on a thread of its own.
-    fn run_top_k(&self, fragments: &[FragmentInfo], tx: &mpsc::Sender<DfResult<RecordBatch>>) {
+    /// The vector top-k partition. The distance kernel runs in the task: the scan is the
+    /// query's work, and the runtime's threads are the query's threads.
+    async fn run_top_k(&self, fragments: &[FragmentInfo], tx: &mpsc::Sender<DfResult<RecordBatch>>) {
         let Some(top) = &self.plan.top_k else { return };
-        if let Err(e) = self.top_k(top, fragments, tx) {
-            let _ = tx.blocking_send(Err(to_datafusion(e)));
+        if let Err(e) = self.top_k(top, fragments, tx).await {
+            let _ = tx.send(Err(to_datafusion(e))).await;
         }
     }
 
     /// The vector top-k over `fragments`: the k best rows (by distance, then `_rowid`) among
     /// those that pass the filter, sent with their projected columns. A fragment whose filter
     /// cannot be evaluated here, or without the vector column, is sent whole.
-    fn top_k(
+    async fn top_k(
         &self,
         top: &VectorTopK,
         fragments: &[FragmentInfo],
@@ -245,7 +244,7 @@ impl Reader {
         let mut best = Candidates::new(top.k, top.order);
         let mut buf = PageBuffer::new();
         let mut whole: Vec<&FragmentInfo> = Vec::new();
-        let answer = crate::ann::hits(top, ds, name, &self.plan.indexes, &self.plan.counters)?;
+        let answer = crate::ann::hits(top, ds, name, &self.plan.indexes, &self.plan.counters).await?;
         let indexed = match &answer {
             Answer::Failed => return Ok(()),
             Answer::Exact => false,
@@ -271,7 +270,7 @@ impl Reader {
             let selected = match &top.filter {
                 None => None,
                 Some((fields, expr)) => {
-                    let pre = blocking(self.fetch(live.clone(), fields))?;
+                    let pre = self.fetch(live.clone(), fields).await?;
                     match matching(fields, &pre, expr, &self.plan.layout.schema) {
                         Some(rows) if rows.is_empty() => {
                             self.plan.counters.no_match.fetch_add(1, Ordering::Relaxed);
@@ -285,7 +284,7 @@ impl Reader {
                     }
                 }
             };
-            let physical = ds.physical_rows(info, 0..live.end - live.start)?;
+            let physical = ds.physical_rows_async(info, 0..live.end - live.start).await?;
             let wanted: Vec<(u64, u64)> = match &selected {
                 None => physical.iter().enumerate().map(|(i, &p)| (p, live.start + i as u64)).collect(),
                 Some(rows) => rows
@@ -293,7 +292,8 @@ impl Reader {
                     .filter_map(|&r| physical.get(r as usize).map(|&p| (p, live.start + u64::from(r))))
                     .collect(),
             };
-            let read = scan_fragment(ds, info, column, &wanted, selected.is_none(), &mut kernel, &mut best, &mut buf)?;
+            let read =
+                scan_fragment(ds, info, column, &wanted, selected.is_none(), &mut kernel, &mut best, &mut buf).await?;
             self.plan.counters.vector_pages.fetch_add(read.pages, Ordering::Relaxed);
             self.plan.counters.vector_bytes.fetch_add(read.bytes, Ordering::Relaxed);
         }
@@ -306,15 +306,15 @@ impl Reader {
             let mine = &winners[at..at + n];
             at += n;
             if !mine.is_empty() {
-                let batch = self.winners(info, column, top.field, mine)?;
-                if blocking(self.send(&batch, &mut left, tx)).is_err() {
+                let batch = self.winners(info, column, top.field, mine).await?;
+                if self.send(&batch, &mut left, tx).await.is_err() {
                     return Ok(());
                 }
             }
         }
         for info in whole {
-            if let Some(batch) = blocking(self.fragment(info))?
-                && blocking(self.send(&batch, &mut left, tx)).is_err()
+            if let Some(batch) = self.fragment(info).await?
+                && self.send(&batch, &mut left, tx).await.is_err()
             {
                 return Ok(());
             }
@@ -324,7 +324,7 @@ impl Reader {
 
     /// The projected columns of fragment `info`'s rows `rows` (in `_rowid` order): the vector
     /// field from the bytes the heap kept, the others read for these rows only.
-    fn winners(
+    async fn winners(
         &self,
         info: &FragmentInfo,
         column: &tessera::Column,
@@ -335,7 +335,7 @@ impl Reader {
         let selected: Vec<u32> = rows.iter().map(|c| (c.row - live.start) as u32).collect();
         let rest: Vec<usize> =
             self.plan.projection.iter().copied().filter(|&f| f != field).collect::<BTreeSet<_>>().into_iter().collect();
-        let rest_arrays = blocking(self.fetch_selected(&live, &selected, &rest))?;
+        let rest_arrays = self.fetch_selected(&live, &selected, &rest).await?;
         let mut out = Vec::with_capacity(self.plan.projection.len());
         for &f in &self.plan.projection {
             if f == field {
@@ -523,12 +523,6 @@ impl Reader {
         let options = RecordBatchOptions::new().with_row_count(Some(rows));
         RecordBatch::try_new_with_options(self.schema.clone(), arrays, &options).map_err(engine)
     }
-}
-
-/// Runs one of the reader's async steps to completion from the vector top-k's thread, on the
-/// store runtime (that thread is outside any runtime).
-fn blocking<T>(step: impl std::future::Future<Output = T>) -> T {
-    tessera::store::runtime().block_on(step)
 }
 
 /// Offsets of the rows where `expr` is true, or `None` when it cannot be evaluated here.

@@ -287,7 +287,7 @@ pub(crate) fn file_of<'a>(info: &'a FragmentInfo, column: &Column) -> Option<&'a
 /// # Errors
 /// Storage and validation errors of the file, with their class.
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn scan_fragment(
+pub(crate) async fn scan_fragment(
     ds: &Dataset,
     info: &FragmentInfo,
     column: &Column,
@@ -300,8 +300,8 @@ pub(crate) fn scan_fragment(
     let Some(file) = file_of(info, column) else {
         return Err(QueryError::Usage(format!("fragment {} holds no column {:?}", info.fragment.id, column.name)));
     };
-    let df = ds.data_file(&info.fragment, file)?;
-    let index = chunk_index(ds, &df, file, column)?;
+    let df = ds.data_file_async(&info.fragment, file).await?;
+    let index = chunk_index(ds, &df, file, column).await?;
     let mut reader = open(ds, &file.path);
     let what = || format!("{}: column {}", file.path, column.id);
     let pages: Vec<usize> = if every_page {
@@ -326,7 +326,7 @@ pub(crate) fn scan_fragment(
                 let out = bytes_mut(&mut buf.lines, block.stored_len as usize);
                 if f.read_exact_at(out, block.offset).is_err() {
                     // The store reads the same bytes and names the fault as the reference does.
-                    let again = ds.store().get_ranges(&file.path, &[block.range()])?;
+                    let again = ds.store().get_ranges_async(&file.path, &[block.range()]).await?;
                     let body = again.first().map_or(&[][..], AsRef::as_ref);
                     if body.len() != out.len() {
                         return Err(QueryError::Usage(format!("{}: page {p} read short", what())));
@@ -347,7 +347,7 @@ pub(crate) fn scan_fragment(
                         total += b.stored_len;
                         ranges.push(b.range());
                     }
-                    staged = ds.store().get_ranges(&file.path, &ranges)?;
+                    staged = ds.store().get_ranges_async(&file.path, &ranges).await?;
                     staged_from = i;
                 }
                 staged.get(i - staged_from).map_or(&[][..], AsRef::as_ref)
@@ -386,10 +386,10 @@ pub(crate) fn scan_fragment(
 }
 
 /// The chunk index of `column` in a data file (its validity block read when nullable).
-fn chunk_index(ds: &Dataset, df: &DataFile, file: &DataFileRef, column: &Column) -> QueryResult<ChunkIndex> {
+async fn chunk_index(ds: &Dataset, df: &DataFile, file: &DataFileRef, column: &Column) -> QueryResult<ChunkIndex> {
     let blocks = df.index_blocks(column)?;
     let ranges: Vec<Range<u64>> = blocks.iter().map(tessera::datafile::Block::range).collect();
-    let bytes = ds.store().get_ranges(&file.path, &ranges)?;
+    let bytes = ds.store().get_ranges_async(&file.path, &ranges).await?;
     let stored: Vec<&[u8]> = bytes.iter().map(AsRef::as_ref).collect();
     Ok(df.index_chunk(column, &stored)?)
 }

@@ -118,3 +118,53 @@ fn a_damaged_index_fails_the_query_with_its_class() {
     let exact = QueryEngine::with_options(ds, ScanOptions { vector_index: false, ..ScanOptions::default() }).unwrap();
     assert_eq!(exact.row_ids(TOP).unwrap().len(), 10);
 }
+
+/// The `_rowid` column of an answer.
+fn ids(answer: &tessera_query::Answer) -> Vec<u64> {
+    use datafusion::arrow::array::{Array, UInt64Array};
+    let mut out = Vec::new();
+    for b in &answer.batches {
+        let col = b.column(0).as_any().downcast_ref::<UInt64Array>().unwrap();
+        out.extend((0..col.len()).map(|i| col.value(i)));
+    }
+    out
+}
+
+#[test]
+fn a_vector_top_k_runs_as_tasks_of_the_callers_runtime_even_on_one_thread() {
+    let dir = tempfile::tempdir().unwrap();
+    let ds = dataset(dir.path());
+    let exact =
+        QueryEngine::with_options(ds.clone(), ScanOptions { vector_index: false, ..ScanOptions::default() }).unwrap();
+    let want = rows(&exact, TOP);
+    let index = ds
+        .create_vector_index(
+            &IndexSpec { lists: Some(40), ..IndexSpec::new("v-l2", "v", Distance::L2) },
+            &WriteOptions::default(),
+        )
+        .unwrap();
+    // One thread, no blocking pool in use: the exact scan's partitions, the index search and
+    // its parts must all make progress as tasks of this runtime (a partition that blocked
+    // this thread, or a blocking facade called inside it, would hang or fail).
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let indexed = QueryEngine::new(ds.clone()).unwrap();
+    let got = rt.block_on(indexed.sql_async(TOP)).unwrap();
+    assert_eq!(ids(&got), want);
+    assert_eq!(indexed.scan_stats().index_searches, 1);
+    let scanned = rt.block_on(exact.sql_async(TOP)).unwrap();
+    assert_eq!(ids(&scanned), want);
+
+    // The reference's search as a task equals its blocking facade, which refuses inside a
+    // runtime.
+    let index = std::sync::Arc::new(index);
+    let q = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0];
+    let blocking = index.search(ds.store(), &q, 10, 40).unwrap();
+    let (ix, store) = (index.clone(), ds.store().clone());
+    let multi = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let spawned =
+        multi.block_on(multi.spawn(async move { ix.search_async(&store, &q, 10, 40).await })).unwrap().unwrap();
+    assert_eq!(spawned, blocking);
+    assert_eq!(blocking.0.iter().map(|h| h.row).collect::<Vec<_>>(), want, "every list probed: the exact answer");
+    let inside = multi.block_on(async { index.search(ds.store(), &q, 10, 40) });
+    assert_eq!(inside.unwrap_err().class(), ErrorClass::Usage);
+}

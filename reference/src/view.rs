@@ -593,8 +593,19 @@ fn read_view(store: &Store, name: &str, limits: &Limits) -> Result<(View, Manife
 }
 
 /// VAL-18 steps 9 to 11 for view `key`: its target manifest, checked, hashed and compared;
-/// returns the manifest and its envelope CRC.
+/// returns the manifest and its envelope CRC. The blocking facade of [`load_target_async`].
 pub(crate) fn load_target(
+    store: &Store,
+    key: &str,
+    target: &VersionRef,
+    manifest_sha256: &[u8; 32],
+    limits: &Limits,
+) -> Result<(Manifest, u32)> {
+    crate::store::block_on(load_target_async(store, key, target, manifest_sha256, limits))
+}
+
+/// [`load_target`] as a `Send` future on the caller's runtime.
+pub(crate) async fn load_target_async(
     store: &Store,
     key: &str,
     target: &VersionRef,
@@ -603,8 +614,10 @@ pub(crate) fn load_target(
 ) -> Result<(Manifest, u32)> {
     let mkey = paths::manifest_key(&target.branch, target.version);
     // A view names a stored manifest exactly; a missing one means a damaged or foreign view.
-    let manifest_bytes =
-        store.get_bounded(&mkey, envelope::max_object_len(limits.max_manifest_body())).map_err(|e| match e {
+    let manifest_bytes = store
+        .get_bounded_async(&mkey, envelope::max_object_len(limits.max_manifest_body()))
+        .await
+        .map_err(|e| match e {
             Error::NotFound { .. } => Error::invalid(key, format!("target {mkey} does not exist [VIEW-05]")),
             other => other,
         })?;

@@ -35,7 +35,7 @@ use crate::manifest::{Manifest, VersionRef};
 use crate::paths;
 use crate::schema::Dim;
 use crate::store::Store;
-use crate::view::load_target;
+use crate::view::load_target_async;
 
 pub use build::IndexSpec;
 pub use search::{Hit, SearchStats};
@@ -352,8 +352,14 @@ impl VectorIndex {
 
 /// The index names under `ann/`, sorted; other keys there are ignored `[ANN-01]`.
 pub(crate) fn index_names(store: &Store) -> Result<Vec<String>> {
+    crate::store::block_on(index_names_async(store))
+}
+
+/// [`index_names`] as a `Send` future on the caller's runtime.
+async fn index_names_async(store: &Store) -> Result<Vec<String>> {
     let mut v: Vec<String> = store
-        .list(ANN_DIR)?
+        .list_async(ANN_DIR)
+        .await?
         .into_iter()
         .filter_map(|(n, _)| n.strip_suffix(ANN_SUFFIX).map(str::to_string))
         .filter(|n| check_name(n).is_ok())
@@ -364,9 +370,14 @@ pub(crate) fn index_names(store: &Store) -> Result<Vec<String>> {
 
 /// Reads record `name` and checks it alone (VAL-21 steps 1 to 9).
 fn read_record(store: &Store, name: &str, limits: &Limits) -> Result<VectorIndex> {
+    crate::store::block_on(read_record_async(store, name, limits))
+}
+
+/// [`read_record`] as a `Send` future on the caller's runtime.
+async fn read_record_async(store: &Store, name: &str, limits: &Limits) -> Result<VectorIndex> {
     check_name(name)?;
     let key = index_key(name);
-    let bytes = store.get_bounded(&key, envelope::max_object_len(limits.max_segment_body()))?;
+    let bytes = store.get_bounded_async(&key, envelope::max_object_len(limits.max_segment_body())).await?;
     VectorIndex::decode(&bytes, name, &key, limits)
 }
 
@@ -377,23 +388,31 @@ pub(crate) fn named_lists(store: &Store, limits: &Limits) -> Result<Vec<String>>
 }
 
 /// Steps 10 and 11 of VAL-21 for a record read alone; returns the target's envelope CRC.
-fn check_target(store: &Store, index: &mut VectorIndex, limits: &Limits) -> Result<u32> {
+async fn check_target_async(store: &Store, index: &mut VectorIndex, limits: &Limits) -> Result<u32> {
     let key = index_key(&index.name);
-    let (manifest, crc) = load_target(store, &key, &index.target, &index.manifest_sha256, limits)?;
+    let (manifest, crc) = load_target_async(store, &key, &index.target, &index.manifest_sha256, limits).await?;
     index.check_against(&key, &manifest)?;
     Ok(crc)
 }
 
 impl Dataset {
     /// Reads and validates vector index `name` of this dataset (VAL-21); it may index any
-    /// version, not only this one.
+    /// version, not only this one. The blocking facade of [`Dataset::vector_index_async`].
     ///
     /// # Errors
     /// `usage` for a bad name, `not_found` for an absent index; `malformed`, `invalid`,
     /// `limit` or `unsupported` for a damaged one or one bound to another dataset.
     pub fn vector_index(&self, name: &str) -> Result<VectorIndex> {
-        let mut index = read_record(self.store(), name, self.limits())?;
-        check_target(self.store(), &mut index, self.limits())?;
+        crate::store::block_on(self.vector_index_async(name))
+    }
+
+    /// [`Dataset::vector_index`] as a `Send` future on the caller's runtime.
+    ///
+    /// # Errors
+    /// As [`Dataset::vector_index`].
+    pub async fn vector_index_async(&self, name: &str) -> Result<VectorIndex> {
+        let mut index = read_record_async(self.store(), name, self.limits()).await?;
+        check_target_async(self.store(), &mut index, self.limits()).await?;
         Ok(index)
     }
 
@@ -408,19 +427,28 @@ impl Dataset {
 
     /// The valid indexes of this version's `column` for `metric`, by name: those a search of
     /// this version may use `[ANN-09]`. A record of another version, column or metric is not
-    /// checked against its target; a damaged record is an error.
+    /// checked against its target; a damaged record is an error. The blocking facade of
+    /// [`Dataset::vector_indexes_for_async`].
     ///
     /// # Errors
     /// Storage errors; the validation errors of the records.
     pub fn vector_indexes_for(&self, column: &str, metric: Distance) -> Result<Vec<VectorIndex>> {
+        crate::store::block_on(self.vector_indexes_for_async(column, metric))
+    }
+
+    /// [`Dataset::vector_indexes_for`] as a `Send` future on the caller's runtime.
+    ///
+    /// # Errors
+    /// As [`Dataset::vector_indexes_for`].
+    pub async fn vector_indexes_for_async(&self, column: &str, metric: Distance) -> Result<Vec<VectorIndex>> {
         let mut out = Vec::new();
-        for name in self.vector_indexes()? {
-            let mut index = read_record(self.store(), &name, self.limits())?;
+        for name in index_names_async(self.store()).await? {
+            let mut index = read_record_async(self.store(), &name, self.limits()).await?;
             let ours = index.target.branch == self.branch()
                 && index.target.version == self.version()
                 && index.column == column
                 && index.metric == metric;
-            if ours && check_target(self.store(), &mut index, self.limits())? == self.manifest_crc32() {
+            if ours && check_target_async(self.store(), &mut index, self.limits()).await? == self.manifest_crc32() {
                 out.push(index);
             }
         }

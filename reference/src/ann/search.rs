@@ -8,11 +8,12 @@
 
 use std::collections::BinaryHeap;
 use std::ops::Range;
+use std::sync::Arc;
 
 use crate::distance::{Distance, distance_f32, distance_f64, query_f32};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::store::Store;
+use crate::store::{Store, block_on};
 
 use super::VectorIndex;
 
@@ -120,6 +121,9 @@ pub(crate) fn total_key(d: f64) -> i64 {
     bits ^ (((bits >> 63) as u64) >> 1) as i64
 }
 
+/// One part's best entries and what ranking them read.
+type Ranked = (Vec<Kept>, SearchStats);
+
 /// A kept entry: ordered by (distance, row), the worst on top of the heap.
 #[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
 struct Kept {
@@ -145,11 +149,75 @@ impl VectorIndex {
     /// (distance, row id), nearest first `[ANN-10]`. With `nprobe` ≥ the number of lists the
     /// answer is the exact top-k of the version's non-null vectors.
     ///
+    /// The blocking facade of [`VectorIndex::search_async`]: the probed lists split over the
+    /// cores, each part ranked on a thread of its own.
+    ///
     /// # Errors
-    /// `usage` when `query` has the wrong length; `malformed` when a list's CRC-32 differs;
-    /// `invalid` for an entry whose row id is not a row of the version or repeats; storage
-    /// errors, the lists object's absence included.
+    /// `usage` when `query` has the wrong length, or when called inside an async runtime;
+    /// `malformed` when a list's CRC-32 differs; `invalid` for an entry whose row id is not a
+    /// row of the version or repeats; storage errors, the lists object's absence included.
     pub fn search(&self, store: &Store, query: &[f64], k: usize, nprobe: usize) -> Result<(Vec<Hit>, SearchStats)> {
+        let Some((q, parts)) = self.plan_search(query, k, nprobe)? else {
+            return Ok((Vec::new(), SearchStats::default()));
+        };
+        if tokio::runtime::Handle::try_current().is_ok() {
+            return Err(Error::usage("VectorIndex::search called inside an async runtime; use search_async"));
+        }
+        let ranked: Vec<Result<Ranked>> = if parts.len() == 1 {
+            parts.iter().map(|lists| block_on(self.rank(store, &q, lists, k))).collect()
+        } else {
+            std::thread::scope(|s| {
+                let handles: Vec<_> =
+                    parts.iter().map(|lists| s.spawn(|| block_on(self.rank(store, &q, lists, k)))).collect();
+                handles
+                    .into_iter()
+                    .map(|h| h.join().unwrap_or_else(|_| Err(Error::usage("a search thread panicked"))))
+                    .collect()
+            })
+        };
+        self.merge(ranked, k)
+    }
+
+    /// [`VectorIndex::search`] as a `Send` future on the caller's runtime: each part of the
+    /// probed lists is ranked by a task of its own, so the parts use the runtime's threads.
+    ///
+    /// # Errors
+    /// As [`VectorIndex::search`], less the runtime's `usage`.
+    pub async fn search_async(
+        self: &Arc<Self>,
+        store: &Store,
+        query: &[f64],
+        k: usize,
+        nprobe: usize,
+    ) -> Result<(Vec<Hit>, SearchStats)> {
+        let Some((q, parts)) = self.plan_search(query, k, nprobe)? else {
+            return Ok((Vec::new(), SearchStats::default()));
+        };
+        let q = Arc::new(q);
+        let mut ranked = Vec::with_capacity(parts.len());
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) if parts.len() > 1 => {
+                let mut tasks = Vec::with_capacity(parts.len());
+                for lists in parts {
+                    let (index, store, q) = (self.clone(), store.clone(), q.clone());
+                    tasks.push(runtime.spawn(async move { index.rank(&store, &q, &lists, k).await }));
+                }
+                for t in tasks {
+                    ranked.push(t.await.unwrap_or_else(|_| Err(Error::usage("a search task panicked"))));
+                }
+            }
+            _ => {
+                for lists in &parts {
+                    ranked.push(self.rank(store, &q, lists, k).await);
+                }
+            }
+        }
+        self.merge(ranked, k)
+    }
+
+    /// Checks `query`, and splits its `nprobe` nearest lists into parts of about equal rows,
+    /// one per core (the order of the answer does not depend on the split); `None` for k = 0.
+    fn plan_search(&self, query: &[f64], k: usize, nprobe: usize) -> Result<Option<(Wide, Vec<Vec<usize>>)>> {
         if query.len() != self.dim {
             return Err(Error::usage(format!(
                 "index {:?}: a query of {} elements for vectors of {}",
@@ -161,10 +229,8 @@ impl VectorIndex {
         let q = Wide::query(self.dtype, query);
         let probe: Vec<usize> = self.probe_order(query).into_iter().take(nprobe.max(1)).collect();
         if k == 0 {
-            return Ok((Vec::new(), SearchStats::default()));
+            return Ok(None);
         }
-        // The probed lists split over the cores by bytes, each part ranked on its own thread;
-        // the parts' best k merge into the answer (the order does not depend on the split).
         let threads = std::thread::available_parallelism().map_or(1, usize::from).clamp(1, probe.len());
         let mut parts: Vec<(u64, Vec<usize>)> = vec![(0, Vec::new()); threads];
         for &l in &probe {
@@ -173,18 +239,11 @@ impl VectorIndex {
                 p.1.push(l);
             }
         }
-        let ranked: Vec<Result<(Vec<Kept>, SearchStats)>> = if threads == 1 {
-            vec![self.rank(store, &q, &probe, k)]
-        } else {
-            std::thread::scope(|s| {
-                let handles: Vec<_> =
-                    parts.iter().map(|(_, lists)| s.spawn(|| self.rank(store, &q, lists, k))).collect();
-                handles
-                    .into_iter()
-                    .map(|h| h.join().unwrap_or_else(|_| Err(Error::usage("a search thread panicked"))))
-                    .collect()
-            })
-        };
+        Ok(Some((q, parts.into_iter().map(|p| p.1).filter(|l| !l.is_empty()).collect())))
+    }
+
+    /// The parts' best `k` merged into the answer: by (distance, row), no row twice.
+    fn merge(&self, ranked: Vec<Result<Ranked>>, k: usize) -> Result<(Vec<Hit>, SearchStats)> {
         let mut kept = Vec::new();
         let mut stats = SearchStats::default();
         for r in ranked {
@@ -214,30 +273,44 @@ impl VectorIndex {
     }
 
     /// The best `k` entries of `lists` for query `q`, by (distance, row).
-    fn rank(&self, store: &Store, q: &Wide, lists: &[usize], k: usize) -> Result<(Vec<Kept>, SearchStats)> {
+    async fn rank(&self, store: &Store, q: &Wide, lists: &[usize], k: usize) -> Result<Ranked> {
         let mut heap: BinaryHeap<Kept> = BinaryHeap::with_capacity(k.min(1 << 16) + 1);
         let mut row = Wide::new(self.dtype);
-        let stats = self.each_entry(store, lists, |id, bytes| {
-            row.set(self.dtype, bytes);
-            let key = (total_key(row.distance(self.metric, q)), id);
-            if heap.len() < k {
-                heap.push(Kept { key, vector: bytes.to_vec() });
-            } else if heap.peek().is_some_and(|worst| key < worst.key) {
-                let mut worst = heap.pop().map(|w| w.vector).unwrap_or_default();
-                worst.clear();
-                worst.extend_from_slice(bytes);
-                heap.push(Kept { key, vector: worst });
-            }
-            Ok(())
-        })?;
+        let stats = self
+            .each_entry_async(store, lists, |id, bytes| {
+                row.set(self.dtype, bytes);
+                let key = (total_key(row.distance(self.metric, q)), id);
+                if heap.len() < k {
+                    heap.push(Kept { key, vector: bytes.to_vec() });
+                } else if heap.peek().is_some_and(|worst| key < worst.key) {
+                    let mut worst = heap.pop().map(|w| w.vector).unwrap_or_default();
+                    worst.clear();
+                    worst.extend_from_slice(bytes);
+                    heap.push(Kept { key, vector: worst });
+                }
+                Ok(())
+            })
+            .await?;
         Ok((heap.into_vec(), stats))
+    }
+
+    /// Calls `f(row, vector bytes)` for every entry of `lists`, in order, reading each list in
+    /// pieces and checking its CRC-32 and row ids `[ANN-07]`: the blocking facade of
+    /// [`VectorIndex::each_entry_async`], for the index's builders.
+    pub(crate) fn each_entry(
+        &self,
+        store: &Store,
+        lists: &[usize],
+        f: impl FnMut(u64, &[u8]) -> Result<()>,
+    ) -> Result<SearchStats> {
+        block_on(self.each_entry_async(store, lists, f))
     }
 
     /// Calls `f(row, vector bytes)` for every entry of `lists`, in order, reading each list in
     /// pieces and checking its CRC-32 and row ids `[ANN-07]`. A local dataset's lists object is
     /// read with positioned reads into one reused buffer; another store's with ranged GETs of
     /// a few pieces each.
-    pub(crate) fn each_entry(
+    pub(crate) async fn each_entry_async(
         &self,
         store: &Store,
         lists: &[usize],
@@ -274,7 +347,7 @@ impl VectorIndex {
                 buf.resize((range.end - range.start) as usize, 0);
                 if file.read_exact_at(&mut buf, range.start).is_err() {
                     // The store reads the same range and names the fault as for any store.
-                    let again = store.get_ranges(&self.data, std::slice::from_ref(range))?;
+                    let again = store.get_ranges_async(&self.data, std::slice::from_ref(range)).await?;
                     buf.clear();
                     buf.extend_from_slice(again.first().map_or(&[][..], AsRef::as_ref));
                 }
@@ -294,7 +367,8 @@ impl VectorIndex {
             }
             let ranges: Vec<Range<u64>> =
                 pieces[next..end].iter().map(|p| p.1.clone()).filter(|r| !r.is_empty()).collect();
-            let bodies = if ranges.is_empty() { Vec::new() } else { store.get_ranges(&self.data, &ranges)? };
+            let bodies =
+                if ranges.is_empty() { Vec::new() } else { store.get_ranges_async(&self.data, &ranges).await? };
             let mut bodies = bodies.into_iter();
             for (list, range, last) in &pieces[next..end] {
                 let body = if range.is_empty() { bytes::Bytes::new() } else { bodies.next().unwrap_or_default() };
