@@ -499,9 +499,7 @@ impl Part {
         if missing.is_empty() {
             return Ok(());
         }
-        let located = lazy
-            .tree
-            .locate_many_indexed(&missing)
+        let located = crate::io::drive(lazy.tree.locate_many_indexed_async(&missing))
             .map_err(|e| LoaderError::dataset("finding fragments in the fragment tree", e))?;
         let mut entries = Vec::with_capacity(located.len());
         for (index, info) in located {
@@ -853,9 +851,7 @@ impl Catalog {
         let map = if let Some(map) = frag.physical.get() {
             map
         } else {
-            let rows = part
-                .dataset
-                .physical_rows(&frag.info, 0..frag.live_rows())
+            let rows = crate::io::drive(part.dataset.physical_rows_async(&frag.info, 0..frag.live_rows()))
                 .map_err(|e| LoaderError::dataset("reading a deletion vector", e))?;
             // Two threads may read it at once; both get the same rows, one is kept.
             let _ = frag.physical.set(Arc::new(rows));
@@ -894,13 +890,13 @@ impl Catalog {
                 Outcome::Failed => {} // try it ourselves
             }
         };
-        // Also for local files: the reference opens them through `object_store`, on its runtime.
-        let built = tessera::store::runtime().block_on(self.build_meta(entry, file, fetcher, acct, stopped));
+        // Also for local files: the reference opens them through `object_store`, on the loader's runtime.
+        let built = crate::io::drive(self.build_meta(entry, file, fetcher, acct, stopped));
         self.publish(opener, built, cap)
     }
 
     /// Opens the not yet cached indexes of `files` (fragment, file within it) together, as
-    /// futures driven by the calling thread on the store runtime, at most `concurrency` at
+    /// futures driven by the calling thread on the loader's runtime ([`crate::io`]), at most `concurrency` at
     /// once: about one footer and one index round trip for all of them, and no thread per
     /// file. Files another thread is opening already are left out (the caller's
     /// [`Catalog::file_meta`] waits for them), as are those found cached.
@@ -925,7 +921,7 @@ impl Catalog {
             ((entry.index, file), self.publish(opener, built, cap))
         });
         let _waiting = WaitTimer::start();
-        tessera::store::runtime().block_on(futures::stream::iter(opens).buffer_unordered(concurrency.max(1)).collect())
+        crate::io::drive(futures::stream::iter(opens).buffer_unordered(concurrency.max(1)).collect())
     }
 
     /// Whether the index of `key` is cached, being opened, or now the caller's to open.

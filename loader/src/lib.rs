@@ -173,6 +173,7 @@ mod disk_cache;
 mod error;
 mod fill;
 mod flight;
+mod io;
 pub mod lineage;
 mod loader;
 mod memory;

@@ -177,6 +177,7 @@ impl<B: HostBuffer> Loader<B> {
         config: &LoaderConfig,
         fetcher: &Fetcher,
     ) -> Result<(Dataset, Option<FragmentTree>, Option<View>)> {
+        crate::io::outside_runtime()?;
         let never = AtomicBool::new(false);
         let what = || match &spec.view {
             Some(view) => format!("opening view {view:?} of {}", spec.location),
@@ -185,7 +186,8 @@ impl<B: HostBuffer> Loader<B> {
         with_retry(&config.retry, &never, &fetcher.counters, &what, || {
             match &spec.view {
                 Some(name) => Dataset::open_view(store, name, config.limits.clone()).map(|(d, v)| (d, None, Some(v))),
-                None => Dataset::open_lazy(store, &spec.at, config.limits.clone()).map(|(d, t)| (d, t, None)),
+                None => crate::io::drive(Dataset::open_lazy_async(store, &spec.at, config.limits.clone()))
+                    .map(|(d, t)| (d, t, None)),
             }
             .map_err(|e| classify(&what(), e))
         })

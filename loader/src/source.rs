@@ -5,7 +5,7 @@
 //!   buffer, which is usually the batch tensor's slot itself.
 //! * [`Source::Object`]: any `object_store` backend through the reference [`tessera::Store`].
 //!   A batch's range GETs ([`RangeRequest`]) are futures the worker drives together on the
-//!   store runtime ([`Fetcher::run_requests`]); each body lands where its caller said (batch
+//!   loader's runtime ([`Fetcher::run_requests`], [`crate::io`]); each body lands where its caller said (batch
 //!   slots, a reused staging arena), and [`LinkModel`] measures latency and bandwidth to size
 //!   the gaps worth coalescing. Data-file indexes still go through one `get_ranges` call.
 //!
@@ -223,7 +223,7 @@ pub(crate) fn backoff_sleep(sleep: Duration, stopped: &AtomicBool) -> Result<()>
     Ok(())
 }
 
-/// [`backoff_sleep`] on the store runtime's timer, for async callers.
+/// [`backoff_sleep`] on the loader runtime's timer, for async callers.
 pub(crate) async fn backoff_wait(sleep: Duration, stopped: &AtomicBool) -> Result<()> {
     for step in backoff_steps(sleep) {
         if stopped.load(Ordering::Acquire) {
@@ -657,7 +657,7 @@ impl Fetcher {
 
     /// Runs range GETs on an object store, at most `concurrency` at a time, landing every
     /// body in its destinations. The requests are futures driven together by the calling
-    /// worker on the store runtime (no thread or blocking-pool hop per request beyond what
+    /// worker on the loader's runtime (no thread or blocking-pool hop per request beyond what
     /// the backend itself does); a request that fails transiently is repeated, alone, after
     /// a backoff, until the retry policy is spent.
     ///
@@ -676,7 +676,7 @@ impl Fetcher {
             return Ok(()); // every block from the disk cache, on this thread
         }
         let _waiting = WaitTimer::start();
-        tessera::store::runtime().block_on(self.run_requests_async(requests, concurrency, stopped))
+        crate::io::drive(self.run_requests_async(requests, concurrency, stopped))
     }
 
     /// [`Fetcher::run_requests`] for async callers.
@@ -883,7 +883,7 @@ impl Fetcher {
             return futures::executor::block_on(self.fetch_async(key, ranges, stopped));
         }
         let _waiting = WaitTimer::start();
-        tessera::store::runtime().block_on(self.fetch_async(key, ranges, stopped))
+        crate::io::drive(self.fetch_async(key, ranges, stopped))
     }
 
     /// [`Fetcher::fetch`] for async callers (on a local source it reads in place and never
@@ -955,7 +955,7 @@ mod tests {
         }
         let stopped = AtomicBool::new(true);
         assert!(matches!(backoff_sleep(Duration::from_secs(60), &stopped), Err(LoaderError::Stopped)));
-        let waited = tessera::store::runtime().block_on(backoff_wait(Duration::from_secs(60), &stopped));
+        let waited = crate::io::drive(backoff_wait(Duration::from_secs(60), &stopped));
         assert!(matches!(waited, Err(LoaderError::Stopped)), "a stop ends an async backoff at once");
     }
 

@@ -16,6 +16,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
+use crate::blocking::block_on;
 use crate::dataset::{At, Dataset, FragmentInfo, latest_version_async, load_manifest};
 use crate::envelope::{self, ObjectKind};
 use crate::error::{Error, Result};
@@ -28,7 +29,7 @@ use crate::paths;
 use crate::schema::Schema;
 use crate::segment_log::{merge_tiers, write_segments};
 use crate::stats;
-use crate::store::{Created, Store, block_on};
+use crate::store::{Created, Store};
 use crate::tree::{self, FragmentTree};
 use crate::writer::PendingFragment;
 

@@ -8,6 +8,7 @@ use bytes::Bytes;
 use object_store::{GetOptions, GetRange, ObjectStoreExt};
 
 use crate::batch::Batch;
+use crate::blocking::block_on;
 use crate::cache::{Cache, CacheStats, DEFAULT_CACHE_BYTES, Key, Value};
 use crate::column::ColumnData;
 use crate::datafile::{self, DataFile};
@@ -20,7 +21,7 @@ use crate::manifest::{
 };
 use crate::paths::{self, MAIN};
 use crate::schema::{Column, Schema};
-use crate::store::{Store, block_on};
+use crate::store::Store;
 use crate::tree::FragmentTree;
 
 /// Which version to open.

@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 use bytes::Bytes;
 
 use crate::batch::Batch;
+use crate::blocking::block_on;
 use crate::column::ColumnData;
 use crate::commit::{Change, Rewrite, WriteOptions, commit_change, write_data_file};
 use crate::datafile::{Block, DataFileWriter};
@@ -19,7 +20,6 @@ use crate::error::{Error, Result};
 use crate::manifest::{ColumnStats, Fragment};
 use crate::schema::{Column, Dim, Schema, validate_name};
 use crate::stats;
-use crate::store::block_on;
 
 impl Dataset {
     /// Reads every physical row (deleted ones included) of a fragment for `cols`.

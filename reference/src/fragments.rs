@@ -13,6 +13,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::batch::Batch;
+use crate::blocking::block_on;
 use crate::commit::{Change, Rewrite, WriteOptions, commit_change};
 use crate::dataset::Dataset;
 use crate::dtype::DType;
@@ -20,7 +21,6 @@ use crate::error::{Error, Result};
 use crate::manifest::{ColumnStats, DataFileRef, Fragment, Scalar};
 use crate::paths;
 use crate::schema::Schema;
-use crate::store::block_on;
 use crate::writer::PendingFragment;
 
 /// The `format` value of a record's JSON form `[FRG-01]`.

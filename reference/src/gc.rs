@@ -8,13 +8,14 @@
 use std::collections::HashSet;
 use std::time::{Duration, SystemTime};
 
+use crate::blocking::block_on;
 use crate::dataset::load_manifest;
 use crate::envelope::{self, ObjectKind};
 use crate::error::Result;
 use crate::limits::Limits;
 use crate::manifest::{READER_FLAG_FRAGMENT_TREE, Segment};
 use crate::paths;
-use crate::store::{Store, block_on};
+use crate::store::Store;
 use crate::tree::FragmentTree;
 
 /// What a collection found and did.

@@ -69,6 +69,7 @@
 
 pub mod ann;
 pub mod batch;
+pub mod blocking;
 mod cache;
 pub mod cast;
 pub mod codec;

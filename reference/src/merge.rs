@@ -7,12 +7,12 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 
+use crate::blocking::block_on;
 use crate::commit::{Change, Published, Rewrite, WriteOptions, commit_change, publish};
 use crate::dataset::{At, Dataset, latest_version};
 use crate::error::{Error, Result};
 use crate::manifest::{Fragment, Manifest, VersionRef};
 use crate::paths;
-use crate::store::block_on;
 
 /// What a merge did.
 #[derive(Clone, Debug)]

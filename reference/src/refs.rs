@@ -3,6 +3,7 @@
 
 use bytes::Bytes;
 
+use crate::blocking::block_on;
 use crate::commit::{Published, check_writer_flags, publish};
 use crate::dataset::{Dataset, load_manifest};
 use crate::envelope::{self, ObjectKind};
@@ -10,7 +11,7 @@ use crate::error::{Error, Result};
 use crate::limits::Limits;
 use crate::manifest::{Manifest, VersionRef};
 use crate::paths;
-use crate::store::{Created, Store, block_on};
+use crate::store::{Created, Store};
 use crate::writer::WriteOptions;
 
 impl Dataset {

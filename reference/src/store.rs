@@ -6,9 +6,10 @@
 //! credentials and endpoints come from the environment variables each builder's `from_env`
 //! reads (`AWS_ENDPOINT`, `AWS_ALLOW_HTTP`, `AWS_ACCESS_KEY_ID`, `AZURE_STORAGE_USE_EMULATOR`, …).
 //!
-//! The facade runs futures on a small runtime owned by the crate, so callers need no async
-//! code. Async callers (the loader) take [`Store::object_store`] and [`Store::path`] and drive
-//! the requests themselves.
+//! Every request is an `async fn`; its blocking twin runs it through
+//! [`crate::blocking::block_on`], so simple callers need no async code. Async callers await the
+//! `_async` methods, or take [`Store::object_store`] and [`Store::path`] and drive the
+//! requests themselves.
 
 use std::collections::HashMap;
 use std::ops::Range;
@@ -19,42 +20,8 @@ use futures::TryStreamExt;
 use object_store::path::Path;
 use object_store::{GetOptions, GetRange, ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
 
+use crate::blocking::block_on;
 use crate::error::{Error, Result};
-
-/// Threads the runtime keeps for blocking work (`object_store`'s local file system reads a
-/// file on one per request, DNS lookups take one): requests past this queue instead of
-/// starting a thread each (tokio's default allows 512).
-const BLOCKING_THREADS: usize = 64;
-
-/// The crate's runtime for blocking calls: two I/O worker threads, and at most
-/// 64 for blocking work.
-///
-/// # Panics
-/// If the operating system refuses to start threads.
-pub fn runtime() -> &'static tokio::runtime::Runtime {
-    static RT: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
-    RT.get_or_init(|| {
-        tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .max_blocking_threads(BLOCKING_THREADS)
-            .thread_name("tessera-io")
-            .enable_all()
-            .build()
-            .expect("the tessera I/O runtime could not start")
-    })
-}
-
-/// Runs a future to completion on [`runtime`].
-///
-/// # Errors
-/// `usage` when called from inside an async runtime (blocking there would stall it); the
-/// future's own error otherwise.
-pub fn block_on<T>(f: impl std::future::Future<Output = Result<T>>) -> Result<T> {
-    if tokio::runtime::Handle::try_current().is_ok() {
-        return Err(Error::usage("blocking tessera call made inside an async runtime; use the async object store API"));
-    }
-    runtime().block_on(f)
-}
 
 /// Makes rustls on `ring` the process's TLS crypto provider, unless one is installed already.
 ///

@@ -19,6 +19,7 @@ use std::sync::{Arc, Mutex};
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
+use crate::blocking::block_on;
 use crate::dataset::{FragmentInfo, referenced};
 use crate::envelope::{self, ObjectKind};
 use crate::error::{Error, Result};
@@ -27,7 +28,7 @@ use crate::manifest::{ColumnStats, Fragment, Manifest, SegmentRef};
 use crate::paths;
 use crate::schema::Schema;
 use crate::stats;
-use crate::store::{Store, block_on};
+use crate::store::Store;
 
 /// Node body bytes a writer aims at unless told otherwise: small enough that a reader looking
 /// rows up at random reads little per row (about one leaf each) and a commit rewriting one path

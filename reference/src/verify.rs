@@ -15,10 +15,10 @@ use bytes::Bytes;
 use futures::StreamExt;
 use futures::stream::FuturesOrdered;
 
+use crate::blocking::block_on;
 use crate::dataset::{Dataset, FragmentInfo, VerifyReport, check_tail, open_file, referenced};
 use crate::error::{Error, ErrorClass};
 use crate::manifest::DataFileRef;
-use crate::store::block_on;
 
 /// One fault found by verification: the object at fault, where in it, and the typed error.
 #[derive(Debug)]

@@ -13,13 +13,14 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use crate::blocking::block_on;
 use crate::dataset::{Dataset, decode_manifest};
 use crate::envelope::{self, ObjectKind};
 use crate::error::{Error, Result};
 use crate::limits::{Limits, hard};
 use crate::manifest::{Manifest, VersionRef};
 use crate::paths;
-use crate::store::{Created, Store, block_on};
+use crate::store::{Created, Store};
 use crate::writer::WriteOptions;
 
 /// Rows of a list view located together in a fragment tree (memory per chunk, not per view).
@@ -601,7 +602,7 @@ pub(crate) fn load_target(
     manifest_sha256: &[u8; 32],
     limits: &Limits,
 ) -> Result<(Manifest, u32)> {
-    crate::store::block_on(load_target_async(store, key, target, manifest_sha256, limits))
+    crate::blocking::block_on(load_target_async(store, key, target, manifest_sha256, limits))
 }
 
 /// [`load_target`] as a `Send` future on the caller's runtime.

@@ -8,6 +8,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use bytes::Bytes;
 
 use crate::batch::Batch;
+use crate::blocking::{block_on, runtime};
 use crate::column::ColumnData;
 use crate::commit::{Change, Published, commit_change, publish};
 use crate::datafile::DataFileWriter;
@@ -18,7 +19,7 @@ use crate::manifest::{ColumnStats, DataFileRef, Manifest};
 use crate::paths::{self, MAIN};
 use crate::schema::{Column, Schema};
 use crate::stats;
-use crate::store::{Created, Store, block_on, runtime};
+use crate::store::{Created, Store};
 
 /// Default target size of one data file: 64 MiB. Large enough that a sequential GET from
 /// object storage runs at bandwidth rather than latency (tens of ms to first byte, then
@@ -403,13 +404,18 @@ impl DatasetWriter {
             && self.uploads.iter().map(|u| u.bytes).sum::<u64>() + n > self.options.target_file_bytes
     }
 
-    /// Starts uploading one encoded data file on the I/O runtime.
+    /// Starts uploading one encoded data file: a task of the caller's runtime when the writer
+    /// is driven from one (`append_async`), else of the blocking calls' runtime.
     fn start_upload(&mut self, key: String, bytes: Bytes) {
         let n = bytes.len() as u64;
         let store = self.base.store().clone();
         let task = {
             let key = key.clone();
-            runtime().spawn(async move { store.put_if_absent_async(&key, bytes).await })
+            let upload = async move { store.put_if_absent_async(&key, bytes).await };
+            match tokio::runtime::Handle::try_current() {
+                Ok(caller) => caller.spawn(upload),
+                Err(_) => runtime().spawn(upload),
+            }
         };
         self.uploads.push_back(Upload { key, bytes: n, task });
     }

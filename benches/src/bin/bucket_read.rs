@@ -31,7 +31,7 @@ fn main() -> BenchResult<()> {
     let parsed = url::Url::parse(url)?;
     let store: Arc<dyn ObjectStore> = Arc::new(object_store::aws::AmazonS3Builder::from_env().with_url(url).build()?);
     let prefix = Path::from_url_path(parsed.path())?;
-    let rt = tessera::store::runtime();
+    let rt = tessera::blocking::runtime();
     let objects: Vec<_> = rt.block_on(store.list(Some(&prefix)).try_collect::<Vec<_>>())?;
     let ranges: Vec<(Path, std::ops::Range<u64>)> = objects
         .iter()

@@ -58,7 +58,7 @@ fn main() -> BenchResult<()> {
             object_store::http::HttpBuilder::new().with_url(base.as_str()).with_client_options(options).build()?;
         (Arc::new(http), Path::from(rel.as_str()))
     };
-    let rt = tessera::store::runtime();
+    let rt = tessera::blocking::runtime();
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     println!("{base}/{rel} ({:.0} MB); load average {}", size as f64 / 1e6, load.split(' ').next().unwrap_or("?"));
     println!("{:<8} {:>9} {:>12} {:>12} {:>14}", "range", "in flight", "server MB/s", "server req/s", "pread MB/s");

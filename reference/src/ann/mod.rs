@@ -352,7 +352,7 @@ impl VectorIndex {
 
 /// The index names under `ann/`, sorted; other keys there are ignored `[ANN-01]`.
 pub(crate) fn index_names(store: &Store) -> Result<Vec<String>> {
-    crate::store::block_on(index_names_async(store))
+    crate::blocking::block_on(index_names_async(store))
 }
 
 /// [`index_names`] as a `Send` future on the caller's runtime.
@@ -370,7 +370,7 @@ async fn index_names_async(store: &Store) -> Result<Vec<String>> {
 
 /// Reads record `name` and checks it alone (VAL-21 steps 1 to 9).
 fn read_record(store: &Store, name: &str, limits: &Limits) -> Result<VectorIndex> {
-    crate::store::block_on(read_record_async(store, name, limits))
+    crate::blocking::block_on(read_record_async(store, name, limits))
 }
 
 /// [`read_record`] as a `Send` future on the caller's runtime.
@@ -403,7 +403,7 @@ impl Dataset {
     /// `usage` for a bad name, `not_found` for an absent index; `malformed`, `invalid`,
     /// `limit` or `unsupported` for a damaged one or one bound to another dataset.
     pub fn vector_index(&self, name: &str) -> Result<VectorIndex> {
-        crate::store::block_on(self.vector_index_async(name))
+        crate::blocking::block_on(self.vector_index_async(name))
     }
 
     /// [`Dataset::vector_index`] as a `Send` future on the caller's runtime.
@@ -433,7 +433,7 @@ impl Dataset {
     /// # Errors
     /// Storage errors; the validation errors of the records.
     pub fn vector_indexes_for(&self, column: &str, metric: Distance) -> Result<Vec<VectorIndex>> {
-        crate::store::block_on(self.vector_indexes_for_async(column, metric))
+        crate::blocking::block_on(self.vector_indexes_for_async(column, metric))
     }
 
     /// [`Dataset::vector_indexes_for`] as a `Send` future on the caller's runtime.

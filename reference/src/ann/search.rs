@@ -10,10 +10,11 @@ use std::collections::BinaryHeap;
 use std::ops::Range;
 use std::sync::Arc;
 
+use crate::blocking::block_on;
 use crate::distance::{Distance, distance_f32, distance_f64, query_f32};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::store::{Store, block_on};
+use crate::store::Store;
 
 use super::VectorIndex;
 
