@@ -14,11 +14,14 @@
 //! workers: batch `i` holds exactly the plan's batch `i` (or its deterministic substitutes).
 //!
 //! Depth: on local files `workers` threads fill at most `prefetch_batches` batches. On an
-//! object store a fill mostly waits for round trips, so the epoch starts as many filling
-//! threads as the budget holds batch buffers (at most [`MAX_DEPTH`]) and lets a batch be
-//! claimed only while fewer than the self-tuned depth (`crate::depth`: from each fill's CPU
-//! time and storage waiting) are claimed and not yet delivered; the others wait their turn. The CPU work
-//! is the same; only the waiting overlaps. An object store read through a disk cache that
+//! object store a fill mostly waits for round trips, so a batch may be claimed while fewer
+//! than the self-tuned depth (`crate::depth`: from each fill's CPU time and storage waiting)
+//! are claimed and not yet delivered, up to as many as the budget holds batch buffers (at
+//! most [`MAX_DEPTH`]). Filling threads start as the depth asks for them: the epoch starts
+//! the depth it begins at, and a thread admitted with room for one more claim and no idle
+//! thread to wake starts another, up to that ceiling; so an epoch runs about as many threads
+//! as it keeps batches in flight, not the ceiling (at +0 ms a depth of 10-30 where the
+//! budget holds 52). The CPU work is the same; only the waiting overlaps. An object store read through a disk cache that
 //! served the loader's last finished epoch alone (no store request, no miss) runs the next
 //! epoch as local files do: the cache's files are local reads with nothing to wait for, so
 //! `workers` threads and `prefetch_batches` batches, not up to [`MAX_DEPTH`] of each; a miss
@@ -131,6 +134,8 @@ struct Claims {
     unfinished: BTreeSet<usize>,
     /// Threads admitted by the depth gate that have not claimed yet.
     admitted: usize,
+    /// Threads waiting at the depth gate.
+    idle: usize,
     /// Spaces the starts of admitted claims (object stores).
     pacer: Pacer,
 }
@@ -152,8 +157,11 @@ pub(crate) struct Shared {
     turn: Condvar,
     /// Batches the consumer has taken (`0..delivered`).
     delivered: AtomicUsize,
-    /// Filling threads; more than `set.workers` on an object store (self-tuned depth).
+    /// Most filling threads; more than `set.workers` on an object store (self-tuned depth).
     threads: usize,
+    /// Filling threads started so far, and their handles (joined at shutdown).
+    started: AtomicUsize,
+    handles: Mutex<Vec<JoinHandle<()>>>,
     /// Whether the depth is self-tuned (object stores).
     tuned: bool,
     pub(crate) stopped: AtomicBool,
@@ -181,13 +189,14 @@ impl Shared {
         self.at.of(batch, j)
     }
 
-    /// Waits until the depth gate admits one more claim (always, with a fixed depth);
-    /// `false` when the epoch stops or every batch is claimed.
-    fn admit(&self) -> bool {
+    /// Waits until the depth gate admits one more claim (always, with a fixed depth):
+    /// `Some(grow)`, `grow` when there is room for one more and no idle thread to take it (the
+    /// caller then starts one); `None` when the epoch stops or every batch is claimed.
+    fn admit(&self) -> Option<bool> {
         let mut c = self.claims();
         loop {
             if self.stopped.load(Ordering::Acquire) || c.next >= self.at.total {
-                return false;
+                return None;
             }
             let depth = if self.tuned {
                 let floor = self.set.prefetch_batches.max(self.set.workers);
@@ -199,16 +208,24 @@ impl Shared {
             let limit = self.delivered.load(Ordering::Acquire).saturating_add(depth);
             if claimed < self.at.total && claimed < limit {
                 c.admitted += 1;
+                let mut grow = false;
                 if claimed + 1 < self.at.total.min(limit) {
-                    // Room for more (a depth that grew): pass the wake-up on, one at a time.
-                    self.turn.notify_one();
+                    // Room for more (a depth that grew): pass the wake-up on, one at a time,
+                    // or start a thread where none waits.
+                    if c.idle > 0 {
+                        self.turn.notify_one();
+                    } else {
+                        grow = self.started.load(Ordering::Acquire) < self.threads;
+                    }
                 }
                 let start = self.pace(&mut c, depth);
                 drop(c);
-                return start.is_none_or(|at| self.sleep_until(at));
+                return start.is_none_or(|at| self.sleep_until(at)).then_some(grow);
             }
             // Woken by a delivered batch; the timeout also sees a depth that grew.
+            c.idle += 1;
             c = self.turn.wait_timeout(c, Duration::from_millis(20)).map_or_else(|e| e.into_inner().0, |r| r.0);
+            c.idle -= 1;
         }
     }
 
@@ -247,17 +264,50 @@ impl Shared {
     }
 }
 
+/// Starts one more filling thread, unless the epoch has its most already.
+fn start_worker<B: HostBuffer>(
+    sh: &Arc<Shared>,
+    pool: &Arc<BufferPool<B>>,
+    tx: &SyncSender<(usize, Result<Batch<B>>)>,
+) -> Result<()> {
+    let w = sh.started.fetch_add(1, Ordering::AcqRel);
+    if w >= sh.threads {
+        sh.started.fetch_sub(1, Ordering::AcqRel);
+        return Ok(());
+    }
+    let worker = Worker::new(sh.clone());
+    let (shared, pool, tx) = (sh.clone(), pool.clone(), tx.clone());
+    let spawned = std::thread::Builder::new()
+        .name(format!("tessera-loader-{w}"))
+        .spawn(move || work(&shared, &pool, worker, &tx))
+        .map_err(|e| LoaderError::config(format!("cannot start a worker thread: {e}")));
+    match spawned {
+        Ok(h) => {
+            sh.fetcher.threads.fetch_max(w as u64 + 1, Ordering::Relaxed);
+            sh.handles.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(h);
+            Ok(())
+        }
+        Err(e) => {
+            sh.started.fetch_sub(1, Ordering::AcqRel);
+            Err(e)
+        }
+    }
+}
+
 /// A worker thread: wait for the depth gate, take a buffer set, claim the next batch, fill
 /// it, send it; until every batch is claimed, the pipeline stops or the consumer is gone.
 fn work<B: HostBuffer>(
-    sh: &Shared,
+    sh: &Arc<Shared>,
     pool: &Arc<BufferPool<B>>,
     mut worker: Worker,
     tx: &SyncSender<(usize, Result<Batch<B>>)>,
 ) {
     loop {
-        if !sh.admit() {
-            return;
+        let Some(grow) = sh.admit() else { return };
+        // The depth asks for more batches in flight than threads wait to fill them. A thread
+        // that cannot start leaves the others to carry the depth.
+        if grow {
+            let _ = start_worker(sh, pool, tx);
         }
         let Ok(set) = pool.take(&sh.stopped) else {
             sh.claims().admitted -= 1;
@@ -412,7 +462,6 @@ pub(crate) struct EpochPipeline<B: HostBuffer> {
     /// Batch buffers (the loader's, kept from epoch to epoch).
     buffers: Arc<BufferPool<B>>,
     rx: Option<Receiver<(usize, Result<Batch<B>>)>>,
-    handles: Vec<JoinHandle<()>>,
     pending: BTreeMap<usize, Result<Batch<B>>>,
     next: usize,
     /// The disk cache's counters when the epoch started (see [`Fetcher::note_epoch`]).
@@ -511,6 +560,8 @@ impl<B: HostBuffer> EpochPipeline<B> {
             turn: Condvar::new(),
             delivered: AtomicUsize::new(0),
             threads,
+            started: AtomicUsize::new(0),
+            handles: Mutex::new(Vec::with_capacity(threads)),
             tuned,
             stopped: AtomicBool::new(false),
             window,
@@ -518,35 +569,49 @@ impl<B: HostBuffer> EpochPipeline<B> {
             allowance,
             skipped,
         });
-        shared.fetcher.threads.store(threads as u64, Ordering::Relaxed);
+        shared.fetcher.threads.store(0, Ordering::Relaxed);
+        // Threads for the depth the epoch starts at (a self-tuned one grows by more).
+        let initial = if tuned {
+            let floor = shared.set.prefetch_batches.max(shared.set.workers);
+            shared.fetcher.depth.target(shared.set.workers, floor, threads).max(shared.set.workers).min(threads)
+        } else {
+            threads
+        };
         let (tx, rx) = sync_channel(sets);
-        let mut handles = Vec::with_capacity(threads);
-        for w in 0..threads {
-            let worker = Worker::new(shared.clone());
-            let (sh, pool, tx) = (shared.clone(), buffers.clone(), tx.clone());
-            let spawned = std::thread::Builder::new()
-                .name(format!("tessera-loader-{w}"))
-                .spawn(move || work(&sh, &pool, worker, &tx));
-            match spawned {
-                Ok(h) => handles.push(h),
-                Err(e) => {
-                    shared.stop();
-                    buffers.notify();
-                    return Err(LoaderError::config(format!("cannot start a worker thread: {e}")));
-                }
+        for _ in 0..initial {
+            if let Err(e) = start_worker(&shared, &buffers, &tx) {
+                shared.stop();
+                buffers.notify();
+                Self::join(&shared);
+                return Err(e);
             }
         }
+        drop(tx);
         Ok(Self {
             shared,
             buffers,
             rx: Some(rx),
-            handles,
             pending: BTreeMap::new(),
             next: 0,
             warmth,
             completed: false,
             _plan_charge: plan_charge,
         })
+    }
+
+    /// Waits for every filling thread, those a thread started while it was being joined
+    /// included (a stopped epoch starts no more).
+    fn join(shared: &Shared) {
+        loop {
+            let handles: Vec<JoinHandle<()>> =
+                std::mem::take(&mut *shared.handles.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
+            if handles.is_empty() {
+                return;
+            }
+            for h in handles {
+                let _ = h.join();
+            }
+        }
     }
 
     /// Batches this pipeline yields in total.
@@ -589,9 +654,7 @@ impl<B: HostBuffer> EpochPipeline<B> {
         self.buffers.notify();
         self.rx = None;
         self.pending.clear();
-        for h in self.handles.drain(..) {
-            let _ = h.join();
-        }
+        Self::join(&self.shared);
         if let Some(from) = self.warmth.take() {
             self.shared.fetcher.note_epoch(from, self.completed);
         }

@@ -111,9 +111,10 @@ pub struct IoStats {
     /// Object stores with streamed bodies: the adapted limit of requests in flight across
     /// the loader's threads (it shrinks while requests queue at the server).
     pub in_flight_limit: u64,
-    /// Filling threads the last epoch started (on an object store as many as the budget
-    /// holds batches in flight, at most 128; on local files `workers`). Data files are opened
-    /// and range GETs driven as futures on these threads: no thread per file or request.
+    /// Filling threads the last epoch started: on local files `workers`; on an object store
+    /// as many as its self-tuned depth asked for (at most as many as the budget holds batches
+    /// in flight, and 128). Data files are opened and range GETs driven as futures on these
+    /// threads, on the loader's runtime: no thread per file or request.
     pub threads: u64,
     /// The node-local disk cache's traffic (all zero without one, and on local files).
     /// `requests` and `bytes` above count only what reached the store.

@@ -83,3 +83,36 @@ fn a_batch_opens_its_files_together_without_a_thread_per_file() {
     let most = faulty.counts.most_gets_in_flight.load(Ordering::Relaxed);
     assert!(most > stats.threads.min(8), "at most {most} GETs in flight with {} threads", stats.threads);
 }
+
+#[test]
+fn filling_threads_start_as_the_depth_asks_not_as_the_budget_allows() {
+    // No added latency: fills wait for nothing, so the self-tuned depth stays near its floor,
+    // while the budget holds 128 batches of 4 rows (the most an object-store epoch fills at
+    // once), and the epoch has 240 of them.
+    let memory: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let schema = Schema::new([Column::new("id", DType::I64, &[])]).unwrap();
+    let store = Store::from_object_store(memory, "", true);
+    let ids: Vec<i64> = (0..960).collect();
+    let batch = Batch::new().with("id", ColumnData::from_scalars(&ids)).unwrap();
+    Dataset::create_in(&store, schema, &WriteOptions::default())
+        .unwrap()
+        .append(&batch, "rows", WriteOptions::default())
+        .unwrap();
+    let cfg = LoaderConfig::new("unused").with_batch_size(4).with_shuffle(ShuffleMode::Global).with_seed(2);
+    let loader = Loader::open_store(&store, cfg, AlignedAllocator).unwrap();
+    for e in 0..2 {
+        let mut seen = BTreeSet::new();
+        for batch in loader.epoch(e).unwrap() {
+            seen.extend(batch.unwrap().rows);
+        }
+        assert_eq!(seen.len(), 960, "epoch {e}: every row once");
+        let stats = loader.io_stats();
+        // Before, every such epoch started 128 filling threads, 120 or more of them idle.
+        assert!(
+            stats.threads >= 2 && stats.threads <= 32,
+            "epoch {e}: {} filling threads at depth {}",
+            stats.threads,
+            stats.depth
+        );
+    }
+}
