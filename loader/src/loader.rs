@@ -185,7 +185,8 @@ impl<B: HostBuffer> Loader<B> {
         };
         with_retry(&config.retry, &never, &fetcher.counters, &what, || {
             match &spec.view {
-                Some(name) => Dataset::open_view(store, name, config.limits.clone()).map(|(d, v)| (d, None, Some(v))),
+                Some(name) => crate::io::drive(Dataset::open_view_async(store, name, config.limits.clone()))
+                    .map(|(d, v)| (d, None, Some(v))),
                 None => crate::io::drive(Dataset::open_lazy_async(store, &spec.at, config.limits.clone()))
                     .map(|(d, t)| (d, t, None)),
             }

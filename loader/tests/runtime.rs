@@ -46,6 +46,19 @@ fn loader_io_runs_on_the_loaders_runtime_and_not_inside_a_callers() {
         other => panic!("{:?}", other.map(|_| ())),
     }
 
+    // A view of every other row, saved through the async API too: opening it is part of the
+    // loader's I/O.
+    rt.block_on(async {
+        let store = Store::open(url).unwrap();
+        let ds = Dataset::open_lazy_async(&store, &tessera::At::Latest, tessera::Limits::default()).await.unwrap().0;
+        let rows: Vec<u64> = (0..120).step_by(2).collect();
+        ds.save_view_async("evens", &rows, "every other row").await.unwrap();
+    });
+    let view = Loader::open(LoaderConfig::new(url).with_batch_size(6).with_view("evens")).unwrap();
+    let got: Vec<u64> = view.epoch(0).unwrap().flat_map(|b| b.unwrap().rows).collect();
+    assert_eq!(got.len(), 60);
+    assert!(got.iter().all(|r| r % 2 == 0), "{got:?}");
+
     for shuffle in [ShuffleMode::Global, ShuffleMode::Block { window_fragments: 2 }] {
         let loader = Loader::open(LoaderConfig::new(url).with_batch_size(7).with_shuffle(shuffle)).unwrap();
         let mut ids = Vec::new();

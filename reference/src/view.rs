@@ -542,9 +542,14 @@ fn max_body(limits: &Limits) -> u64 {
 /// Reads view `name` and runs VAL-18 on it; returns it with its target manifest and that
 /// manifest's envelope CRC.
 fn read_view(store: &Store, name: &str, limits: &Limits) -> Result<(View, Manifest, u32)> {
+    block_on(read_view_async(store, name, limits))
+}
+
+/// [`read_view`] as a `Send` future on the caller's runtime.
+async fn read_view_async(store: &Store, name: &str, limits: &Limits) -> Result<(View, Manifest, u32)> {
     check_name(name)?;
     let key = view_key(name);
-    let bytes = store.get_bounded(&key, envelope::max_object_len(max_body(limits)))?;
+    let bytes = store.get_bounded_async(&key, envelope::max_object_len(max_body(limits))).await?;
     let raw = RawView::decode(&bytes, max_body(limits), &key)?;
     if raw.name != name {
         return Err(Error::invalid(&key, format!("view record names {:?} [VIEW-04]", raw.name)));
@@ -566,7 +571,7 @@ fn read_view(store: &Store, name: &str, limits: &Limits) -> Result<(View, Manife
     if digest != raw.rows_sha256 {
         return Err(Error::invalid(&key, "rows_sha256 differs from the SHA-256 of the rows [VIEW-04]"));
     }
-    let (manifest, crc) = load_target(store, &key, &raw.target, &raw.manifest_sha256, limits)?;
+    let (manifest, crc) = load_target_async(store, &key, &raw.target, &raw.manifest_sha256, limits).await?;
     let rows = match raw.rows {
         RawRows::List(rows) => ViewRows::List(rows),
         RawRows::Runs { row_count, runs } => {
@@ -674,6 +679,28 @@ impl Dataset {
     /// over the view body limit; `conflict` if another view has the name; `unsupported` for a
     /// store without create-if-absent.
     pub fn save_view_rows_with(&self, name: &str, rows: ViewRows, query: &str, options: &WriteOptions) -> Result<View> {
+        block_on(self.save_view_rows_with_async(name, rows, query, options))
+    }
+
+    /// [`Dataset::save_view`] as a `Send` future on the caller's runtime.
+    ///
+    /// # Errors
+    /// As [`Dataset::save_view_rows_with`].
+    pub async fn save_view_async(&self, name: &str, rows: &[u64], query: &str) -> Result<View> {
+        self.save_view_rows_with_async(name, ViewRows::List(rows.to_vec()), query, &WriteOptions::default()).await
+    }
+
+    /// [`Dataset::save_view_rows_with`] as a `Send` future on the caller's runtime.
+    ///
+    /// # Errors
+    /// As [`Dataset::save_view_rows_with`].
+    pub async fn save_view_rows_with_async(
+        &self,
+        name: &str,
+        rows: ViewRows,
+        query: &str,
+        options: &WriteOptions,
+    ) -> Result<View> {
         check_name(name)?;
         let key = view_key(name);
         Error::check_limit(|| format!("{key}: query bytes"), hard::MAX_METADATA_VALUE_BYTES, query.len() as u64)?;
@@ -685,7 +712,7 @@ impl Dataset {
         let view = View {
             name: name.to_string(),
             target: VersionRef { branch: self.branch().to_string(), version: self.version() },
-            manifest_sha256: self.manifest_sha256()?,
+            manifest_sha256: self.manifest_sha256_async().await?,
             timestamp_ms: options.timestamp(),
             query: query.to_string(),
             rows_sha256: rows.digest(),
@@ -695,23 +722,31 @@ impl Dataset {
         let (major, body) = RawView::from(view.clone()).encode()?;
         Error::check_limit(|| format!("{key} (view): body length [LIM-05]"), max, body.len() as u64)?;
         let bytes = Bytes::from(envelope::frame_major(ObjectKind::View, major, &body));
-        match self.store().put_if_absent(&key, bytes.clone())? {
+        match self.store().put_if_absent_async(&key, bytes.clone()).await? {
             Created::New => Ok(view),
-            // Our own earlier attempt may have landed before a retry: identical bytes are ours.
-            Created::Existed
-                if self.store().get_bounded(&key, envelope::max_object_len(max_body(self.limits())))? == bytes =>
-            {
-                Ok(view)
+            Created::Existed => {
+                // Our own earlier attempt may have landed before a retry: identical bytes are
+                // ours.
+                let there =
+                    self.store().get_bounded_async(&key, envelope::max_object_len(max_body(self.limits()))).await?;
+                if there == bytes { Ok(view) } else { Err(Error::Conflict { what: format!("view {name:?} exists") }) }
             }
-            Created::Existed => Err(Error::Conflict { what: format!("view {name:?} exists") }),
         }
     }
 
     /// The SHA-256 of this version's manifest object, which views and vector indexes bind to
     /// (VIEW-02, ANN-02); the object is read again and must be the one this dataset opened.
     pub(crate) fn manifest_sha256(&self) -> Result<[u8; 32]> {
+        block_on(self.manifest_sha256_async())
+    }
+
+    /// [`Dataset::manifest_sha256`] as a `Send` future on the caller's runtime.
+    pub(crate) async fn manifest_sha256_async(&self) -> Result<[u8; 32]> {
         let target = paths::manifest_key(self.branch(), self.version());
-        let bytes = self.store().get_bounded(&target, envelope::max_object_len(self.limits().max_manifest_body()))?;
+        let bytes = self
+            .store()
+            .get_bounded_async(&target, envelope::max_object_len(self.limits().max_manifest_body()))
+            .await?;
         if envelope::stored_crc(&bytes) != self.manifest_crc32() {
             return Err(Error::invalid(&target, "the manifest differs from the one this dataset opened [LAY-06]"));
         }
@@ -765,28 +800,24 @@ impl Dataset {
     /// # Errors
     /// As [`Dataset::view`], and any error opening the version (VAL-07 onwards).
     pub fn open_view(store: &Store, name: &str, limits: Limits) -> Result<(Dataset, View)> {
-        let (view, manifest, crc) = read_view(store, name, &limits)?;
+        block_on(Self::open_view_async(store, name, limits))
+    }
+
+    /// [`Dataset::open_view`] as a `Send` future on the caller's runtime.
+    ///
+    /// # Errors
+    /// As [`Dataset::open_view`].
+    pub async fn open_view_async(store: &Store, name: &str, limits: Limits) -> Result<(Dataset, View)> {
+        let (view, manifest, crc) = read_view_async(store, name, &limits).await?;
         if manifest.reader_flags & crate::manifest::READER_FLAG_FRAGMENT_TREE == 0 {
-            let ds = block_on(Dataset::from_manifest(store.clone(), manifest, crc, limits))?;
+            let ds = Dataset::from_manifest(store.clone(), manifest, crc, limits).await?;
             return Ok((ds, view));
         }
         // Reading some rows of a fragment tree reads only the nodes on the paths to them
         // [VAL-19, TREE-07]: the fragments holding the view's rows, found one run at a time.
-        let tree = crate::tree::FragmentTree::open(store, &manifest, limits.clone())?;
+        let tree = crate::tree::FragmentTree::open_async(store, &manifest, limits.clone()).await?;
         let mut found: std::collections::BTreeMap<u64, crate::dataset::FragmentInfo> =
             std::collections::BTreeMap::new();
-        let mut take = |row: u64, end: u64| -> Result<()> {
-            let mut row = row;
-            while row < end {
-                let info = match found.range(..=row).next_back() {
-                    Some((_, f)) if f.rows().contains(&row) => f.clone(),
-                    _ => tree.locate(row)?,
-                };
-                row = info.rows().end;
-                found.insert(info.first_row, info);
-            }
-            Ok(())
-        };
         match &view.rows {
             ViewRows::List(rows) => {
                 // Ascending, in chunks located together (one round trip per level each), rows
@@ -799,14 +830,25 @@ impl Dataset {
                         .copied()
                         .filter(|r| !found.range(..=*r).next_back().is_some_and(|(_, f)| f.rows().contains(r)))
                         .collect();
-                    for info in tree.locate_many(&wanted)? {
+                    for (_, info) in tree.locate_many_indexed_async(&wanted).await? {
                         found.entry(info.first_row).or_insert(info);
                     }
                 }
             }
             ViewRows::Runs(runs) => {
                 for run in runs.runs() {
-                    take(run.start, run.start + run.len)?;
+                    let (mut row, end) = (run.start, run.start + run.len);
+                    while row < end {
+                        let info = match found.range(..=row).next_back() {
+                            Some((_, f)) if f.rows().contains(&row) => f.clone(),
+                            _ => {
+                                let mut one = tree.locate_many_indexed_async(&[row]).await?;
+                                one.pop().map(|(_, info)| info).ok_or_else(|| Error::usage("no fragment found"))?
+                            }
+                        };
+                        row = info.rows().end;
+                        found.insert(info.first_row, info);
+                    }
                 }
             }
         }
