@@ -279,6 +279,9 @@ impl QueryEngine {
             let rt = tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(threads)
                 .thread_name("tessera-query")
+                // The scans' reads run here: network stores need the I/O driver, retries and
+                // slow stores the timer.
+                .enable_all()
                 .build()
                 .map_err(|e| QueryError::Engine(e.into()))?;
             // A concurrent first call may have set one: either serves.

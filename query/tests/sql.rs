@@ -302,3 +302,27 @@ fn async_queries_run_on_the_callers_runtime_and_blocking_ones_refuse_inside_it()
     let inside = rt.block_on(async { q.sql(queries[0]) });
     assert!(matches!(inside, Err(QueryError::Usage(ref m)) if m.contains("sql_async")), "{inside:?}");
 }
+
+#[test]
+fn blocking_queries_run_on_a_runtime_with_timers_and_io() {
+    // A store that waits on tokio's timer for every GET (as a network store waits on its
+    // sockets): the engine's own runtime must drive it. (Its runtime had neither driver, so
+    // a blocking query of an S3, GCS, Azure or HTTP dataset panicked in the client.)
+    use std::time::Duration;
+    use tessera_testkit::{FaultConfig, FaultyStore, Latency};
+    let memory: Arc<dyn object_store::ObjectStore> = Arc::new(object_store::memory::InMemory::new());
+    let write = tessera::Store::from_object_store(memory.clone(), "", true);
+    let schema = tessera::Schema::new([tessera::Column::new("y", tessera::DType::I64, &[])]).unwrap();
+    let ids: Vec<i64> = (0..100).collect();
+    let batch = Batch::new().with("y", ColumnData::from_scalars(&ids)).unwrap();
+    tessera::Dataset::create_in(&write, schema, &WriteOptions::default())
+        .unwrap()
+        .append(&batch, "rows", WriteOptions::default())
+        .unwrap();
+    let latency = Latency::new(Duration::from_millis(1), Duration::ZERO);
+    let slow = Arc::new(FaultyStore::new(memory, FaultConfig { get_latency: latency, ..FaultConfig::seeded(1) }));
+    let store = tessera::Store::from_object_store(slow, "", true);
+    let ds = tessera::Dataset::open_at(&store, &tessera::At::Latest, tessera::Limits::default()).unwrap();
+    let q = QueryEngine::new(ds).unwrap();
+    assert_eq!(u64s(&q.sql("SELECT _rowid FROM ds WHERE y >= 98 ORDER BY _rowid").unwrap().batches, 0), vec![98, 99]);
+}
