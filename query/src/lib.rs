@@ -33,8 +33,10 @@
 //! not read can be missed. [`ScanOptions::vector_index`] turns this off, and
 //! [`ScanOptions::nprobe`] sets the lists read; [`ScanStats`] counts the searches.
 //!
-//! **Runtimes.** The blocking calls ([`QueryEngine::sql`] and the others) run the query on a
-//! runtime the engine starts on first use, and refuse (`usage`) inside an async runtime;
+//! **Runtimes.** The blocking calls ([`QueryEngine::sql`] and the others) run the query on the
+//! crate's runtime (one per process, the machine's cores, started by the first blocking query
+//! and never dropped, so no engine drops a runtime wherever it is dropped), and refuse
+//! (`usage`) inside an async runtime;
 //! [`QueryEngine::sql_async`] and [`QueryEngine::each_batch_async`] run it on the caller's
 //! runtime instead, so an async service starts no second one.
 
@@ -86,12 +88,29 @@ impl Answer {
     }
 }
 
+/// The runtime of the blocking calls, one per process: the machine's cores run the scans'
+/// tasks (network stores need its I/O driver, retries and slow stores its timer).
+fn runtime() -> QueryResult<&'static tokio::runtime::Runtime> {
+    static RT: std::sync::OnceLock<tokio::runtime::Runtime> = std::sync::OnceLock::new();
+    if let Some(rt) = RT.get() {
+        return Ok(rt);
+    }
+    let threads = std::thread::available_parallelism().map_or(2, usize::from);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads)
+        .thread_name("tessera-query")
+        .enable_all()
+        .build()
+        .map_err(|e| QueryError::Engine(e.into()))?;
+    // A concurrent first call may have set one: either serves (the other is dropped here, on
+    // a thread outside any runtime).
+    Ok(RT.get_or_init(|| rt))
+}
+
 /// SQL over one pinned version of a dataset.
 pub struct QueryEngine {
     ctx: SessionContext,
     table: Arc<DatasetTable>,
-    /// The blocking calls' runtime, started by the first of them.
-    runtime: std::sync::OnceLock<tokio::runtime::Runtime>,
 }
 
 impl std::fmt::Debug for QueryEngine {
@@ -130,7 +149,7 @@ impl QueryEngine {
         let ctx = SessionContext::new_with_state(state);
         let table = Arc::new(DatasetTable::new(ds, options)?);
         ctx.register_table(TABLE, table.clone())?;
-        Ok(Self { ctx, table, runtime: std::sync::OnceLock::new() })
+        Ok(Self { ctx, table })
     }
 
     /// The table (the pinned version, scan counters).
@@ -263,7 +282,7 @@ impl QueryEngine {
         failed.map_or(Ok(()), |e| Err(e.into()))
     }
 
-    /// Runs a statement on the engine's own runtime (the blocking calls).
+    /// Runs a statement on the crate's runtime (the blocking calls).
     fn run(
         &self,
         statement: datafusion::sql::parser::Statement,
@@ -274,21 +293,7 @@ impl QueryEngine {
                 "a blocking query inside an async runtime would stall it; use QueryEngine::sql_async".into(),
             ));
         }
-        if self.runtime.get().is_none() {
-            let threads = std::thread::available_parallelism().map_or(2, usize::from);
-            let rt = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(threads)
-                .thread_name("tessera-query")
-                // The scans' reads run here: network stores need the I/O driver, retries and
-                // slow stores the timer.
-                .enable_all()
-                .build()
-                .map_err(|e| QueryError::Engine(e.into()))?;
-            // A concurrent first call may have set one: either serves.
-            let _ = self.runtime.set(rt);
-        }
-        let runtime = self.runtime.get().ok_or_else(|| QueryError::Usage("the query runtime did not start".into()))?;
-        runtime.block_on(self.run_async(statement, each))
+        runtime()?.block_on(self.run_async(statement, each))
     }
 
     /// Plans and runs a statement on the current runtime, handing over batches in order.

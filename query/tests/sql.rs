@@ -326,3 +326,17 @@ fn blocking_queries_run_on_a_runtime_with_timers_and_io() {
     let q = QueryEngine::new(ds).unwrap();
     assert_eq!(u64s(&q.sql("SELECT _rowid FROM ds WHERE y >= 98 ORDER BY _rowid").unwrap().batches, 0), vec![98, 99]);
 }
+
+#[test]
+fn engines_that_ran_blocking_queries_can_be_dropped_inside_a_runtime() {
+    let fx = Fixture::new();
+    let engines: Vec<QueryEngine> = (0..3).map(|_| fx.engine(ScanOptions::default())).collect();
+    for q in &engines {
+        assert_eq!(q.sql("SELECT count(*) FROM ds").unwrap().batches.concat_rows().num_rows(), 1);
+    }
+    // The engines' blocking calls ran on the crate's one runtime: an engine dropped inside
+    // an async runtime drops no runtime of its own (which panics there, as it did when each
+    // engine started one).
+    let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    rt.block_on(async move { drop(engines) });
+}
