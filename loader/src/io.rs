@@ -59,7 +59,8 @@ pub(crate) fn outside_runtime() -> crate::Result<()> {
     if tokio::runtime::Handle::try_current().is_ok() {
         return Err(crate::LoaderError::config(
             "a loader is opened and iterated from a plain thread, not inside an async runtime \
-             (from async code, use tokio::task::spawn_blocking)",
+             (from async code, start one with std::thread::spawn: tokio's spawn_blocking threads \
+             count as inside the runtime)",
         ));
     }
     Ok(())

@@ -42,7 +42,7 @@ fn loader_io_runs_on_the_loaders_runtime_and_not_inside_a_callers() {
     // Opened inside a runtime: a config error that says what to do, not a panic.
     let inside = rt.block_on(async { Loader::open(LoaderConfig::new(url)) });
     match inside {
-        Err(LoaderError::Config(m)) => assert!(m.contains("spawn_blocking"), "{m}"),
+        Err(LoaderError::Config(m)) => assert!(m.contains("std::thread::spawn"), "{m}"),
         other => panic!("{:?}", other.map(|_| ())),
     }
 
