@@ -189,6 +189,13 @@ impl Shared {
         self.at.of(batch, j)
     }
 
+    /// The self-tuned depth now: at least `prefetch_batches` and `workers`, at most
+    /// [`Shared::threads`] (what the budget holds).
+    fn tuned_depth(&self) -> usize {
+        let floor = self.set.prefetch_batches.max(self.set.workers);
+        self.fetcher.depth.target(self.set.workers, floor, self.threads)
+    }
+
     /// Waits until the depth gate admits one more claim (always, with a fixed depth):
     /// `Some(grow)`, `grow` when there is room for one more and no idle thread to take it (the
     /// caller then starts one); `None` when the epoch stops or every batch is claimed.
@@ -198,12 +205,7 @@ impl Shared {
             if self.stopped.load(Ordering::Acquire) || c.next >= self.at.total {
                 return None;
             }
-            let depth = if self.tuned {
-                let floor = self.set.prefetch_batches.max(self.set.workers);
-                self.fetcher.depth.target(self.set.workers, floor, self.threads)
-            } else {
-                usize::MAX
-            };
+            let depth = if self.tuned { self.tuned_depth() } else { usize::MAX };
             let claimed = c.next + c.admitted;
             let limit = self.delivered.load(Ordering::Acquire).saturating_add(depth);
             if claimed < self.at.total && claimed < limit {
@@ -571,12 +573,7 @@ impl<B: HostBuffer> EpochPipeline<B> {
         });
         shared.fetcher.threads.store(0, Ordering::Relaxed);
         // Threads for the depth the epoch starts at (a self-tuned one grows by more).
-        let initial = if tuned {
-            let floor = shared.set.prefetch_batches.max(shared.set.workers);
-            shared.fetcher.depth.target(shared.set.workers, floor, threads).max(shared.set.workers).min(threads)
-        } else {
-            threads
-        };
+        let initial = if tuned { shared.tuned_depth().max(shared.set.workers).min(threads) } else { threads };
         let (tx, rx) = sync_channel(sets);
         for _ in 0..initial {
             if let Err(e) = start_worker(&shared, &buffers, &tx) {
