@@ -86,6 +86,28 @@ impl Answer {
     pub fn num_rows(&self) -> usize {
         self.batches.iter().map(RecordBatch::num_rows).sum()
     }
+
+    /// The answer's `_rowid` column, in order (for an answer of [`QueryEngine::sql_async`];
+    /// the blocking [`QueryEngine::row_ids`] selects it itself).
+    ///
+    /// # Errors
+    /// `usage` when the answer has no `_rowid` column.
+    pub fn row_ids(&self) -> QueryResult<Vec<u64>> {
+        let mut ids = Vec::with_capacity(self.num_rows());
+        for b in &self.batches {
+            ids.extend(row_id_column(b).ok_or_else(no_row_ids)?.iter().flatten());
+        }
+        Ok(ids)
+    }
+}
+
+/// A batch's `_rowid` column, if it has one.
+fn row_id_column(batch: &RecordBatch) -> Option<&datafusion::arrow::array::UInt64Array> {
+    batch.schema().index_of(ROWID).ok().and_then(|i| batch.column(i).as_primitive_opt::<UInt64Type>())
+}
+
+fn no_row_ids() -> QueryError {
+    QueryError::Usage(format!("the answer has no {ROWID} column of row ids to save"))
 }
 
 /// The runtime of the blocking calls, one per process: the machine's cores run the scans'
@@ -266,7 +288,7 @@ impl QueryEngine {
         let mut missing = false;
         let mut failed = None;
         self.run(statement, |b| {
-            match b.schema().index_of(ROWID).ok().and_then(|i| b.column(i).as_primitive_opt::<UInt64Type>().cloned()) {
+            match row_id_column(&b) {
                 Some(col) => {
                     if let Err(e) = col.iter().flatten().try_for_each(&mut f) {
                         failed = Some(e);
@@ -277,7 +299,7 @@ impl QueryEngine {
             !missing && failed.is_none()
         })?;
         if missing {
-            return Err(QueryError::Usage(format!("the answer has no {ROWID} column of row ids to save")));
+            return Err(no_row_ids());
         }
         failed.map_or(Ok(()), |e| Err(e.into()))
     }

@@ -119,17 +119,6 @@ fn a_damaged_index_fails_the_query_with_its_class() {
     assert_eq!(exact.row_ids(TOP).unwrap().len(), 10);
 }
 
-/// The `_rowid` column of an answer.
-fn ids(answer: &tessera_query::Answer) -> Vec<u64> {
-    use datafusion::arrow::array::{Array, UInt64Array};
-    let mut out = Vec::new();
-    for b in &answer.batches {
-        let col = b.column(0).as_any().downcast_ref::<UInt64Array>().unwrap();
-        out.extend((0..col.len()).map(|i| col.value(i)));
-    }
-    out
-}
-
 #[test]
 fn a_vector_top_k_runs_as_tasks_of_the_callers_runtime_even_on_one_thread() {
     let dir = tempfile::tempdir().unwrap();
@@ -149,10 +138,10 @@ fn a_vector_top_k_runs_as_tasks_of_the_callers_runtime_even_on_one_thread() {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let indexed = QueryEngine::new(ds.clone()).unwrap();
     let got = rt.block_on(indexed.sql_async(TOP)).unwrap();
-    assert_eq!(ids(&got), want);
+    assert_eq!(got.row_ids().unwrap(), want);
     assert_eq!(indexed.scan_stats().index_searches, 1);
     let scanned = rt.block_on(exact.sql_async(TOP)).unwrap();
-    assert_eq!(ids(&scanned), want);
+    assert_eq!(scanned.row_ids().unwrap(), want);
 
     // The reference's search as a task equals its blocking facade, which refuses inside a
     // runtime.

@@ -3,19 +3,9 @@
 //! skipped with a notice), through the blocking calls (the engine's own runtime) and through
 //! `sql_async` on the caller's runtime, exact and vector top-k scans both.
 
-use datafusion::arrow::array::{Array, UInt64Array};
 use tessera::{Batch, Column, ColumnData, DType, Dataset, Dim, Schema, WriteOptions};
-use tessera_query::{Answer, QueryEngine};
+use tessera_query::QueryEngine;
 use tessera_testkit::{Backend, TestRoot};
-
-fn ids(answer: &Answer) -> Vec<u64> {
-    let mut out = Vec::new();
-    for b in &answer.batches {
-        let col = b.column(0).as_any().downcast_ref::<UInt64Array>().unwrap();
-        out.extend((0..col.len()).map(|i| col.value(i)));
-    }
-    out
-}
 
 const QUERIES: [(&str, &[u64]); 2] = [
     ("SELECT _rowid FROM ds WHERE y >= 57 AND y < 60 ORDER BY _rowid", &[57, 58, 59]),
@@ -41,9 +31,9 @@ fn queries_on(backend: Backend) {
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     for (sql, want) in QUERIES {
         let blocking = engine.sql(sql).unwrap_or_else(|e| panic!("{backend:?} {sql}: {e}"));
-        assert_eq!(ids(&blocking), want, "{backend:?}, blocking: {sql}");
+        assert_eq!(blocking.row_ids().unwrap(), want, "{backend:?}, blocking: {sql}");
         let awaited = rt.block_on(engine.sql_async(sql)).unwrap_or_else(|e| panic!("{backend:?} {sql}: {e}"));
-        assert_eq!(ids(&awaited), want, "{backend:?}, async: {sql}");
+        assert_eq!(awaited.row_ids().unwrap(), want, "{backend:?}, async: {sql}");
     }
 }
 

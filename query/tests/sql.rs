@@ -299,6 +299,13 @@ fn async_queries_run_on_the_callers_runtime_and_blocking_ones_refuse_inside_it()
         let got = rt.block_on(rt.spawn(async move { q.sql_async(&text).await })).unwrap().unwrap();
         assert_eq!(&got.batches.concat_rows(), want, "{sql}");
     }
+    // An async answer's row ids, where it selected them; a usage error where it did not.
+    let ids =
+        rt.block_on(q.sql_async("SELECT _rowid FROM ds WHERE ts > 40 ORDER BY _rowid")).unwrap().row_ids().unwrap();
+    assert_eq!(ids, q.row_ids("SELECT _rowid FROM ds WHERE ts > 40 ORDER BY _rowid").unwrap());
+    assert!(!ids.is_empty());
+    let no_ids = rt.block_on(q.sql_async("SELECT ts FROM ds")).unwrap().row_ids();
+    assert!(matches!(no_ids, Err(QueryError::Usage(ref m)) if m.contains("_rowid")), "{no_ids:?}");
     let inside = rt.block_on(async { q.sql(queries[0]) });
     assert!(matches!(inside, Err(QueryError::Usage(ref m)) if m.contains("sql_async")), "{inside:?}");
 }
