@@ -161,6 +161,8 @@ impl VectorIndex {
         let Some((q, parts)) = self.plan_search(query, k, nprobe)? else {
             return Ok((Vec::new(), SearchStats::default()));
         };
+        // Checked here, not only by `block_on`: the parts' scoped threads start outside the
+        // caller's runtime context, so their own `block_on` would not see it.
         if tokio::runtime::Handle::try_current().is_ok() {
             return Err(Error::usage("VectorIndex::search called inside an async runtime; use search_async"));
         }
