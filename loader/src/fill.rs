@@ -278,10 +278,9 @@ impl Worker {
                 *releases.entry(u).or_default() += 1;
             }
             // Ascending ids: admission order.
-            for &u in releases.keys() {
-                let data = self.admit(window, u)?;
-                held.insert(u, data);
-            }
+            let units: Vec<usize> = releases.keys().copied().collect();
+            let data = self.admit_all(window, &units)?;
+            held.extend(units.into_iter().zip(data));
         }
         let mut skipped = Vec::new();
         let max_attempts = 16 + 4 * slots.len();

@@ -219,6 +219,9 @@ pub(crate) enum Step {
     /// Run this job (of this or an earlier unit), then call [`WindowCache::finished`]
     /// (or [`WindowCache::requeue`] on failure).
     Run(Box<Job>),
+    /// The unit is planned (or being planned by another caller) and still loading: only
+    /// when the caller asked for a plan, not for the data.
+    Planned,
 }
 
 impl WindowCache {
@@ -269,13 +272,15 @@ impl WindowCache {
 
     /// The next step towards having `unit` resident: it is, or the caller plans it (its
     /// turn), or the caller runs a pending job (of `unit`, else of the earliest loading
-    /// unit) instead of waiting. Callers take the units of one batch in ascending
-    /// [`WindowCache::position`].
+    /// unit) instead of waiting. With `plan_only`, a unit planned and loading is
+    /// [`Step::Planned`]: a caller plans every unit of its batch first, so that their reads
+    /// go out together, then waits for their data. Callers take the units of one batch in
+    /// ascending id (admission order).
     ///
     /// # Errors
     /// [`LoaderError::Stopped`] on stop; [`LoaderError::Config`] for a unit not registered
     /// or gone before its last use (a bug).
-    pub(crate) fn admit(&self, unit: usize, stopped: &AtomicBool) -> Result<Step> {
+    pub(crate) fn admit(&self, unit: usize, plan_only: bool, stopped: &AtomicBool) -> Result<Step> {
         let pos = unit;
         let mut s = self.lock();
         if pos >= s.registered {
@@ -288,6 +293,7 @@ impl WindowCache {
             let turn = s.turn;
             match s.slots.get_mut(&unit) {
                 Some(Slot::Ready { data, .. }) => return Ok(Step::Ready(data.clone())),
+                Some(Slot::Loading(_) | Slot::Planning) if plan_only => return Ok(Step::Planned),
                 Some(Slot::Loading(l)) if !l.pending.is_empty() => {
                     if let Some(job) = l.pending.pop_front() {
                         return Ok(Step::Run(Box::new(job)));
@@ -495,33 +501,50 @@ mod tests {
         let w = Arc::new(WindowCache::new(MIN_EXTENT));
         let stop = AtomicBool::new(false);
         w.register(units(&[2, 0], 2, 0));
-        assert!(w.admit(2, &stop).is_err(), "unit 2 is not registered");
+        assert!(w.admit(2, false, &stop).is_err(), "unit 2 is not registered");
         // Unit 1 must wait for unit 0's admission.
         let w2 = w.clone();
-        let t = std::thread::spawn(move || matches!(w2.admit(1, &AtomicBool::new(false)), Ok(Step::Plan)));
+        let t = std::thread::spawn(move || matches!(w2.admit(1, false, &AtomicBool::new(false)), Ok(Step::Plan)));
         std::thread::sleep(Duration::from_millis(30));
         assert!(!t.is_finished());
-        assert!(matches!(w.admit(0, &stop), Ok(Step::Plan)));
+        assert!(matches!(w.admit(0, false, &stop), Ok(Step::Plan)));
         // A unit being planned is neither resident nor plannable twice.
         assert!(!w.resident(0));
         w.planned(0, Vec::new(), Vec::new());
         assert!(t.join().unwrap());
         w.planned(1, Vec::new(), Vec::new());
-        assert!(matches!(w.admit(0, &stop), Ok(Step::Ready(_))));
+        assert!(matches!(w.admit(0, false, &stop), Ok(Step::Ready(_))));
         w.release(0, 1);
         assert!(w.resident(0));
         w.release(0, 1);
         assert!(!w.resident(0));
         assert!(w.unit(0).is_err(), "a unit leaves with its last row");
-        assert!(w.admit(0, &stop).is_err(), "evicted units are not reloaded");
+        assert!(w.admit(0, false, &stop).is_err(), "evicted units are not reloaded");
         // A failed plan gives the turn back: the unit can be planned again.
         let w = WindowCache::new(MIN_EXTENT);
         w.register(units(&[0], 1, 0));
-        assert!(matches!(w.admit(0, &stop), Ok(Step::Plan)));
+        assert!(matches!(w.admit(0, false, &stop), Ok(Step::Plan)));
         w.abandon(0);
-        assert!(matches!(w.admit(0, &stop), Ok(Step::Plan)));
+        assert!(matches!(w.admit(0, false, &stop), Ok(Step::Plan)));
         stop.store(true, Ordering::Release);
-        assert!(matches!(w.admit(0, &stop), Err(LoaderError::Stopped)));
+        assert!(matches!(w.admit(0, false, &stop), Err(LoaderError::Stopped)));
+    }
+
+    #[test]
+    fn a_plan_only_admission_moves_on_once_a_unit_is_planned() {
+        let w = Arc::new(WindowCache::new(MIN_EXTENT));
+        let stop = AtomicBool::new(false);
+        w.register(units(&[0, 1], 1, 0));
+        // Not its turn: a plan-only caller waits for unit 0's plan like any other.
+        let w2 = w.clone();
+        let t = std::thread::spawn(move || matches!(w2.admit(1, true, &AtomicBool::new(false)), Ok(Step::Plan)));
+        std::thread::sleep(Duration::from_millis(30));
+        assert!(!t.is_finished());
+        assert!(matches!(w.admit(0, true, &stop), Ok(Step::Plan)), "its turn: plan it");
+        assert!(matches!(w.admit(0, true, &stop), Ok(Step::Planned)), "being planned by another caller");
+        w.planned(0, Vec::new(), Vec::new());
+        assert!(t.join().unwrap(), "the turn passed on once unit 0 was planned");
+        assert!(matches!(w.admit(0, true, &stop), Ok(Step::Ready(_))), "ready without jobs");
     }
 
     #[test]
@@ -534,11 +557,11 @@ mod tests {
         assert_eq!(w.claim_turn(), None, "unit 0 is being planned");
         // No room now: the turn goes back, and the batch that needs unit 0 plans it.
         w.abandon(0);
-        assert!(matches!(w.admit(0, &stop), Ok(Step::Plan)));
+        assert!(matches!(w.admit(0, false, &stop), Ok(Step::Plan)));
         w.planned(0, Vec::new(), Vec::new());
         assert_eq!(w.claim_turn(), Some(1));
         w.planned(1, Vec::new(), Vec::new());
-        assert!(matches!(w.admit(1, &stop), Ok(Step::Ready(_))), "loaded ahead, resident for its batch");
+        assert!(matches!(w.admit(1, false, &stop), Ok(Step::Ready(_))), "loaded ahead, resident for its batch");
         assert_eq!(w.claim_turn(), None, "every registered unit was admitted");
         w.register(units(&[5], 1, 9));
         assert_eq!(w.claim_turn(), Some(2), "a later window's unit can load ahead once registered");

@@ -3,15 +3,18 @@
 //! in-memory store, a store that cuts bodies short and streams them slowly), for every
 //! coalescing gap; and the accounted memory high-water stays within the budget with
 //! coalescing on, on a dataset several times larger than the budget; and a cold epoch opens
-//! each data file once, however many threads want it at once.
+//! each data file once, however many threads want it at once; block shuffle reads a batch's
+//! window fragments together.
 
 mod common;
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use tessera::WriteOptions;
-use tessera_loader::{HostBatch, HostLayout, Loader, LoaderConfig, ShuffleMode};
+use tessera_loader::{AlignedAllocator, HostBatch, HostLayout, Loader, LoaderConfig, ShuffleMode};
 use tessera_testkit::{CountingStore, FaultConfig, FaultyStore, Latency};
 
 /// Everything a batch holds, by column: values bytes, shape, layout (lengths, offsets,
@@ -244,4 +247,48 @@ fn block_shuffle_opens_the_next_fragments_files_ahead() {
         "only {ahead} of {} fragments had their files opened before the previous one's data was read",
         pairs.len()
     );
+}
+
+/// 240 fragments of 4 rows, each in a data file of its own, in an in-memory store read with
+/// 20 ms added to every GET.
+fn fragments_behind_latency() -> (tessera::Store, Arc<FaultyStore>) {
+    use tessera::{Batch, ColumnData, Dataset};
+    let memory: Arc<dyn object_store::ObjectStore> = Arc::new(object_store::memory::InMemory::new());
+    let schema = tessera::Schema::new([tessera::Column::new("id", tessera::DType::I64, &[])]).unwrap();
+    let write = tessera::Store::from_object_store(memory.clone(), "", true);
+    let mut ds = Dataset::create_in(&write, schema, &WriteOptions::default()).unwrap();
+    for f in 0..240_i64 {
+        let batch =
+            Batch::new().with("id", ColumnData::from_scalars(&[f * 4, f * 4 + 1, f * 4 + 2, f * 4 + 3])).unwrap();
+        ds = ds.append(&batch, "one file", WriteOptions::default()).unwrap();
+    }
+    let latency = Latency::new(Duration::from_millis(20), Duration::ZERO);
+    let faulty = Arc::new(FaultyStore::new(memory, FaultConfig { get_latency: latency, ..FaultConfig::seeded(3) }));
+    (tessera::Store::from_object_store(faulty.clone(), "", true), faulty)
+}
+
+#[test]
+fn a_rank_of_many_reads_its_batch_fragments_in_one_wave() {
+    // Block shuffle, 60 ranks of 16 rows: each rank has one batch, drawn from a window of 16
+    // fragments of 4 rows, so it needs about ten fragments a few rows each. Their file
+    // indexes and their rows are read together: as many GETs in flight as the batch has
+    // fragments. Planned one fragment after another, their reads went out about four at a
+    // time (files opened in groups of five, then one fragment's rows at a time).
+    let (store, faulty) = fragments_behind_latency();
+    let cfg = LoaderConfig::new("unused")
+        .with_batch_size(16)
+        .with_shuffle(ShuffleMode::Block { window_fragments: 16 })
+        .with_seed(4)
+        .with_rank(0, 60);
+    let loader = Loader::open_store(&store, cfg, AlignedAllocator).unwrap();
+    let fragments: BTreeSet<u64> = loader.plan(0).unwrap().batches().next().unwrap().iter().map(|&r| r / 4).collect();
+    assert!(fragments.len() >= 8, "batch 0 draws from {} fragments", fragments.len());
+    // Opening the version read its log segments together: count from here.
+    faulty.counts.most_gets_in_flight.store(0, Ordering::Relaxed);
+    let batches: Vec<_> = loader.epoch(0).unwrap().map(Result::unwrap).collect();
+    assert_eq!(batches.len(), 1, "one batch per rank");
+    let ids: BTreeSet<u64> = batches[0].rows.iter().map(|&r| r / 4).collect();
+    assert_eq!(ids, fragments, "the batch holds the planned rows");
+    let most = faulty.counts.most_gets_in_flight.load(Ordering::Relaxed);
+    assert!(most >= fragments.len() as u64, "at most {most} GETs in flight for {} fragments", fragments.len());
 }

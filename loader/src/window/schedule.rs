@@ -6,9 +6,10 @@
 //! batch `i` and the window after it (so that the next window can load ahead), and through
 //! the end of any further window a straddling batch reaches. Every batch of a window is thus
 //! scheduled together, so each unit's `uses` (the rows its batches copy out) are complete when
-//! it is registered, and the window cache can release it after its last row. The rows of a
-//! lazy catalog are located through the fragment tree a batch at a time (one round trip per
-//! level), as for global shuffle.
+//! it is registered, and the window cache can release it after its last row. At least
+//! [`SCHEDULE_AHEAD`] batches are scheduled at once (a rank of many ranks meets a new window
+//! at every batch), and the rows of a lazy catalog are located through the fragment tree that
+//! many batches at a time (one round trip per level for all of them).
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -17,6 +18,10 @@ use super::{Unit, WindowCache};
 use crate::catalog::Catalog;
 use crate::error::{LoaderError, Result};
 use crate::sampler::Plan;
+
+/// Batches scheduled at least, from the one asked for; and batches whose fragments one tree
+/// lookup finds together.
+const SCHEDULE_AHEAD: usize = 8;
 
 /// Where this rank's batches lie in the plan.
 #[derive(Clone, Copy, Debug)]
@@ -92,7 +97,8 @@ impl BlockSchedule {
     }
 
     /// Schedules from the first unscheduled batch through every batch of the window of batch
-    /// `i` and of the window after it (and of any further window a straddling batch reaches).
+    /// `i` and of the window after it, and through batch `i + SCHEDULE_AHEAD - 1` (and of any
+    /// further window a scheduled batch reaches).
     fn schedule(&self, s: &mut State, i: usize, plan: &Plan, catalog: &Catalog, window: &WindowCache) -> Result<()> {
         let at = self.at;
         let mut target = i;
@@ -109,16 +115,32 @@ impl BlockSchedule {
             }
             reached = Some(k);
         }
+        // At least the next SCHEDULE_AHEAD batches: a rank of many meets a new window at
+        // every batch, and its next batches' fragments are found in one tree lookup.
+        target = target.max(i + SCHEDULE_AHEAD - 1);
         let mut units: Vec<Unit> = Vec::new();
         let mut ids: HashMap<(u64, usize), usize> = HashMap::new();
         let mut rows = Vec::with_capacity(at.batch_size);
+        let mut found = s.next_batch;
         while s.next_batch <= target && s.next_batch < at.total {
             let b = s.next_batch;
+            if found <= b {
+                // A lazy catalog finds the fragments of the next batches together (one round
+                // trip per tree level for all of them).
+                let end = (b + SCHEDULE_AHEAD).min(target + 1).min(at.total);
+                let mut ahead = Vec::with_capacity((end - b) * at.batch_size);
+                for n in b..end {
+                    if !plan.batch_into(n, &mut rows) {
+                        return Err(LoaderError::WorkerPanicked(format!("no batch {n}")));
+                    }
+                    ahead.extend_from_slice(&rows);
+                }
+                catalog.find(&ahead)?;
+                found = end;
+            }
             if !plan.batch_into(b, &mut rows) {
                 return Err(LoaderError::WorkerPanicked(format!("no batch {b}")));
             }
-            // A lazy catalog finds the batch's fragments together (one round trip per level).
-            catalog.find(&rows)?;
             let mut of_rows = Vec::with_capacity(rows.len());
             for (j, &row) in rows.iter().enumerate() {
                 let pos = at.of(b, j);
