@@ -285,6 +285,7 @@ fn measure(dir: &Path, layout: Layout, rank: u64, a: &Args) {
     }
     let steady_s = steady_t.elapsed().as_secs_f64();
     drop((first, epoch));
+    let io = loader.io_stats();
     let threads_steady = threads.peak();
     drop(threads);
     // Rank 0 of a tree also opens the whole version as `Dataset::open_at` does (every node, a
@@ -315,6 +316,8 @@ fn measure(dir: &Path, layout: Layout, rank: u64, a: &Args) {
         "steady_samples_per_s": samples as f64 / steady_s,
         "threads_peak_before_first_batch": threads_first,
         "threads_peak": threads_steady,
+        "depth": io.depth,
+        "in_flight_limit": io.in_flight_limit,
         "whole_open": eager,
     });
     println!("{out}");
