@@ -140,12 +140,12 @@ impl Worker {
         // at the same time (a failure is met again, and reported, by the unit's plan).
         let entries: Vec<_> = units.iter().filter_map(|&u| window.unit(u).ok()).map(|u| u.entry.clone()).collect();
         drop(self.open_files(&entries));
-        for (k, &u) in units.iter().enumerate() {
-            self.admit(window, u, Some(units.len() - k - 1))?;
+        for &u in units {
+            self.admit(window, u, true)?;
         }
         let mut held = Vec::with_capacity(units.len());
         for &u in units {
-            match self.admit(window, u, None)? {
+            match self.admit(window, u, false)? {
                 Some(d) => held.push(d),
                 None => return Err(LoaderError::WorkerPanicked(format!("unit {u} admitted without its data"))),
             }
@@ -154,16 +154,15 @@ impl Worker {
     }
 
     /// Brings fragment `f` into the window: resident, or planned by this worker (its turn),
-    /// running pending jobs while it loads. With `plan_only = Some(n)` it returns `None` once
-    /// the unit is planned (by whoever), and a plan by this worker opens the files of the `n`
-    /// units after it too (the rest of its batch).
-    fn admit(&mut self, window: &WindowCache, f: usize, plan_only: Option<usize>) -> Result<Option<Arc<FragmentData>>> {
+    /// running pending jobs while it loads; with `plan_only`, `None` once the unit is planned
+    /// (by whoever).
+    fn admit(&mut self, window: &WindowCache, f: usize, plan_only: bool) -> Result<Option<Arc<FragmentData>>> {
         let sh = self.sh.clone();
         loop {
-            match window.admit(f, plan_only.is_some(), &sh.stopped)? {
+            match window.admit(f, plan_only, &sh.stopped)? {
                 Step::Ready(d) => return Ok(Some(d)),
                 Step::Planned => return Ok(None),
-                Step::Plan => match self.plan_fragment(window, f, false, plan_only.unwrap_or(0)) {
+                Step::Plan => match self.plan_fragment(window, f, false) {
                     Ok(Some((files, jobs))) => window.planned(f, files, jobs),
                     Ok(None) => window.abandon(f), // not reached: a plan that waits
                     Err(e) => {
@@ -192,7 +191,7 @@ impl Worker {
     /// fragment more than the window's sweep peak (when the budget allows) for this.
     pub(crate) fn load_ahead(&mut self, window: &WindowCache) -> Result<()> {
         let Some(f) = window.claim_turn() else { return Ok(()) };
-        match self.plan_fragment(window, f, true, 0) {
+        match self.plan_fragment(window, f, true) {
             Ok(Some((files, jobs))) => window.planned(f, files, jobs),
             Ok(None) => {
                 window.abandon(f);
@@ -234,15 +233,13 @@ impl Worker {
     /// Lays out every page unit `u` needs (of its fragment, for this rank's rows of its
     /// window) in extents taken from the pool (waiting for them within the `Shuffle` share,
     /// or with `ahead` not waiting: `None` when they do not fit now) and makes one job per
-    /// extent. Files not open yet open together with those of the next `with` units (at
-    /// least [`OPEN_AHEAD`]).
+    /// extent.
     #[allow(clippy::type_complexity)]
     fn plan_fragment(
         &mut self,
         window: &WindowCache,
         u: usize,
         ahead: bool,
-        with: usize,
     ) -> Result<Option<(Vec<std::result::Result<Vec<PageMap>, Fault>>, Vec<Job>)>> {
         let sh = self.sh.clone();
         let unit = window.unit(u)?;
@@ -256,7 +253,7 @@ impl Worker {
         // all of them, not two ahead of every fragment's data. The fragments after it then find
         // theirs open.
         let unopened = (0..entry.files.len()).any(|fi| !sh.catalog.has_meta(f, fi));
-        let also = if unopened { OPEN_AHEAD.max(with) } else { 0 };
+        let also = if unopened { OPEN_AHEAD } else { 0 };
         let upcoming: Vec<_> = window.upcoming(u, 1 + also).into_iter().map(|u| u.entry.clone()).collect();
         let mut opened = self.open_files(&upcoming);
         for fi in 0..entry.files.len() {
