@@ -11,7 +11,7 @@
 //! at every batch), and the rows of a lazy catalog are located through the fragment tree that
 //! many batches at a time (one round trip per level for all of them).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
 
 use super::{Unit, WindowCache};
@@ -120,27 +120,25 @@ impl BlockSchedule {
         target = target.max(i + SCHEDULE_AHEAD - 1);
         let mut units: Vec<Unit> = Vec::new();
         let mut ids: HashMap<(u64, usize), usize> = HashMap::new();
-        let mut rows = Vec::with_capacity(at.batch_size);
-        let mut found = s.next_batch;
+        // The rows of the batches found in the last lookup and not scheduled yet, in order.
+        let mut found: VecDeque<Vec<u64>> = VecDeque::new();
         while s.next_batch <= target && s.next_batch < at.total {
             let b = s.next_batch;
-            if found <= b {
+            if found.is_empty() {
                 // A lazy catalog finds the fragments of the next batches together (one round
                 // trip per tree level for all of them).
                 let end = (b + SCHEDULE_AHEAD).min(target + 1).min(at.total);
-                let mut ahead = Vec::with_capacity((end - b) * at.batch_size);
                 for n in b..end {
+                    let mut rows = Vec::with_capacity(at.batch_size);
                     if !plan.batch_into(n, &mut rows) {
                         return Err(LoaderError::WorkerPanicked(format!("no batch {n}")));
                     }
-                    ahead.extend_from_slice(&rows);
+                    found.push_back(rows);
                 }
-                catalog.find(&ahead)?;
-                found = end;
+                let all: Vec<u64> = found.iter().flatten().copied().collect();
+                catalog.find(&all)?;
             }
-            if !plan.batch_into(b, &mut rows) {
-                return Err(LoaderError::WorkerPanicked(format!("no batch {b}")));
-            }
+            let rows = found.pop_front().ok_or_else(|| LoaderError::WorkerPanicked(format!("no batch {b}")))?;
             let mut of_rows = Vec::with_capacity(rows.len());
             for (j, &row) in rows.iter().enumerate() {
                 let pos = at.of(b, j);
